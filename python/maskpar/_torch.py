@@ -1,0 +1,120 @@
+"""Torch helpers: allocate bitmasks and apply them to logits (CPU or CUDA).
+
+torch is imported on first use so that ``import maskpar`` works without it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    import torch
+
+
+def bitmask_width(vocab_size: int) -> int:
+    """Words per bitmask row: ``ceil(vocab_size / 32)``."""
+    if vocab_size < 0:
+        raise ValueError(f"vocab_size must be >= 0, got {vocab_size}")
+    return (vocab_size + 31) // 32
+
+
+def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
+    """An int32 ``[rows, ceil(vocab_size / 32)]`` CPU tensor filled with -1
+    (everything allowed), pinned when CUDA is available so it can be copied to
+    the GPU asynchronously."""
+    import torch
+
+    if rows < 0:
+        raise ValueError(f"rows must be >= 0, got {rows}")
+    shape = (rows, bitmask_width(vocab_size))
+    pin = torch.cuda.is_available()
+    try:
+        return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
+    except RuntimeError:
+        if not pin:
+            raise
+        # Pinning can fail (e.g. locked-memory limits); an unpinned buffer still works.
+        return torch.full(shape, -1, dtype=torch.int32)
+
+
+def apply_token_bitmask_inplace(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    indices: Optional[Union[Sequence[int], torch.Tensor]] = None,
+) -> None:
+    """Sets ``logits[r, t] = -inf`` wherever bit ``t`` of ``bitmask[r]`` is 0.
+
+    ``logits`` is ``[rows, vocab]`` (or ``[vocab]``) on any device; ``bitmask``
+    is the int32 bitmask (moved to the logits' device if needed). With
+    ``indices``, only those rows are masked, each with its own bitmask row
+    (``bitmask[i]`` applies to ``logits[i]``). Logit columns beyond the bitmask's
+    ``32 * words`` are set to -inf.
+    """
+    import torch
+
+    if not isinstance(logits, torch.Tensor) or not isinstance(bitmask, torch.Tensor):
+        raise TypeError("logits and bitmask must be torch tensors")
+    if not logits.is_floating_point():
+        raise TypeError(f"logits must be a floating-point tensor, got {logits.dtype}")
+    if bitmask.dtype != torch.int32:
+        raise TypeError(f"bitmask dtype must be torch.int32, got {bitmask.dtype}")
+    if logits.dim() == 1:
+        logits = logits.unsqueeze(0)
+    if bitmask.dim() == 1:
+        bitmask = bitmask.unsqueeze(0)
+    if logits.dim() != 2 or bitmask.dim() != 2:
+        raise ValueError(
+            f"expected 2-D logits and bitmask, got shapes {tuple(logits.shape)} and "
+            f"{tuple(bitmask.shape)}"
+        )
+    rows, vocab = logits.shape
+    if indices is None:
+        if bitmask.shape[0] != rows:
+            raise ValueError(
+                f"bitmask has {bitmask.shape[0]} rows but logits have {rows}; pass indices "
+                "to mask a subset"
+            )
+        idx = None
+    else:
+        idx = torch.as_tensor(indices, dtype=torch.long).flatten()
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= min(rows, bitmask.shape[0])):
+            raise ValueError(
+                f"indices must be in [0, {min(rows, bitmask.shape[0])}), got {idx.tolist()}"
+            )
+        if idx.numel() == 0:
+            return
+    device = logits.device
+    bm = bitmask if idx is None else bitmask.index_select(0, idx)
+    bm = bm.to(device, non_blocking=True).contiguous()
+    allowed = _unpack_bits(bm, min(vocab, 32 * bm.shape[1]))
+    if idx is None:
+        _mask_rows(logits, allowed)
+    else:
+        idx = idx.to(device)
+        sub = logits.index_select(0, idx)
+        _mask_rows(sub, allowed)
+        logits.index_copy_(0, idx, sub)
+
+
+def _unpack_bits(bitmask: torch.Tensor, width: int) -> torch.Tensor:
+    """Bool ``[rows, width]``: bit ``t`` of each row, least significant first."""
+    import torch
+
+    if sys.byteorder != "little":
+        shifts32 = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+        bits32 = (bitmask.unsqueeze(-1) >> shifts32) & 1
+        return bits32.view(bitmask.shape[0], -1)[:, :width].bool()
+    # Little-endian byte view: bit t is bit t % 8 of byte t // 8, one byte per
+    # 8 tokens, so the temporary is rows x vocab bytes rather than int32s.
+    as_bytes = bitmask.view(torch.uint8)
+    shifts = torch.arange(8, dtype=torch.uint8, device=bitmask.device)
+    bits = (as_bytes.unsqueeze(-1) >> shifts) & 1
+    return bits.view(bitmask.shape[0], -1)[:, :width].bool()
+
+
+def _mask_rows(logits: torch.Tensor, allowed: torch.Tensor) -> None:
+    width = allowed.shape[1]
+    logits[:, :width].masked_fill_(~allowed, float("-inf"))
+    if logits.shape[1] > width:
+        logits[:, width:] = float("-inf")

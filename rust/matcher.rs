@@ -1,0 +1,170 @@
+//! Per-request state: the current grammar state plus a per-token history so
+//! `rollback` is a pop, not a re-parse.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::grammar::{CompiledGrammar, State};
+use crate::invalid;
+
+#[derive(Clone, Debug)]
+pub struct MatcherCore {
+    grammar: Arc<CompiledGrammar>,
+    state: State,
+    /// `history[i]` is the state before the i-th consumed token.
+    history: Vec<State>,
+}
+
+impl MatcherCore {
+    pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
+        let state = grammar.initial_state();
+        MatcherCore { grammar, state, history: Vec::new() }
+    }
+
+    pub fn grammar(&self) -> &Arc<CompiledGrammar> {
+        &self.grammar
+    }
+
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Number of tokens consumed (and so the most `rollback` can undo).
+    pub fn num_consumed(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Checks ids against the model's vocabulary width, before anything changes.
+    pub fn check_ids(&self, tokens: &[i64]) -> Result<Vec<u32>> {
+        let vocab = self.grammar.vocab();
+        tokens.iter().map(|&t| vocab.check_token_id(t)).collect()
+    }
+
+    /// Consumes `token` if allowed; otherwise returns false and changes nothing.
+    pub fn consume_token(&mut self, token: u32) -> bool {
+        match self.grammar.advance(self.state, token) {
+            Some(next) => {
+                self.history.push(self.state);
+                self.state = next;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// All-or-nothing: consumes every token, or none if any is not allowed.
+    pub fn consume_tokens(&mut self, tokens: &[u32]) -> bool {
+        if self.validate_tokens(tokens) != tokens.len() {
+            return false;
+        }
+        for &t in tokens {
+            let ok = self.consume_token(t);
+            debug_assert!(ok);
+        }
+        true
+    }
+
+    /// How many leading tokens would be accepted; the state does not change.
+    pub fn validate_tokens(&self, tokens: &[u32]) -> usize {
+        let mut s = self.state;
+        for (i, &t) in tokens.iter().enumerate() {
+            match self.grammar.advance(s, t) {
+                Some(next) => s = next,
+                None => return i,
+            }
+        }
+        tokens.len()
+    }
+
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.history.len() {
+            return invalid!(
+                "cannot roll back {n} tokens: only {} have been consumed",
+                self.history.len()
+            );
+        }
+        if n > 0 {
+            let keep = self.history.len() - n;
+            self.state = self.history[keep];
+            self.history.truncate(keep);
+        }
+        Ok(())
+    }
+
+    pub fn reset(&mut self) {
+        self.state = self.grammar.initial_state();
+        self.history.clear();
+    }
+
+    pub fn is_accepting(&self) -> bool {
+        self.grammar.is_accepting(self.state)
+    }
+
+    pub fn is_terminated(&self) -> bool {
+        self.state.terminated
+    }
+
+    pub fn fill_row(&self, row: &mut [u32]) {
+        self.grammar.fill_row(self.state, row);
+    }
+
+    pub fn forced_tokens(&self) -> Vec<u32> {
+        self.grammar.forced_tokens(self.state)
+    }
+
+    /// The states after each accepted prefix of `drafts`: `[s0, s1, ..., sk]`
+    /// where `k` is the number of drafts accepted. The matcher is not changed.
+    pub fn draft_states(&self, drafts: &[u32]) -> Vec<State> {
+        let mut states = Vec::with_capacity(drafts.len() + 1);
+        let mut s = self.state;
+        states.push(s);
+        for &t in drafts {
+            match self.grammar.advance(s, t) {
+                Some(next) => {
+                    s = next;
+                    states.push(s);
+                }
+                None => break,
+            }
+        }
+        states
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::Vocab;
+
+    fn matcher() -> MatcherCore {
+        let toks: Vec<Vec<u8>> = ["a", "b", "<eos>"].iter().map(|t| t.as_bytes().to_vec()).collect();
+        let vocab = Arc::new(Vocab::new(toks, &[2], &[], None).unwrap());
+        MatcherCore::new(Arc::new(CompiledGrammar::from_regex(vocab, "a+b").unwrap()))
+    }
+
+    #[test]
+    fn consume_rollback_and_eos() {
+        let mut m = matcher();
+        assert!(!m.consume_token(1));
+        assert_eq!(m.num_consumed(), 0);
+        assert!(m.consume_tokens(&[0, 0, 1]));
+        assert!(m.is_accepting());
+        assert!(m.consume_token(2));
+        assert!(m.is_terminated());
+        m.rollback(1).unwrap();
+        assert!(!m.is_terminated() && m.is_accepting());
+        assert!(m.rollback(4).is_err());
+        assert_eq!(m.num_consumed(), 3);
+        m.rollback(3).unwrap();
+        assert_eq!(m.state(), m.grammar().initial_state());
+    }
+
+    #[test]
+    fn consume_tokens_is_atomic_and_validate_counts() {
+        let mut m = matcher();
+        assert_eq!(m.validate_tokens(&[0, 0, 1, 0]), 3);
+        assert!(!m.consume_tokens(&[0, 1, 1]));
+        assert_eq!(m.num_consumed(), 0);
+        assert_eq!(m.draft_states(&[0, 1, 1]).len(), 3);
+    }
+}

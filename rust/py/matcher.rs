@@ -1,0 +1,137 @@
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use super::buffer::Bitmask;
+use super::grammar::PyGrammar;
+use super::to_py_err;
+use crate::matcher::MatcherCore;
+
+/// Per-request grammar state. Not shareable across threads at the same time:
+/// concurrent use raises instead of corrupting state.
+#[pyclass(module = "maskpar._core", name = "Matcher")]
+pub struct PyMatcher {
+    pub core: MatcherCore,
+}
+
+pub(crate) const IN_USE: &str =
+    "Matcher is in use by another thread (or a fill call running now); use one matcher per thread";
+
+fn mutable<'py>(slf: &Bound<'py, PyMatcher>) -> PyResult<PyRefMut<'py, PyMatcher>> {
+    slf.try_borrow_mut().map_err(|_| PyRuntimeError::new_err(IN_USE))
+}
+
+fn shared<'py>(slf: &Bound<'py, PyMatcher>) -> PyResult<PyRef<'py, PyMatcher>> {
+    slf.try_borrow().map_err(|_| PyRuntimeError::new_err(IN_USE))
+}
+
+#[pymethods]
+impl PyMatcher {
+    #[new]
+    fn new(grammar: &PyGrammar) -> Self {
+        PyMatcher { core: MatcherCore::new(grammar.inner.clone()) }
+    }
+
+    /// Writes the mask of allowed next tokens into row `index` of `bitmask`.
+    #[pyo3(signature = (bitmask, index=0))]
+    fn fill_next_token_bitmask(
+        slf: &Bound<'_, Self>,
+        bitmask: &Bound<'_, PyAny>,
+        index: i64,
+    ) -> PyResult<()> {
+        let this = shared(slf)?;
+        let mut bm = Bitmask::new(bitmask, Some(this.core.grammar().vocab().vocab_size()))?;
+        if index < 0 || index as usize >= bm.rows {
+            return Err(PyValueError::new_err(format!(
+                "index {index} is out of range for a bitmask of {} rows",
+                bm.rows
+            )));
+        }
+        let (words, i) = (bm.words, index as usize);
+        let row = &mut bm.words_mut()[i * words..(i + 1) * words];
+        let core = &this.core;
+        slf.py().detach(|| core.fill_row(row));
+        Ok(())
+    }
+
+    /// Consumes `token_id` if the grammar allows it; returns False and leaves
+    /// the state unchanged if not. Ids outside [0, vocab_size) raise ValueError.
+    fn consume_token(slf: &Bound<'_, Self>, token_id: i64) -> PyResult<bool> {
+        let mut this = mutable(slf)?;
+        let id = this.core.grammar().vocab().check_token_id(token_id).map_err(to_py_err)?;
+        Ok(this.core.consume_token(id))
+    }
+
+    /// Consumes all tokens, or none (returning False) if any is not allowed.
+    fn consume_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<bool> {
+        let mut this = mutable(slf)?;
+        let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
+        Ok(this.core.consume_tokens(&ids))
+    }
+
+    /// Number of leading tokens the grammar would accept; never changes state.
+    fn validate_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<usize> {
+        let this = shared(slf)?;
+        let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
+        Ok(this.core.validate_tokens(&ids))
+    }
+
+    /// Undoes the last `num_tokens` consumed tokens (EOS included).
+    fn rollback(slf: &Bound<'_, Self>, num_tokens: i64) -> PyResult<()> {
+        let mut this = mutable(slf)?;
+        if num_tokens < 0 {
+            return Err(PyValueError::new_err(format!(
+                "num_tokens must be >= 0, got {num_tokens}"
+            )));
+        }
+        this.core.rollback(num_tokens as usize).map_err(to_py_err)
+    }
+
+    /// Back to the start state with an empty history.
+    fn reset(slf: &Bound<'_, Self>) -> PyResult<()> {
+        mutable(slf)?.core.reset();
+        Ok(())
+    }
+
+    /// An independent copy with the same state and rollback history.
+    fn fork(slf: &Bound<'_, Self>) -> PyResult<PyMatcher> {
+        Ok(PyMatcher { core: shared(slf)?.core.clone() })
+    }
+
+    /// True if the text consumed so far is in the language (EOS is allowed).
+    fn is_accepting(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(shared(slf)?.core.is_accepting())
+    }
+
+    /// True once EOS has been consumed (until it is rolled back).
+    fn is_terminated(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(shared(slf)?.core.is_terminated())
+    }
+
+    /// Tokens the grammar forces next; each is allowed in turn, so they can be
+    /// used as drafts that the mask always accepts.
+    fn forced_tokens(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
+        Ok(shared(slf)?.core.forced_tokens())
+    }
+
+    /// Number of consumed tokens: the most `rollback` can undo.
+    #[getter]
+    fn num_consumed(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(shared(slf)?.core.num_consumed())
+    }
+
+    /// The grammar's logits width.
+    #[getter]
+    fn vocab_size(slf: &Bound<'_, Self>) -> PyResult<usize> {
+        Ok(shared(slf)?.core.grammar().vocab().vocab_size())
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let this = shared(slf)?;
+        Ok(format!(
+            "Matcher(consumed={}, accepting={}, terminated={})",
+            this.core.num_consumed(),
+            this.core.is_accepting(),
+            this.core.is_terminated()
+        ))
+    }
+}

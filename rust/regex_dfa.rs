@@ -1,0 +1,301 @@
+//! Regular expressions as byte DFAs with full-match semantics.
+//!
+//! regex-automata builds the DFA (UTF-8 aware, so a state reached by a token
+//! that ends inside a multi-byte character is live exactly when some completion
+//! stays in the language). We then copy it into a flat table in which every
+//! state that cannot reach a match is merged into the dead state 0, so a trie
+//! walk needs one table lookup per byte and one comparison to prune.
+
+use std::collections::HashMap;
+
+use regex_automata::dfa::{dense, Automaton, StartKind};
+use regex_automata::nfa::thompson;
+use regex_automata::util::primitives::StateID;
+use regex_automata::util::{start, syntax};
+use regex_automata::{Anchored, MatchKind};
+
+use crate::error::{Error, Result};
+
+/// Bound on the DFA's memory while it is built and once built (bytes).
+pub const DFA_SIZE_LIMIT: usize = 64 << 20;
+/// Bound on the Thompson NFA built from the pattern (bytes).
+pub const NFA_SIZE_LIMIT: usize = 16 << 20;
+/// Dead state: no continuation can complete a match.
+pub const DEAD: u32 = 0;
+
+#[derive(Debug)]
+pub struct ByteDfa {
+    classes: [u8; 256],
+    stride: usize,
+    /// `trans[state * stride + class]`; row 0 is the dead state.
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    /// The one byte every continuation from this state must start with, if any
+    /// (and the state is not accepting, so EOS is not an alternative).
+    forced_byte: Vec<Option<u8>>,
+    start: u32,
+}
+
+impl ByteDfa {
+    /// Compiles `pattern` (Rust `regex` syntax) for full-match use.
+    pub fn new(pattern: &str) -> Result<Self> {
+        let dfa = build_dense(pattern)?;
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .map_err(|e| Error::Compile(format!("invalid regex {pattern:?}: {e}")))?;
+
+        let bc = dfa.byte_classes();
+        let stride = bc.alphabet_len() - 1; // the last class is end-of-input
+        let mut classes = [0u8; 256];
+        let mut representative = vec![0u8; stride];
+        let mut class_size = vec![0usize; stride];
+        for b in 0..=255u8 {
+            let c = bc.get(b);
+            classes[b as usize] = c;
+            if class_size[c as usize] == 0 {
+                representative[c as usize] = b;
+            }
+            class_size[c as usize] += 1;
+        }
+
+        // Number the states reachable from the start (1-based; 0 = dead).
+        let mut ids: HashMap<StateID, u32> = HashMap::new();
+        let mut order: Vec<StateID> = Vec::new();
+        let mut raw_trans: Vec<u32> = vec![0; stride]; // row 0: dead
+        let is_dead = |s: StateID| dfa.is_dead_state(s) || dfa.is_quit_state(s);
+        let mut intern = |s: StateID, order: &mut Vec<StateID>| -> u32 {
+            if is_dead(s) {
+                return DEAD;
+            }
+            *ids.entry(s).or_insert_with(|| {
+                order.push(s);
+                order.len() as u32
+            })
+        };
+        let start_id = intern(start, &mut order);
+        let mut next = 0;
+        while next < order.len() {
+            let s = order[next];
+            next += 1;
+            for &rep in &representative {
+                let t = dfa.next_state(s, rep);
+                let id = intern(t, &mut order);
+                raw_trans.push(id);
+            }
+            if raw_trans.len() * 4 > DFA_SIZE_LIMIT {
+                return Err(Error::LimitExceeded(format!(
+                    "regex {pattern:?} needs a DFA larger than {} MiB",
+                    DFA_SIZE_LIMIT >> 20
+                )));
+            }
+        }
+        let n = order.len() + 1;
+        let mut accepting = vec![false; n];
+        for (i, &s) in order.iter().enumerate() {
+            accepting[i + 1] = dfa.is_match_state(dfa.next_eoi_state(s));
+        }
+
+        // Live = can reach an accepting state; everything else is merged into DEAD.
+        let live = live_states(&raw_trans, stride, &accepting);
+        if !live[start_id as usize] {
+            return Err(Error::Compile(format!("regex {pattern:?} matches no string")));
+        }
+        let mut renumber = vec![DEAD; n];
+        let mut count = 1u32;
+        for (old, &is_live) in live.iter().enumerate().skip(1) {
+            if is_live {
+                renumber[old] = count;
+                count += 1;
+            }
+        }
+        let m = count as usize;
+        let mut trans = vec![DEAD; m * stride];
+        let mut acc = vec![false; m];
+        for old in 1..n {
+            let new = renumber[old] as usize;
+            if new == 0 {
+                continue;
+            }
+            acc[new] = accepting[old];
+            for c in 0..stride {
+                trans[new * stride + c] = renumber[raw_trans[old * stride + c] as usize];
+            }
+        }
+        let forced_byte = (0..m)
+            .map(|s| {
+                if s == 0 || acc[s] {
+                    return None;
+                }
+                let mut live_classes = (0..stride).filter(|&c| trans[s * stride + c] != DEAD);
+                match (live_classes.next(), live_classes.next()) {
+                    (Some(c), None) if class_size[c] == 1 => Some(representative[c]),
+                    _ => None,
+                }
+            })
+            .collect();
+        Ok(ByteDfa {
+            classes,
+            stride,
+            trans,
+            accepting: acc,
+            forced_byte,
+            start: renumber[start_id as usize],
+        })
+    }
+
+    pub fn start(&self) -> u32 {
+        self.start
+    }
+
+    pub fn num_states(&self) -> usize {
+        self.accepting.len()
+    }
+
+    #[inline(always)]
+    pub fn step(&self, state: u32, byte: u8) -> u32 {
+        self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
+    }
+
+    /// Runs `bytes` from `state`; DEAD if any byte leads to the dead state.
+    pub fn step_bytes(&self, mut state: u32, bytes: &[u8]) -> u32 {
+        for &b in bytes {
+            state = self.step(state, b);
+            if state == DEAD {
+                return DEAD;
+            }
+        }
+        state
+    }
+
+    /// True if the text read so far is in the language.
+    pub fn is_accepting(&self, state: u32) -> bool {
+        self.accepting[state as usize]
+    }
+
+    pub fn forced_byte(&self, state: u32) -> Option<u8> {
+        self.forced_byte[state as usize]
+    }
+}
+
+fn build_dense(pattern: &str) -> Result<dense::DFA<Vec<u32>>> {
+    let config = dense::Config::new()
+        // All, not leftmost-first: full-match needs every alternative kept alive
+        // (leftmost-first would drop `ab` from `a|ab` once `a` has matched).
+        .match_kind(MatchKind::All)
+        .start_kind(StartKind::Anchored)
+        .byte_classes(true)
+        .minimize(false)
+        .dfa_size_limit(Some(DFA_SIZE_LIMIT))
+        .determinize_size_limit(Some(DFA_SIZE_LIMIT));
+    dense::Builder::new()
+        .configure(config)
+        .syntax(syntax::Config::new().unicode(true).utf8(true))
+        .thompson(thompson::Config::new().nfa_size_limit(Some(NFA_SIZE_LIMIT)))
+        .build(pattern)
+        .map_err(|e| {
+            let mut msg = format!("invalid regex {pattern:?}: {e}");
+            let mut src = std::error::Error::source(&e);
+            while let Some(s) = src {
+                msg.push_str(&format!(": {s}"));
+                src = s.source();
+            }
+            if msg.contains("exceeded") || msg.contains("size limit") {
+                Error::LimitExceeded(msg)
+            } else {
+                Error::Compile(msg)
+            }
+        })
+}
+
+/// Backward reachability from accepting states.
+fn live_states(trans: &[u32], stride: usize, accepting: &[bool]) -> Vec<bool> {
+    let n = accepting.len();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for s in 1..n {
+        for c in 0..stride {
+            let t = trans[s * stride + c] as usize;
+            if t != 0 {
+                preds[t].push(s as u32);
+            }
+        }
+    }
+    let mut live = accepting.to_vec();
+    let mut work: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
+    while let Some(t) = work.pop() {
+        for &p in &preds[t] {
+            if !live[p as usize] {
+                live[p as usize] = true;
+                work.push(p as usize);
+            }
+        }
+    }
+    live[0] = false;
+    live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full_match(d: &ByteDfa, text: &[u8]) -> bool {
+        let s = d.step_bytes(d.start(), text);
+        s != DEAD && d.is_accepting(s)
+    }
+
+    fn live_prefix(d: &ByteDfa, text: &[u8]) -> bool {
+        d.step_bytes(d.start(), text) != DEAD
+    }
+
+    #[test]
+    fn full_match_keeps_all_alternatives() {
+        let d = ByteDfa::new("a|ab").unwrap();
+        assert!(full_match(&d, b"a"));
+        assert!(full_match(&d, b"ab"));
+        assert!(!full_match(&d, b""));
+        assert!(!live_prefix(&d, b"abc"));
+    }
+
+    #[test]
+    fn partial_utf8_is_live_only_if_completable() {
+        let d = ByteDfa::new("é+").unwrap(); // é = C3 A9
+        assert!(live_prefix(&d, &[0xC3]));
+        assert!(!live_prefix(&d, &[0xC4]));
+        assert!(!full_match(&d, &[0xC3]));
+        assert!(full_match(&d, "éé".as_bytes()));
+    }
+
+    #[test]
+    fn states_that_cannot_match_are_dead() {
+        // `[b&&c]` is empty, so the `ab` branch can never complete.
+        let d = ByteDfa::new("a[b&&c]|ad").unwrap();
+        assert!(!live_prefix(&d, b"ab"));
+    }
+
+    #[test]
+    fn forced_bytes_follow_single_continuations() {
+        let d = ByteDfa::new("abc|abd").unwrap();
+        let s = d.start();
+        assert_eq!(d.forced_byte(s), Some(b'a'));
+        let s = d.step(s, b'a');
+        assert_eq!(d.forced_byte(s), Some(b'b'));
+        let s = d.step(s, b'b');
+        assert_eq!(d.forced_byte(s), None);
+    }
+
+    #[test]
+    fn errors_are_clear() {
+        let e = ByteDfa::new("a(").unwrap_err().to_string();
+        assert!(e.contains("invalid regex"), "{e}");
+        assert!(ByteDfa::new("[^\\x00-\\x{10FFFF}]").is_err());
+        let e = ByteDfa::new("[ab]*a[ab]{24}").map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
+        assert!(matches!(e, Error::LimitExceeded(_) | Error::Compile(_)));
+    }
+
+    #[test]
+    fn anchors_work_in_full_match() {
+        let d = ByteDfa::new("^ab$").unwrap();
+        assert!(full_match(&d, b"ab"));
+        assert!(!full_match(&d, b"abab"));
+    }
+}

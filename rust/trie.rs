@@ -1,0 +1,226 @@
+//! The token trie: every text token's bytes in one trie, flattened in DFS
+//! pre-order so a mask is one forward pass that skips whole subtrees at the
+//! first byte the automaton rejects (DESIGN.md §5).
+
+use crate::bitmask::set_bit;
+use crate::error::{Error, Result};
+
+/// Longest token (in bytes) the trie accepts; bounds the per-walk state stack.
+pub const MAX_TOKEN_BYTES: usize = u16::MAX as usize;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    /// Index of the first node after this node's subtree.
+    subtree_end: u32,
+    /// Start of this node's token ids in `TokenTrie::tokens` (end = next node's start).
+    tokens_start: u32,
+    /// Distance from the root (root = 0).
+    depth: u16,
+    /// Byte on the edge from the parent.
+    byte: u8,
+}
+
+#[derive(Debug)]
+pub struct TokenTrie {
+    /// Node 0 is the root; a sentinel node at the end closes the token ranges.
+    nodes: Vec<Node>,
+    tokens: Vec<u32>,
+    max_depth: usize,
+}
+
+impl TokenTrie {
+    /// Builds the trie from `(token_id, bytes)` pairs; bytes must be non-empty.
+    pub fn new(entries: &[(u32, &[u8])]) -> Result<Self> {
+        let mut sorted: Vec<(u32, &[u8])> = entries.to_vec();
+        sorted.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
+
+        let root = Node { subtree_end: 0, tokens_start: 0, depth: 0, byte: 0 };
+        let mut nodes = vec![root];
+        let mut tokens = Vec::with_capacity(sorted.len());
+        // Node indices along the current path; path[d] is the node at depth d.
+        let mut path: Vec<usize> = vec![0];
+        let mut prev: &[u8] = &[];
+        let mut max_depth = 0;
+        for &(id, bytes) in &sorted {
+            if bytes.is_empty() {
+                return Err(Error::InvalidArgument(format!("token {id} has no bytes")));
+            }
+            if bytes.len() > MAX_TOKEN_BYTES {
+                return Err(Error::LimitExceeded(format!(
+                    "token {id} is {} bytes long; the limit is {MAX_TOKEN_BYTES}",
+                    bytes.len()
+                )));
+            }
+            let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
+            // Close the nodes that are not on this token's path.
+            while path.len() > common + 1 {
+                let done = path.pop().unwrap();
+                nodes[done].subtree_end = nodes.len() as u32;
+            }
+            for (d, &b) in bytes.iter().enumerate().skip(common) {
+                nodes.push(Node {
+                    subtree_end: 0,
+                    tokens_start: tokens.len() as u32,
+                    depth: (d + 1) as u16,
+                    byte: b,
+                });
+                path.push(nodes.len() - 1);
+            }
+            // Tokens arrive in pre-order, so a node's ids are contiguous.
+            tokens.push(id);
+            max_depth = max_depth.max(bytes.len());
+            prev = bytes;
+        }
+        while let Some(done) = path.pop() {
+            nodes[done].subtree_end = nodes.len() as u32;
+        }
+        nodes.push(Node {
+            subtree_end: 0,
+            tokens_start: tokens.len() as u32,
+            depth: 0,
+            byte: 0,
+        });
+        // Every node's token range ends where the next node's starts.
+        Ok(TokenTrie { nodes, tokens, max_depth })
+    }
+
+    /// Number of trie nodes, root included (sentinel excluded).
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len() - 1
+    }
+
+    #[inline]
+    fn node_tokens(&self, i: usize) -> &[u32] {
+        let a = self.nodes[i].tokens_start as usize;
+        let b = self.nodes[i + 1].tokens_start as usize;
+        &self.tokens[a..b]
+    }
+
+    /// Sets the bit of every token whose bytes `step` can read from `start`
+    /// without dying. `step(state, byte)` returns the next state, 0 meaning dead.
+    pub fn fill_allowed(&self, start: u32, step: impl Fn(u32, u8) -> u32, row: &mut [u32]) {
+        self.walk(0, start, step, |t| {
+            set_bit(row, t);
+            true
+        });
+    }
+
+    /// True if some token in the subtree below `node` (excluding `node`'s own tokens)
+    /// can be read from `start`.
+    pub fn any_below(&self, node: usize, start: u32, step: impl Fn(u32, u8) -> u32) -> bool {
+        let mut found = false;
+        self.walk(node, start, step, |_| {
+            found = true;
+            false
+        });
+        found
+    }
+
+    /// Pre-order walk of the subtree below `top`; `on_token` returns false to stop.
+    #[inline]
+    fn walk(
+        &self,
+        top: usize,
+        start: u32,
+        step: impl Fn(u32, u8) -> u32,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) {
+        let base = self.nodes[top].depth as usize;
+        let end = if top == 0 { self.num_nodes() } else { self.nodes[top].subtree_end as usize };
+        let mut states = vec![0u32; self.max_depth + 2];
+        states[0] = start;
+        let nodes = &self.nodes;
+        let mut i = top + 1;
+        while i < end {
+            let n = nodes[i];
+            let d = n.depth as usize - base;
+            let s = step(states[d - 1], n.byte);
+            if s == 0 {
+                i = n.subtree_end as usize;
+                continue;
+            }
+            states[d] = s;
+            for &t in self.node_tokens(i) {
+                if !on_token(t) {
+                    return;
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Follows `bytes` from the root. Returns the deepest node reached and, for
+    /// each prefix length that ends on a node holding tokens, (length, first token id).
+    pub fn follow(&self, bytes: &[u8]) -> (usize, usize, Vec<(usize, u32)>) {
+        let mut node = 0usize;
+        let mut hits = Vec::new();
+        let mut consumed = 0;
+        'outer: for &b in bytes {
+            // Children of `node` are the nodes at depth+1 inside its subtree, in byte order.
+            let end = if node == 0 { self.num_nodes() } else { self.nodes[node].subtree_end as usize };
+            let mut c = node + 1;
+            while c < end {
+                if self.nodes[c].byte == b {
+                    node = c;
+                    consumed += 1;
+                    if let Some(&t) = self.node_tokens(c).first() {
+                        hits.push((consumed, t));
+                    }
+                    continue 'outer;
+                }
+                if self.nodes[c].byte > b {
+                    break;
+                }
+                c = self.nodes[c].subtree_end as usize;
+            }
+            break;
+        }
+        (node, consumed, hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitmask::iter_set_bits;
+
+    fn trie(tokens: &[&[u8]]) -> TokenTrie {
+        let entries: Vec<(u32, &[u8])> =
+            tokens.iter().enumerate().map(|(i, b)| (i as u32, *b)).collect();
+        TokenTrie::new(&entries).unwrap()
+    }
+
+    /// A stepper that accepts only bytes from `allowed` (state stays 1).
+    fn only<'a>(allowed: &'a [u8]) -> impl Fn(u32, u8) -> u32 + 'a {
+        move |_, b| if allowed.contains(&b) { 1 } else { 0 }
+    }
+
+    #[test]
+    fn walk_prunes_and_sets_duplicates() {
+        let t = trie(&[b"ab", b"a", b"abc", b"b", b"ab", b"ca"]);
+        let mut row = vec![0u32; 1];
+        t.fill_allowed(1, only(b"ab"), &mut row);
+        assert_eq!(iter_set_bits(&row).collect::<Vec<_>>(), vec![0, 1, 3, 4]);
+    }
+
+    #[test]
+    fn follow_reports_token_prefixes() {
+        let t = trie(&[b"ab", b"a", b"abc", b"b"]);
+        let (_, consumed, hits) = t.follow(b"abx");
+        assert_eq!(consumed, 2);
+        assert_eq!(hits, vec![(1, 1), (2, 0)]);
+    }
+
+    #[test]
+    fn any_below_sees_only_descendants() {
+        let t = trie(&[b"a", b"ab"]);
+        let (node, _, _) = t.follow(b"a");
+        assert!(t.any_below(node, 1, only(b"ab")));
+        assert!(!t.any_below(node, 1, only(b"a")));
+    }
+
+    #[test]
+    fn empty_token_is_rejected() {
+        assert!(TokenTrie::new(&[(0, b"".as_slice())]).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! A tokenizer's vocabulary as maskpar sees it: exact bytes per token id, which
+//! ids are EOS or special, the model's logits width, and the token trie.
+
+use crate::error::{Error, Result};
+use crate::invalid;
+use crate::trie::TokenTrie;
+
+/// Largest logits width supported (token ids are u32 and bitmask words i32).
+pub const MAX_VOCAB_SIZE: usize = 1 << 30;
+
+#[derive(Debug)]
+pub struct Vocab {
+    tokens: Vec<Vec<u8>>,
+    /// True for ids that text can never produce: special, EOS, empty.
+    never_text: Vec<bool>,
+    is_special: Vec<bool>,
+    eos: Vec<u32>,
+    vocab_size: usize,
+    trie: TokenTrie,
+}
+
+impl Vocab {
+    /// `tokens[i]` is the exact byte string of id `i`. `vocab_size` (the model's
+    /// logits width) defaults to `tokens.len()` and may exceed it (padding).
+    pub fn new(
+        tokens: Vec<Vec<u8>>,
+        eos_token_ids: &[u32],
+        special_token_ids: &[u32],
+        vocab_size: Option<usize>,
+    ) -> Result<Self> {
+        let n = tokens.len();
+        let vocab_size = vocab_size.unwrap_or(n);
+        if n == 0 {
+            return invalid!("the token list is empty");
+        }
+        if vocab_size < n {
+            return invalid!("vocab_size {vocab_size} is smaller than the number of tokens ({n})");
+        }
+        if vocab_size > MAX_VOCAB_SIZE {
+            return Err(Error::LimitExceeded(format!(
+                "vocab_size {vocab_size} exceeds the supported maximum {MAX_VOCAB_SIZE}"
+            )));
+        }
+        let mut is_special = vec![false; n];
+        for &id in special_token_ids {
+            if id as usize >= n {
+                return invalid!("special token id {id} is out of range (the vocabulary has {n} tokens)");
+            }
+            is_special[id as usize] = true;
+        }
+        let mut eos: Vec<u32> = Vec::with_capacity(eos_token_ids.len());
+        for &id in eos_token_ids {
+            if id as usize >= n {
+                return invalid!("EOS token id {id} is out of range (the vocabulary has {n} tokens)");
+            }
+            if !eos.contains(&id) {
+                eos.push(id);
+            }
+        }
+        eos.sort_unstable();
+        let never_text: Vec<bool> = (0..n)
+            .map(|i| is_special[i] || tokens[i].is_empty() || eos.binary_search(&(i as u32)).is_ok())
+            .collect();
+        let entries: Vec<(u32, &[u8])> = tokens
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !never_text[*i])
+            .map(|(i, b)| (i as u32, b.as_slice()))
+            .collect();
+        let trie = TokenTrie::new(&entries)?;
+        Ok(Vocab { tokens, never_text, is_special, eos, vocab_size, trie })
+    }
+
+    /// The model's logits width (bitmask rows cover this many ids).
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Number of ids that have bytes (ids at or above are padding).
+    pub fn num_tokens(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn eos_token_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    pub fn is_eos(&self, id: u32) -> bool {
+        self.eos.binary_search(&id).is_ok()
+    }
+
+    pub fn special_token_ids(&self) -> Vec<u32> {
+        (0..self.tokens.len() as u32).filter(|&i| self.is_special[i as usize]).collect()
+    }
+
+    /// Bytes of `id`, or None for padding ids.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.tokens.get(id as usize).map(|b| b.as_slice())
+    }
+
+    /// Bytes of `id` if text can produce it (not special, EOS, empty or padding).
+    pub fn text_bytes(&self, id: u32) -> Option<&[u8]> {
+        let i = id as usize;
+        if i < self.tokens.len() && !self.never_text[i] {
+            Some(&self.tokens[i])
+        } else {
+            None
+        }
+    }
+
+    pub fn trie(&self) -> &TokenTrie {
+        &self.trie
+    }
+
+    /// Checks that `id` is a valid index into the model's logits.
+    pub fn check_token_id(&self, id: i64) -> Result<u32> {
+        if id < 0 || id as u64 >= self.vocab_size as u64 {
+            return invalid!("token id {id} is out of range [0, {})", self.vocab_size);
+        }
+        Ok(id as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(tokens: &[&str]) -> Vec<Vec<u8>> {
+        tokens.iter().map(|t| t.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn eos_special_and_padding_are_not_text() {
+        let vocab = Vocab::new(v(&["a", "b", "<eos>", "<s>", ""]), &[2], &[3], Some(40)).unwrap();
+        assert_eq!(vocab.text_bytes(0), Some(&b"a"[..]));
+        assert_eq!(vocab.text_bytes(2), None);
+        assert_eq!(vocab.text_bytes(3), None);
+        assert_eq!(vocab.text_bytes(4), None);
+        assert_eq!(vocab.text_bytes(39), None);
+        assert!(vocab.is_eos(2));
+        assert_eq!(vocab.vocab_size(), 40);
+        assert!(vocab.check_token_id(40).is_err());
+        assert!(vocab.check_token_id(-1).is_err());
+        assert_eq!(vocab.check_token_id(39).unwrap(), 39);
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        assert!(Vocab::new(v(&["a"]), &[5], &[], None).is_err());
+        assert!(Vocab::new(v(&["a"]), &[], &[1], None).is_err());
+        assert!(Vocab::new(v(&["a", "b"]), &[], &[], Some(1)).is_err());
+        assert!(Vocab::new(vec![], &[], &[], None).is_err());
+    }
+}
