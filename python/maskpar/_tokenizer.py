@@ -227,8 +227,14 @@ def _hf_token_bytes(data: dict) -> Tuple[List[bytes], List[int]]:
     entries = [(int(i), piece_bytes(p)) for p, i in vocab.items()]
     special: List[int] = []
     for t in data.get("added_tokens") or []:
+        content = t["content"]
+        if byte_fallback and _BYTE_FALLBACK.fullmatch(content):
+            # The model emits <0xNN> for raw bytes of text, even when the file
+            # also lists it as an added token: it stays a text (byte) token.
+            entries.append((int(t["id"]), piece_bytes(content)))
+            continue
         # Added tokens are stored as plain text, not in the model's piece encoding.
-        entries.append((int(t["id"]), t["content"].encode("utf-8")))
+        entries.append((int(t["id"]), content.encode("utf-8")))
         if t.get("special"):
             special.append(int(t["id"]))
     return _dense(entries), special

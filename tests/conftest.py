@@ -1,0 +1,40 @@
+"""Shared fixtures: real vocabularies from PyPI packages and bitmask helpers."""
+
+from __future__ import annotations
+
+import functools
+from typing import List
+
+import numpy as np
+import pytest
+
+import maskpar
+
+LLAMA3_EOS = [128001, 128009]
+
+
+@functools.lru_cache(maxsize=None)
+def llama3_vocab():
+    import quicktok
+
+    enc = quicktok.get_encoding("llama3")
+    tokens = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
+    special = [i for i in range(enc.n_vocab) if enc.is_special_token(i)]
+    return enc, tokens, special
+
+
+@pytest.fixture(scope="session")
+def llama3():
+    """(quicktok encoding, maskpar.Tokenizer) for the Llama-3 128k vocabulary."""
+    enc, tokens, special = llama3_vocab()
+    return enc, maskpar.Tokenizer.from_vocab(tokens, LLAMA3_EOS, special)
+
+
+def allowed_ids(bitmask: np.ndarray, row: int = 0) -> List[int]:
+    """Ids whose bit is set in a bitmask row (numpy int32)."""
+    bits = np.unpackbits(bitmask[row].view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def new_bitmask(rows: int, vocab_size: int, fill: int = 0) -> np.ndarray:
+    return np.full((rows, (vocab_size + 31) // 32), fill, dtype=np.int32)
