@@ -64,8 +64,14 @@ fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult
         }
         let mref = m.try_borrow().map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
         let drafts = if with_drafts {
-            let raw: Vec<i64> = parts[2].extract().map_err(|_| {
-                PyTypeError::new_err(format!("item {i}: drafts must be a sequence of ints"))
+            let raw: Vec<i64> = parts[2].extract().map_err(|e: PyErr| {
+                // Keep errors raised by the caller's own sequence (e.g. it touched a
+                // matcher that this call holds); reword only plain type mismatches.
+                if e.is_instance_of::<PyTypeError>(item.py()) {
+                    PyTypeError::new_err(format!("item {i}: drafts must be a sequence of ints"))
+                } else {
+                    e
+                }
             })?;
             mref.core
                 .check_ids(&raw)
