@@ -39,7 +39,9 @@ pub fn set_num_threads(n: usize) -> Result<()> {
 
 pub fn get_num_threads() -> usize {
     match DEFAULT_THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         n => n,
     }
 }
@@ -107,9 +109,7 @@ pub fn check_layout(reqs: &[DraftRequest<'_>], rows: usize, words: usize) -> Res
     for w in spans.windows(2) {
         let ((a0, a1, ai), (b0, b1, bi)) = (w[0], w[1]);
         if b0 <= a1 {
-            return invalid!(
-                "requests {ai} and {bi} overlap: rows {a0}..={a1} and {b0}..={b1}"
-            );
+            return invalid!("requests {ai} and {bi} overlap: rows {a0}..={a1} and {b0}..={b1}");
         }
     }
     Ok(())
@@ -124,9 +124,11 @@ pub fn fill_with_drafts(
     pool: &ThreadPool,
 ) -> Vec<usize> {
     pool.install(|| {
-        let chains: Vec<Vec<State>> =
-            reqs.par_iter().map(|r| r.matcher.draft_states(&r.drafts)).collect();
-        let rows = if words == 0 { 0 } else { bitmask.len() / words };
+        let chains: Vec<Vec<State>> = reqs
+            .par_iter()
+            .map(|r| r.matcher.draft_states(&r.drafts))
+            .collect();
+        let rows = bitmask.len().checked_div(words).unwrap_or(0);
         let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
         for (r, states) in reqs.iter().zip(&chains) {
             let g = r.matcher.grammar().as_ref();
@@ -138,11 +140,14 @@ pub fn fill_with_drafts(
             }
         }
         if words > 0 {
-            bitmask.par_chunks_mut(words).zip(jobs.par_iter()).for_each(|(row, job)| match job {
-                Some(RowJob::Mask(g, s)) => g.fill_row(*s, row),
-                Some(RowJob::AllOnes) => row.fill(u32::MAX),
-                None => {}
-            });
+            bitmask
+                .par_chunks_mut(words)
+                .zip(jobs.par_iter())
+                .for_each(|(row, job)| match job {
+                    Some(RowJob::Mask(g, s)) => g.fill_row(*s, row),
+                    Some(RowJob::AllOnes) => row.fill(u32::MAX),
+                    None => {}
+                });
         }
         chains.iter().map(|c| c.len() - 1).collect()
     })
@@ -154,8 +159,10 @@ mod tests {
     use crate::vocab::Vocab;
 
     fn grammar() -> Arc<CompiledGrammar> {
-        let toks: Vec<Vec<u8>> =
-            ["a", "b", "c", "<eos>"].iter().map(|t| t.as_bytes().to_vec()).collect();
+        let toks: Vec<Vec<u8>> = ["a", "b", "c", "<eos>"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
         let vocab = Arc::new(Vocab::new(toks, &[3], &[], Some(40)).unwrap());
         Arc::new(CompiledGrammar::from_regex(vocab, "a*bc").unwrap())
     }
@@ -185,8 +192,16 @@ mod tests {
         let drafts2 = vec![1, 2, 3];
         for threads in [1, 2, 3] {
             let reqs = vec![
-                DraftRequest { matcher: &m1, row: 0, drafts: drafts1.clone() },
-                DraftRequest { matcher: &m2, row: 5, drafts: drafts2.clone() },
+                DraftRequest {
+                    matcher: &m1,
+                    row: 0,
+                    drafts: drafts1.clone(),
+                },
+                DraftRequest {
+                    matcher: &m2,
+                    row: 5,
+                    drafts: drafts2.clone(),
+                },
             ];
             let mut bm = vec![0u32; words * 9];
             check_layout(&reqs, 9, words).unwrap();
@@ -206,13 +221,32 @@ mod tests {
         let m = MatcherCore::new(g.clone());
         let words = g.words();
         let over = vec![
-            DraftRequest { matcher: &m, row: 0, drafts: vec![0, 0] },
-            DraftRequest { matcher: &m, row: 2, drafts: vec![] },
+            DraftRequest {
+                matcher: &m,
+                row: 0,
+                drafts: vec![0, 0],
+            },
+            DraftRequest {
+                matcher: &m,
+                row: 2,
+                drafts: vec![],
+            },
         ];
-        assert!(check_layout(&over, 4, words).unwrap_err().to_string().contains("overlap"));
-        let oob = vec![DraftRequest { matcher: &m, row: 3, drafts: vec![0] }];
+        assert!(check_layout(&over, 4, words)
+            .unwrap_err()
+            .to_string()
+            .contains("overlap"));
+        let oob = vec![DraftRequest {
+            matcher: &m,
+            row: 3,
+            drafts: vec![0],
+        }];
         assert!(check_layout(&oob, 4, words).is_err());
-        let ok = vec![DraftRequest { matcher: &m, row: 3, drafts: vec![] }];
+        let ok = vec![DraftRequest {
+            matcher: &m,
+            row: 3,
+            drafts: vec![],
+        }];
         assert!(check_layout(&ok, 4, words).is_ok());
         assert!(check_layout(&ok, 4, words + 1).is_err());
         assert!(pool(Some(0)).is_err());

@@ -52,6 +52,9 @@ mod tests {
             set_bit(&mut row, t);
         }
         assert!(get_bit(&row, 31) && get_bit(&row, 32) && !get_bit(&row, 33));
-        assert_eq!(iter_set_bits(&row).collect::<Vec<_>>(), vec![0, 31, 32, 63, 70]);
+        assert_eq!(
+            iter_set_bits(&row).collect::<Vec<_>>(),
+            vec![0, 31, 32, 63, 70]
+        );
     }
 }

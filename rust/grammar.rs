@@ -66,7 +66,10 @@ impl CompiledGrammar {
     }
 
     pub fn initial_state(&self) -> State {
-        State { dfa: self.dfa.start(), terminated: false }
+        State {
+            dfa: self.dfa.start(),
+            terminated: false,
+        }
     }
 
     pub fn is_accepting(&self, s: State) -> bool {
@@ -76,14 +79,20 @@ impl CompiledGrammar {
     /// The state after `token`, or None if the mask at `s` forbids it.
     pub fn advance(&self, s: State, token: u32) -> Option<State> {
         if self.vocab.is_eos(token) {
-            return self.is_accepting(s).then_some(State { dfa: s.dfa, terminated: true });
+            return self.is_accepting(s).then_some(State {
+                dfa: s.dfa,
+                terminated: true,
+            });
         }
         if s.terminated {
             return None;
         }
         let bytes = self.vocab.text_bytes(token)?;
         let next = self.dfa.step_bytes(s.dfa, bytes);
-        (next != DEAD).then_some(State { dfa: next, terminated: false })
+        (next != DEAD).then_some(State {
+            dfa: next,
+            terminated: false,
+        })
     }
 
     /// Writes the mask for `s` into `row` (exactly `self.words()` words).
@@ -120,7 +129,9 @@ impl CompiledGrammar {
     fn compute_row(&self, dfa_state: u32, row: &mut [u32]) {
         row.fill(0);
         let dfa = &self.dfa;
-        self.vocab.trie().fill_allowed(dfa_state, |s, b| dfa.step(s, b), row);
+        self.vocab
+            .trie()
+            .fill_allowed(dfa_state, |s, b| dfa.step(s, b), row);
         if dfa.is_accepting(dfa_state) {
             for &e in self.vocab.eos_token_ids() {
                 set_bit(row, e);
@@ -161,7 +172,9 @@ impl CompiledGrammar {
         while pos < forced.len() {
             let rest = &forced[pos..];
             let (node, consumed, hits) = trie.follow(rest);
-            let Some(&(len, token)) = hits.last() else { break };
+            let Some(&(len, token)) = hits.last() else {
+                break;
+            };
             if consumed == rest.len() && trie.any_below(node, end_state, |s, b| dfa.step(s, b)) {
                 break;
             }
@@ -179,7 +192,11 @@ mod tests {
 
     fn grammar(tokens: &[&str], pattern: &str) -> CompiledGrammar {
         let toks = tokens.iter().map(|t| t.as_bytes().to_vec()).collect();
-        let eos = tokens.iter().position(|t| *t == "<eos>").map(|i| vec![i as u32]).unwrap_or_default();
+        let eos = tokens
+            .iter()
+            .position(|t| *t == "<eos>")
+            .map(|i| vec![i as u32])
+            .unwrap_or_default();
         let vocab = Arc::new(Vocab::new(toks, &eos, &[], Some(tokens.len() + 5)).unwrap());
         CompiledGrammar::from_regex(vocab, pattern).unwrap()
     }
@@ -208,7 +225,10 @@ mod tests {
 
     #[test]
     fn forced_tokens_stop_where_the_tokenizer_could_differ() {
-        let g = grammar(&["{", "\"", "{\"", "na", "name", "\":", "<eos>"], r#"\{"name":[0-9]"#);
+        let g = grammar(
+            &["{", "\"", "{\"", "na", "name", "\":", "<eos>"],
+            r#"\{"name":[0-9]"#,
+        );
         // Forced bytes: {"name": ; tokens {" name then ": (not extendable further).
         assert_eq!(g.forced_bytes(g.initial_state()).0, br#"{"name":"#.to_vec());
         assert_eq!(g.forced_tokens(g.initial_state()), vec![2, 4, 5]);

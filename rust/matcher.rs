@@ -18,7 +18,11 @@ pub struct MatcherCore {
 impl MatcherCore {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let state = grammar.initial_state();
-        MatcherCore { grammar, state, history: Vec::new() }
+        MatcherCore {
+            grammar,
+            state,
+            history: Vec::new(),
+        }
     }
 
     pub fn grammar(&self) -> &Arc<CompiledGrammar> {
@@ -137,7 +141,10 @@ mod tests {
     use crate::vocab::Vocab;
 
     fn matcher() -> MatcherCore {
-        let toks: Vec<Vec<u8>> = ["a", "b", "<eos>"].iter().map(|t| t.as_bytes().to_vec()).collect();
+        let toks: Vec<Vec<u8>> = ["a", "b", "<eos>"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
         let vocab = Arc::new(Vocab::new(toks, &[2], &[], None).unwrap());
         MatcherCore::new(Arc::new(CompiledGrammar::from_regex(vocab, "a+b").unwrap()))
     }

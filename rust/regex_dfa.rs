@@ -98,7 +98,9 @@ impl ByteDfa {
         // Live = can reach an accepting state; everything else is merged into DEAD.
         let live = live_states(&raw_trans, stride, &accepting);
         if !live[start_id as usize] {
-            return Err(Error::Compile(format!("regex {pattern:?} matches no string")));
+            return Err(Error::Compile(format!(
+                "regex {pattern:?} matches no string"
+            )));
         }
         let mut renumber = vec![DEAD; n];
         let mut count = 1u32;

@@ -34,7 +34,12 @@ impl TokenTrie {
         let mut sorted: Vec<(u32, &[u8])> = entries.to_vec();
         sorted.sort_unstable_by(|a, b| a.1.cmp(b.1).then(a.0.cmp(&b.0)));
 
-        let root = Node { subtree_end: 0, tokens_start: 0, depth: 0, byte: 0 };
+        let root = Node {
+            subtree_end: 0,
+            tokens_start: 0,
+            depth: 0,
+            byte: 0,
+        };
         let mut nodes = vec![root];
         let mut tokens = Vec::with_capacity(sorted.len());
         // Node indices along the current path; path[d] is the node at depth d.
@@ -81,7 +86,11 @@ impl TokenTrie {
             byte: 0,
         });
         // Every node's token range ends where the next node's starts.
-        Ok(TokenTrie { nodes, tokens, max_depth })
+        Ok(TokenTrie {
+            nodes,
+            tokens,
+            max_depth,
+        })
     }
 
     /// Number of trie nodes, root included (sentinel excluded).
@@ -126,7 +135,11 @@ impl TokenTrie {
         mut on_token: impl FnMut(u32) -> bool,
     ) {
         let base = self.nodes[top].depth as usize;
-        let end = if top == 0 { self.num_nodes() } else { self.nodes[top].subtree_end as usize };
+        let end = if top == 0 {
+            self.num_nodes()
+        } else {
+            self.nodes[top].subtree_end as usize
+        };
         let mut states = vec![0u32; self.max_depth + 2];
         states[0] = start;
         let nodes = &self.nodes;
@@ -157,7 +170,11 @@ impl TokenTrie {
         let mut consumed = 0;
         'outer: for &b in bytes {
             // Children of `node` are the nodes at depth+1 inside its subtree, in byte order.
-            let end = if node == 0 { self.num_nodes() } else { self.nodes[node].subtree_end as usize };
+            let end = if node == 0 {
+                self.num_nodes()
+            } else {
+                self.nodes[node].subtree_end as usize
+            };
             let mut c = node + 1;
             while c < end {
                 if self.nodes[c].byte == b {
@@ -185,8 +202,11 @@ mod tests {
     use crate::bitmask::iter_set_bits;
 
     fn trie(tokens: &[&[u8]]) -> TokenTrie {
-        let entries: Vec<(u32, &[u8])> =
-            tokens.iter().enumerate().map(|(i, b)| (i as u32, *b)).collect();
+        let entries: Vec<(u32, &[u8])> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as u32, *b))
+            .collect();
         TokenTrie::new(&entries).unwrap()
     }
 

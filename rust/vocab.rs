@@ -44,14 +44,18 @@ impl Vocab {
         let mut is_special = vec![false; n];
         for &id in special_token_ids {
             if id as usize >= n {
-                return invalid!("special token id {id} is out of range (the vocabulary has {n} tokens)");
+                return invalid!(
+                    "special token id {id} is out of range (the vocabulary has {n} tokens)"
+                );
             }
             is_special[id as usize] = true;
         }
         let mut eos: Vec<u32> = Vec::with_capacity(eos_token_ids.len());
         for &id in eos_token_ids {
             if id as usize >= n {
-                return invalid!("EOS token id {id} is out of range (the vocabulary has {n} tokens)");
+                return invalid!(
+                    "EOS token id {id} is out of range (the vocabulary has {n} tokens)"
+                );
             }
             if !eos.contains(&id) {
                 eos.push(id);
@@ -59,7 +63,9 @@ impl Vocab {
         }
         eos.sort_unstable();
         let never_text: Vec<bool> = (0..n)
-            .map(|i| is_special[i] || tokens[i].is_empty() || eos.binary_search(&(i as u32)).is_ok())
+            .map(|i| {
+                is_special[i] || tokens[i].is_empty() || eos.binary_search(&(i as u32)).is_ok()
+            })
             .collect();
         let entries: Vec<(u32, &[u8])> = tokens
             .iter()
@@ -68,7 +74,14 @@ impl Vocab {
             .map(|(i, b)| (i as u32, b.as_slice()))
             .collect();
         let trie = TokenTrie::new(&entries)?;
-        Ok(Vocab { tokens, never_text, is_special, eos, vocab_size, trie })
+        Ok(Vocab {
+            tokens,
+            never_text,
+            is_special,
+            eos,
+            vocab_size,
+            trie,
+        })
     }
 
     /// The model's logits width (bitmask rows cover this many ids).
@@ -90,7 +103,9 @@ impl Vocab {
     }
 
     pub fn special_token_ids(&self) -> Vec<u32> {
-        (0..self.tokens.len() as u32).filter(|&i| self.is_special[i as usize]).collect()
+        (0..self.tokens.len() as u32)
+            .filter(|&i| self.is_special[i as usize])
+            .collect()
     }
 
     /// Bytes of `id`, or None for padding ids.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from typing import List
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import maskpar
 LLAMA3_EOS = [128001, 128009]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def llama3_vocab():
     import quicktok
 
@@ -30,7 +29,7 @@ def llama3():
     return enc, maskpar.Tokenizer.from_vocab(tokens, LLAMA3_EOS, special)
 
 
-def allowed_ids(bitmask: np.ndarray, row: int = 0) -> List[int]:
+def allowed_ids(bitmask: np.ndarray, row: int = 0) -> list[int]:
     """Ids whose bit is set in a bitmask row (numpy int32)."""
     bits = np.unpackbits(bitmask[row].view(np.uint8), bitorder="little")
     return np.flatnonzero(bits).tolist()

@@ -12,7 +12,7 @@ ends and the cut points inside it is exhaustive.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Sequence, Set, Tuple
+from collections.abc import Iterable, Sequence
 
 import regex
 
@@ -31,7 +31,7 @@ def _seq_len(lead: int) -> int:
     return 0
 
 
-def _completion_range(tail: bytes) -> Optional[Tuple[int, int]]:
+def _completion_range(tail: bytes) -> tuple[int, int] | None:
     """Code points whose UTF-8 encoding starts with `tail` (1..3 bytes of an
     incomplete character), as an inclusive interval; None if there are none."""
     n = _seq_len(tail[0])
@@ -52,7 +52,7 @@ def _completion_range(tail: bytes) -> Optional[Tuple[int, int]]:
     return ends[0], ends[1]
 
 
-def _split_utf8(data: bytes) -> Optional[Tuple[str, bytes]]:
+def _split_utf8(data: bytes) -> tuple[str, bytes] | None:
     """(decoded text, incomplete trailing bytes) or None if `data` is not a
     prefix of any valid UTF-8 string."""
     for k in range(0, min(3, len(data)) + 1):
@@ -69,7 +69,7 @@ def _split_utf8(data: bytes) -> Optional[Tuple[str, bytes]]:
 class RegexOracle:
     def __init__(self, pattern: str, cut_points: Iterable[int]):
         self.rx = regex.compile(pattern)
-        cuts: Set[int] = set(_EXTRA_CUTS)
+        cuts: set[int] = set(_EXTRA_CUTS)
         for c in cut_points:
             cuts.update((c - 1, c, c + 1))
         self.cuts = sorted(c for c in cuts if 0 <= c <= 0x10FFFF and not 0xD800 <= c <= 0xDFFF)
@@ -101,9 +101,9 @@ class RegexOracle:
         prefix: bytes,
         tokens: Sequence[bytes],
         eos_ids: Sequence[int],
-        never: Set[int],
+        never: set[int],
         vocab_size: int,
-    ) -> List[int]:
+    ) -> list[int]:
         """Brute force over the vocabulary: the ids the mask must allow."""
         out = []
         accepting = self.accepts(prefix)

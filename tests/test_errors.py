@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import new_bitmask
 
 import maskpar
+from conftest import new_bitmask
 
 TOKENS = [b"a", b"b", b"ab", b"<eos>"]
 VOCAB = 40
@@ -22,8 +22,12 @@ def g():
 
 @pytest.mark.parametrize(
     "pattern,msg",
-    [("a(", "invalid regex"), ("[z-a]", "invalid regex"), ("[^\\x00-\\x{10FFFF}]", ""),
-     ("\\b\\w+\\b", "")],
+    [
+        ("a(", "invalid regex"),
+        ("[z-a]", "invalid regex"),
+        ("[^\\x00-\\x{10FFFF}]", ""),
+        ("\\b\\w+\\b", ""),
+    ],
 )
 def test_invalid_regex(g, pattern, msg):
     tok = maskpar.Tokenizer.from_vocab(TOKENS, [3])
@@ -75,8 +79,9 @@ def test_cuda_bitmask_is_refused(g):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     with pytest.raises(ValueError, match="CPU"):
-        maskpar.Matcher(g).fill_next_token_bitmask(torch.zeros((1, 2), dtype=torch.int32,
-                                                              device="cuda"))
+        maskpar.Matcher(g).fill_next_token_bitmask(
+            torch.zeros((1, 2), dtype=torch.int32, device="cuda")
+        )
 
 
 def test_bad_index_and_token_ids(g):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import LLAMA3_EOS, allowed_ids, llama3_vocab, new_bitmask
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle import RegexOracle
 
 import maskpar
+from conftest import LLAMA3_EOS, allowed_ids, llama3_vocab, new_bitmask
+from oracle import RegexOracle
 
 TOKENS = [b"a", b"b", b"ab", b"ba", b"c", b"<eos>", b"<sep>"]
 EOS, SEP = 5, 6
@@ -110,7 +110,10 @@ def test_shared_grammar_many_matchers(small):
 
 LLAMA_CASES = [
     (r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", "2026-11-22T01:44:00Z"),
-    (r"\{\"name\": \"[A-Za-zäöüß ]{1,20}\", \"age\": [0-9]{1,3}\}", '{"name": "Jürgen Groß", "age": 42}'),
+    (
+        r"\{\"name\": \"[A-Za-zäöüß ]{1,20}\", \"age\": [0-9]{1,3}\}",
+        '{"name": "Jürgen Groß", "age": 42}',
+    ),
     (r"(?:中文|日本語|😀)+ ok", "中文😀日本語 ok"),
     (r"[a-z]+@[a-z]+\.(com|org)", "ada@lovelace.org"),
 ]

@@ -8,11 +8,11 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import new_bitmask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import maskpar
+from conftest import new_bitmask
 
 TOKENS = [b"a", b"b", b"ab", b"ba", b"c", b"1", b"12", b"<eos>", b"<pad>"]
 EOS = 7
@@ -49,8 +49,11 @@ request = st.tuples(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(reqs=st.lists(request, max_size=8), threads=st.sampled_from([1, 2, 3, 8]),
-       use_torch=st.booleans())
+@given(
+    reqs=st.lists(request, max_size=8),
+    threads=st.sampled_from([1, 2, 3, 8]),
+    use_torch=st.booleans(),
+)
 def test_draft_fill_equals_sequential(grammars, reqs, threads, use_torch):
     words = (VOCAB + 31) // 32
     items, row = [], 0
@@ -80,8 +83,12 @@ def test_draft_fill_equals_sequential(grammars, reqs, threads, use_torch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(reqs=st.lists(st.tuples(st.integers(0, 3), st.lists(st.integers(0, 8), max_size=4)),
-                     max_size=10), threads=st.sampled_from([1, 2, 4]))
+@given(
+    reqs=st.lists(
+        st.tuples(st.integers(0, 3), st.lists(st.integers(0, 8), max_size=4)), max_size=10
+    ),
+    threads=st.sampled_from([1, 2, 4]),
+)
 def test_row_fill_equals_single_fills(grammars, reqs, threads):
     words = (VOCAB + 31) // 32
     ms = []

@@ -4,14 +4,12 @@ vocabularies that include tokens ending inside multi-byte characters."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
-from conftest import allowed_ids, new_bitmask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from oracle import RegexOracle
 
 import maskpar
+from conftest import allowed_ids, new_bitmask
+from oracle import RegexOracle
 
 # Code points the generated patterns and vocabularies are built from: ASCII,
 # 2-, 3- and 4-byte UTF-8 characters, and characters that are regex syntax.
@@ -27,7 +25,7 @@ def lit(c: str) -> str:
 
 
 @st.composite
-def char_class(draw) -> Tuple[str, List[int]]:
+def char_class(draw) -> tuple[str, list[int]]:
     items, cuts = [], []
     for _ in range(draw(st.integers(1, 3))):
         a, b = sorted(draw(st.sampled_from(ALPHABET)) for _ in range(2))
@@ -39,7 +37,7 @@ def char_class(draw) -> Tuple[str, List[int]]:
 
 
 @st.composite
-def regex_ast(draw, depth: int = 0) -> Tuple[str, List[int]]:
+def regex_ast(draw, depth: int = 0) -> tuple[str, list[int]]:
     leaf = depth >= 3 or draw(st.integers(0, 2)) == 0
     if leaf:
         kind = draw(st.sampled_from(["lit", "lit", "word", "class", "dot"]))
@@ -65,7 +63,7 @@ def regex_ast(draw, depth: int = 0) -> Tuple[str, List[int]]:
 
 
 @st.composite
-def vocabulary(draw) -> List[bytes]:
+def vocabulary(draw) -> list[bytes]:
     """Tokens cut from UTF-8 text at arbitrary byte offsets, plus odd bytes."""
     text = draw(st.text(alphabet=ALPHABET, min_size=10, max_size=40)).encode()
     tokens = {c.encode() for c in ALPHABET}
@@ -77,7 +75,7 @@ def vocabulary(draw) -> List[bytes]:
     return sorted(tokens)
 
 
-def build(tokens: List[bytes], pattern: str):
+def build(tokens: list[bytes], pattern: str):
     # Two trailing ids: EOS and a special token; plus padding up to vocab_size.
     toks = tokens + [b"<eos>", b"<special>"]
     eos, special = len(tokens), len(tokens) + 1

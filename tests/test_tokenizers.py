@@ -7,9 +7,9 @@ import json
 import os
 
 import pytest
-from conftest import LLAMA3_EOS, allowed_ids, llama3_vocab, new_bitmask
 
 import maskpar
+from conftest import LLAMA3_EOS, allowed_ids, llama3_vocab, new_bitmask
 
 TEXTS = [
     "Hello, world! It's 2026-11-22.",
@@ -70,10 +70,13 @@ def test_from_huggingface_byte_level_roundtrip(how):
 def test_from_huggingface_padding_and_explicit_eos():
     path = deepseek_path()
     with open(path, encoding="utf-8") as f:
-        n = max(
-            [t["id"] for t in json.load(f)["added_tokens"]]
-            + list(json.load(open(path, encoding="utf-8"))["model"]["vocab"].values())
-        ) + 1
+        n = (
+            max(
+                [t["id"] for t in json.load(f)["added_tokens"]]
+                + list(json.load(open(path, encoding="utf-8"))["model"]["vocab"].values())
+            )
+            + 1
+        )
     tok = maskpar.Tokenizer.from_huggingface(path, eos_token_ids=[1], vocab_size=n + 100)
     assert tok.vocab_size == n + 100 and tok.num_tokens == n
     g = maskpar.compile_regex(tok, "(?s:.*)")
@@ -92,9 +95,7 @@ def sentencepiece_tokenizer():
     from tokenizers.trainers import BpeTrainer
 
     tk = Tokenizer(BPE(byte_fallback=True))
-    tk.normalizer = normalizers.Sequence(
-        [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
-    )
+    tk.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     tk.decoder = decoders.Sequence(
         [
             decoders.Replace("▁", " "),
@@ -139,8 +140,15 @@ def test_byte_fallback_pieces_listed_as_special_stay_text_tokens():
     data = json.loads(ref.to_str())
     i = data["model"]["vocab"]["<0xE4>"]
     data["added_tokens"].append(
-        {"id": i, "content": "<0xE4>", "single_word": False, "lstrip": False,
-         "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": i,
+            "content": "<0xE4>",
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
     )
     from tokenizers import Tokenizer
 

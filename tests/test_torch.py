@@ -45,8 +45,9 @@ def test_apply_matches_reference(device, dtype, vocab):
     assert torch.equal(got.float().cpu(), want.to(dtype).float())
     got = logits.to(device)
     maskpar.apply_token_bitmask_inplace(got, bitmask, indices=[0, 2])
-    assert torch.equal(got.float().cpu(), reference_apply(logits.float(), bitmask, [0, 2])
-                       .to(dtype).float())
+    assert torch.equal(
+        got.float().cpu(), reference_apply(logits.float(), bitmask, [0, 2]).to(dtype).float()
+    )
 
 
 def test_apply_with_real_mask(llama3):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from . import _core
 
@@ -24,7 +25,7 @@ _KNOWN_EOS = (
 _BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
-def _gpt2_byte_decoder() -> Dict[str, int]:
+def _gpt2_byte_decoder() -> dict[str, int]:
     """The inverse of GPT-2's byte-to-printable-character map used by byte-level BPE."""
     printable = (
         list(range(ord("!"), ord("~") + 1))
@@ -58,8 +59,8 @@ class Tokenizer(_core.Tokenizer):
     def from_huggingface(
         cls,
         tokenizer: Any,
-        eos_token_ids: Optional[Sequence[int]] = None,
-        vocab_size: Optional[int] = None,
+        eos_token_ids: Sequence[int] | None = None,
+        vocab_size: int | None = None,
     ) -> Tokenizer:
         """From a ``tokenizers.Tokenizer``, a transformers fast tokenizer, a path
         to a ``tokenizer.json`` or to a folder holding one.
@@ -77,18 +78,16 @@ class Tokenizer(_core.Tokenizer):
         if eos_token_ids is None:
             eos_token_ids = eos_hint or _guess_eos(data)
         if not eos_token_ids:
-            raise ValueError(
-                "could not determine the EOS token id(s); pass eos_token_ids=[...]"
-            )
+            raise ValueError("could not determine the EOS token id(s); pass eos_token_ids=[...]")
         return cls(tokens, list(eos_token_ids), specials, vocab_size)
 
     @classmethod
     def from_tiktoken(
         cls,
         mergeable_ranks: Any,
-        special_tokens: Optional[Mapping[str, int]] = None,
-        eos_token_ids: Optional[Sequence[int]] = None,
-        vocab_size: Optional[int] = None,
+        special_tokens: Mapping[str, int] | None = None,
+        eos_token_ids: Sequence[int] | None = None,
+        vocab_size: int | None = None,
     ) -> Tokenizer:
         """From a tiktoken rank table (``{token_bytes: id}``) and special tokens
         (``{name: id}``), or from a ``tiktoken.Encoding`` passed as the first
@@ -103,7 +102,7 @@ class Tokenizer(_core.Tokenizer):
         special_tokens = dict(special_tokens or {})
         if eos_token_ids is None:
             raise ValueError("pass eos_token_ids=[...] (the ids that end generation)")
-        entries: List[Tuple[int, bytes]] = []
+        entries: list[tuple[int, bytes]] = []
         for tok, rank in mergeable_ranks.items():
             if not isinstance(tok, (bytes, bytearray)):
                 raise TypeError(f"mergeable_ranks keys must be bytes, got {type(tok).__name__}")
@@ -113,7 +112,7 @@ class Tokenizer(_core.Tokenizer):
         return cls(tokens, list(eos_token_ids), sorted(special_tokens.values()), vocab_size)
 
 
-def _dense(entries: Iterable[Tuple[int, bytes]]) -> List[bytes]:
+def _dense(entries: Iterable[tuple[int, bytes]]) -> list[bytes]:
     """Id-indexed token list; ids with no entry get b"" (never allowed)."""
     entries = list(entries)
     if not entries:
@@ -127,7 +126,7 @@ def _dense(entries: Iterable[Tuple[int, bytes]]) -> List[bytes]:
     return tokens
 
 
-def _load_hf(obj: Any) -> Tuple[dict, List[int], List[int]]:
+def _load_hf(obj: Any) -> tuple[dict, list[int], list[int]]:
     """Returns (tokenizer.json data, EOS ids hint, special ids hint)."""
     if isinstance(obj, (str, os.PathLike)):
         path = os.fspath(obj)
@@ -151,7 +150,7 @@ def _load_hf(obj: Any) -> Tuple[dict, List[int], List[int]]:
     )
 
 
-def _eos_from_config(folder: str, data: dict) -> List[int]:
+def _eos_from_config(folder: str, data: dict) -> list[int]:
     cfg_path = os.path.join(folder, "tokenizer_config.json")
     if not os.path.exists(cfg_path):
         return []
@@ -166,7 +165,7 @@ def _eos_from_config(folder: str, data: dict) -> List[int]:
     return ids[:1]
 
 
-def _guess_eos(data: dict) -> List[int]:
+def _guess_eos(data: dict) -> list[int]:
     by_name = {t["content"]: t["id"] for t in data.get("added_tokens") or [] if t.get("special")}
     for name in _KNOWN_EOS:
         if name in by_name:
@@ -174,18 +173,18 @@ def _guess_eos(data: dict) -> List[int]:
     return []
 
 
-def _decoder_kinds(dec: Optional[dict]) -> List[dict]:
+def _decoder_kinds(dec: dict | None) -> list[dict]:
     if not dec:
         return []
     if dec.get("type") == "Sequence":
-        out: List[dict] = []
+        out: list[dict] = []
         for d in dec.get("decoders") or []:
             out += _decoder_kinds(d)
         return out
     return [dec]
 
 
-def _hf_token_bytes(data: dict) -> Tuple[List[bytes], List[int]]:
+def _hf_token_bytes(data: dict) -> tuple[list[bytes], list[int]]:
     """Exact bytes per id and the special ids, from tokenizer.json data."""
     model = data.get("model") or {}
     mtype = model.get("type")
@@ -225,7 +224,7 @@ def _hf_token_bytes(data: dict) -> Tuple[List[bytes], List[int]]:
         return piece.encode("utf-8")
 
     entries = [(int(i), piece_bytes(p)) for p, i in vocab.items()]
-    special: List[int] = []
+    special: list[int] = []
     for t in data.get("added_tokens") or []:
         content = t["content"]
         if byte_fallback and _BYTE_FALLBACK.fullmatch(content):

@@ -6,7 +6,8 @@ torch is imported on first use so that ``import maskpar`` works without it.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
@@ -41,7 +42,7 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
 def apply_token_bitmask_inplace(
     logits: torch.Tensor,
     bitmask: torch.Tensor,
-    indices: Optional[Union[Sequence[int], torch.Tensor]] = None,
+    indices: Sequence[int] | torch.Tensor | None = None,
 ) -> None:
     """Sets ``logits[r, t] = -inf`` wherever bit ``t`` of ``bitmask[r]`` is 0.
 

@@ -2,8 +2,8 @@
 //! int32 tensor (viewed through `Tensor.numpy()`, which shares its memory).
 
 use numpy::{
-    dtype, BorrowError, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn, PyUntypedArray,
-    PyUntypedArrayMethods,
+    dtype, BorrowError, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn,
+    PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -20,13 +20,19 @@ pub struct Bitmask<'py> {
 impl Bitmask<'_> {
     /// The whole buffer as words; rows are `words` apart.
     pub fn words_mut(&mut self) -> &mut [u32] {
-        let slice = self.array.as_slice_mut().expect("contiguity checked in Bitmask::new");
+        let slice = self
+            .array
+            .as_slice_mut()
+            .expect("contiguity checked in Bitmask::new");
         bytemuck::cast_slice_mut(slice)
     }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
 }
 
 fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
@@ -52,7 +58,9 @@ fn as_ndarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArra
         }
         let dt = obj.getattr("dtype")?.str()?.to_string();
         if dt != "torch.int32" {
-            return Err(PyTypeError::new_err(format!("bitmask dtype must be torch.int32, got {dt}")));
+            return Err(PyTypeError::new_err(format!(
+                "bitmask dtype must be torch.int32, got {dt}"
+            )));
         }
         let arr = obj.call_method0("numpy")?;
         return Ok(arr.cast::<PyUntypedArray>()?.clone());

@@ -11,7 +11,8 @@ use crate::batch::{self, DraftRequest};
 /// Sets the default number of threads for parallel fills.
 #[pyfunction]
 fn set_num_threads(n: i64) -> PyResult<()> {
-    let n = usize::try_from(n).map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?;
+    let n = usize::try_from(n)
+        .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?;
     batch::set_num_threads(n).map_err(to_py_err)
 }
 
@@ -30,16 +31,27 @@ struct Parsed<'py> {
 /// Reads `[(matcher, row[, drafts]), ...]`, checking every element.
 fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult<Parsed<'py>> {
     let arity = if with_drafts { 3 } else { 2 };
-    let shape = if with_drafts { "(matcher, row, drafts)" } else { "(matcher, row)" };
-    let mut out = Parsed { matchers: Vec::new(), rows: Vec::new(), drafts: Vec::new() };
+    let shape = if with_drafts {
+        "(matcher, row, drafts)"
+    } else {
+        "(matcher, row)"
+    };
+    let mut out = Parsed {
+        matchers: Vec::new(),
+        rows: Vec::new(),
+        drafts: Vec::new(),
+    };
     let mut seen: Vec<usize> = Vec::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
-        let parts: Vec<Bound<'py, PyAny>> = if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
-            item.try_iter()?.collect::<PyResult<_>>()?
-        } else {
-            return Err(PyTypeError::new_err(format!("item {i} must be a tuple {shape}")));
-        };
+        let parts: Vec<Bound<'py, PyAny>> =
+            if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
+                item.try_iter()?.collect::<PyResult<_>>()?
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "item {i} must be a tuple {shape}"
+                )));
+            };
         if parts.len() != arity {
             return Err(PyTypeError::new_err(format!(
                 "item {i} must be a tuple {shape}, got {} elements",
@@ -47,7 +59,10 @@ fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult
             )));
         }
         let m = parts[0].cast::<PyMatcher>().map_err(|_| {
-            PyTypeError::new_err(format!("item {i}: expected a maskpar.Matcher, got {}", parts[0].get_type()))
+            PyTypeError::new_err(format!(
+                "item {i}: expected a maskpar.Matcher, got {}",
+                parts[0].get_type()
+            ))
         })?;
         let ptr = m.as_ptr() as usize;
         if seen.contains(&ptr) {
@@ -60,9 +75,13 @@ fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult
             .extract()
             .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?;
         if row < 0 {
-            return Err(PyValueError::new_err(format!("item {i}: row must be >= 0, got {row}")));
+            return Err(PyValueError::new_err(format!(
+                "item {i}: row must be >= 0, got {row}"
+            )));
         }
-        let mref = m.try_borrow().map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
+        let mref = m
+            .try_borrow()
+            .map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
         let drafts = if with_drafts {
             let raw: Vec<i64> = parts[2].extract().map_err(|e: PyErr| {
                 // Keep errors raised by the caller's own sequence (e.g. it touched a
@@ -95,21 +114,29 @@ fn run_fill(
 ) -> PyResult<Vec<usize>> {
     let parsed = parse_requests(items, with_drafts)?;
     let threads = match num_threads {
-        Some(n) => Some(usize::try_from(n).map_err(|_| {
-            PyValueError::new_err(format!("num_threads must be >= 1, got {n}"))
-        })?),
+        Some(n) => Some(
+            usize::try_from(n)
+                .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?,
+        ),
         None => None,
     };
     let pool = batch::pool(threads).map_err(to_py_err)?;
     // With no requests there is no width to check, but the buffer still must be valid.
-    let vocab_size = parsed.matchers.first().map(|m| m.core.grammar().vocab().vocab_size());
+    let vocab_size = parsed
+        .matchers
+        .first()
+        .map(|m| m.core.grammar().vocab().vocab_size());
     let mut bm = Bitmask::new(bitmask, vocab_size)?;
     let reqs: Vec<DraftRequest<'_>> = parsed
         .matchers
         .iter()
         .zip(parsed.rows)
         .zip(parsed.drafts)
-        .map(|((m, row), drafts)| DraftRequest { matcher: &m.core, row, drafts })
+        .map(|((m, row), drafts)| DraftRequest {
+            matcher: &m.core,
+            row,
+            drafts,
+        })
         .collect();
     let (rows, words) = (bm.rows, bm.words);
     batch::check_layout(&reqs, rows, words).map_err(to_py_err)?;
@@ -149,6 +176,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(compile_regex, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_par, m)?)?;
-    m.add_function(wrap_pyfunction!(fill_next_token_bitmask_par_with_draft_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        fill_next_token_bitmask_par_with_draft_tokens,
+        m
+    )?)?;
     Ok(())
 }

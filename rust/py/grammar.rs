@@ -33,14 +33,24 @@ impl PyGrammar {
     }
 
     fn __repr__(&self) -> String {
-        format!("Grammar(regex={:?}, num_states={})", self.inner.source(), self.inner.num_states())
+        format!(
+            "Grammar(regex={:?}, num_states={})",
+            self.inner.source(),
+            self.inner.num_states()
+        )
     }
 }
 
 /// Compiles a regular expression (Rust `regex` syntax) for full-match use.
 #[pyfunction]
-pub fn compile_regex(py: Python<'_>, tokenizer: &PyTokenizer, pattern: &str) -> PyResult<PyGrammar> {
+pub fn compile_regex(
+    py: Python<'_>,
+    tokenizer: &PyTokenizer,
+    pattern: &str,
+) -> PyResult<PyGrammar> {
     let vocab = tokenizer.vocab.clone();
-    let g = py.detach(|| CompiledGrammar::from_regex(vocab, pattern)).map_err(to_py_err)?;
+    let g = py
+        .detach(|| CompiledGrammar::from_regex(vocab, pattern))
+        .map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
 }

@@ -17,18 +17,22 @@ pub(crate) const IN_USE: &str =
     "Matcher is in use by another thread (or a fill call running now); use one matcher per thread";
 
 fn mutable<'py>(slf: &Bound<'py, PyMatcher>) -> PyResult<PyRefMut<'py, PyMatcher>> {
-    slf.try_borrow_mut().map_err(|_| PyRuntimeError::new_err(IN_USE))
+    slf.try_borrow_mut()
+        .map_err(|_| PyRuntimeError::new_err(IN_USE))
 }
 
 fn shared<'py>(slf: &Bound<'py, PyMatcher>) -> PyResult<PyRef<'py, PyMatcher>> {
-    slf.try_borrow().map_err(|_| PyRuntimeError::new_err(IN_USE))
+    slf.try_borrow()
+        .map_err(|_| PyRuntimeError::new_err(IN_USE))
 }
 
 #[pymethods]
 impl PyMatcher {
     #[new]
     fn new(grammar: &PyGrammar) -> Self {
-        PyMatcher { core: MatcherCore::new(grammar.inner.clone()) }
+        PyMatcher {
+            core: MatcherCore::new(grammar.inner.clone()),
+        }
     }
 
     /// Writes the mask of allowed next tokens into row `index` of `bitmask`.
@@ -57,7 +61,12 @@ impl PyMatcher {
     /// the state unchanged if not. Ids outside [0, vocab_size) raise ValueError.
     fn consume_token(slf: &Bound<'_, Self>, token_id: i64) -> PyResult<bool> {
         let mut this = mutable(slf)?;
-        let id = this.core.grammar().vocab().check_token_id(token_id).map_err(to_py_err)?;
+        let id = this
+            .core
+            .grammar()
+            .vocab()
+            .check_token_id(token_id)
+            .map_err(to_py_err)?;
         Ok(this.core.consume_token(id))
     }
 
@@ -94,7 +103,9 @@ impl PyMatcher {
 
     /// An independent copy with the same state and rollback history.
     fn fork(slf: &Bound<'_, Self>) -> PyResult<PyMatcher> {
-        Ok(PyMatcher { core: shared(slf)?.core.clone() })
+        Ok(PyMatcher {
+            core: shared(slf)?.core.clone(),
+        })
     }
 
     /// True if the text consumed so far is in the language (EOS is allowed).

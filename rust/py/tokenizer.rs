@@ -60,7 +60,9 @@ impl PyTokenizer {
         let vocab = py
             .detach(|| Vocab::new(tokens, &eos, &special, vocab_size))
             .map_err(to_py_err)?;
-        Ok(PyTokenizer { vocab: Arc::new(vocab) })
+        Ok(PyTokenizer {
+            vocab: Arc::new(vocab),
+        })
     }
 
     /// Builds a tokenizer from each id's exact bytes (`tokens[i]` is id `i`).
@@ -111,7 +113,11 @@ impl PyTokenizer {
     }
 
     /// The bytes the given ids spell (special and EOS ids included as their bytes).
-    fn decode_bytes<'py>(&self, py: Python<'py>, token_ids: Vec<i64>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        token_ids: Vec<i64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
         for t in token_ids {
             let id = self.vocab.check_token_id(t).map_err(to_py_err)?;

@@ -1,0 +1,105 @@
+"""Type stubs for the Rust extension module maskpar._core."""
+
+from collections.abc import Sequence
+from typing import Any
+
+__version__: str
+
+# A bitmask is a numpy.ndarray or torch.Tensor (CPU), int32, C-contiguous,
+# shape [rows, ceil(vocab_size / 32)] (or [words] for a single row).
+Bitmask = Any
+
+class Tokenizer:
+    def __init__(
+        self,
+        tokens: Sequence[bytes],
+        eos_token_ids: Sequence[int],
+        special_token_ids: Sequence[int] | None = None,
+        vocab_size: int | None = None,
+    ) -> None: ...
+    @classmethod
+    def from_vocab(
+        cls,
+        tokens: Sequence[bytes],
+        eos_token_ids: Sequence[int],
+        special_token_ids: Sequence[int] | None = None,
+        vocab_size: int | None = None,
+    ) -> Tokenizer:
+        """Builds a tokenizer from each id's exact bytes (``tokens[i]`` is id ``i``)."""
+    @property
+    def vocab_size(self) -> int:
+        """The model's logits width: bitmask rows cover this many ids."""
+    @property
+    def num_tokens(self) -> int:
+        """Ids with bytes; ids from here to ``vocab_size`` are padding (never allowed)."""
+    @property
+    def bitmask_width(self) -> int:
+        """Words per bitmask row: ``ceil(vocab_size / 32)``."""
+    @property
+    def eos_token_ids(self) -> list[int]: ...
+    @property
+    def special_token_ids(self) -> list[int]: ...
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes of ``token_id`` (``b""`` for padding ids)."""
+    def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
+        """The concatenated bytes of ``token_ids``."""
+
+class Grammar:
+    """A compiled grammar: immutable, thread-safe, shared by any number of matchers."""
+
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def num_states(self) -> int: ...
+
+class Matcher:
+    """Per-request grammar state (one per request; not for concurrent use)."""
+
+    def __init__(self, grammar: Grammar) -> None: ...
+    def fill_next_token_bitmask(self, bitmask: Bitmask, index: int = 0) -> None:
+        """Writes the mask of allowed next tokens into row ``index``."""
+    def consume_token(self, token_id: int) -> bool:
+        """Consumes the token if allowed; False and no change otherwise."""
+    def consume_tokens(self, token_ids: Sequence[int]) -> bool:
+        """All or nothing: False and no change if any token is not allowed."""
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Number of leading tokens that would be accepted; never changes state."""
+    def rollback(self, num_tokens: int) -> None:
+        """Undoes the last ``num_tokens`` tokens (EOS included)."""
+    def reset(self) -> None: ...
+    def fork(self) -> Matcher:
+        """An independent copy with the same state and history."""
+    def is_accepting(self) -> bool:
+        """True if the text so far is in the language (EOS allowed)."""
+    def is_terminated(self) -> bool:
+        """True once EOS has been consumed."""
+    def forced_tokens(self) -> list[int]:
+        """Tokens the grammar forces next; free drafts that the mask accepts."""
+    @property
+    def num_consumed(self) -> int:
+        """Tokens consumed: the most ``rollback`` can undo."""
+    @property
+    def vocab_size(self) -> int: ...
+
+def compile_regex(tokenizer: Tokenizer, pattern: str) -> Grammar:
+    """Compiles a regex (Rust ``regex`` syntax) with full-match semantics."""
+
+def fill_next_token_bitmask_par(
+    matchers: Sequence[tuple[Matcher, int]],
+    bitmask: Bitmask,
+    num_threads: int | None = None,
+) -> None:
+    """Fills row ``row`` for each ``(matcher, row)``, in parallel, GIL released."""
+
+def fill_next_token_bitmask_par_with_draft_tokens(
+    matchers: Sequence[tuple[Matcher, int, Sequence[int]]],
+    bitmask: Bitmask,
+    num_threads: int | None = None,
+) -> list[int]:
+    """Row ``row + i`` = mask after ``drafts[:i]``; rows after a rejected draft
+    are -1; returns accepted draft counts; matchers are left unchanged."""
+
+def set_num_threads(n: int) -> None: ...
+def get_num_threads() -> int: ...
