@@ -40,9 +40,12 @@ untimed steps run before ``--steps`` measured ones.
 
 Correctness is cross-checked on every measured step: each reference's bitmask
 rows are compared with maskpar's. Rows after an accepted EOS draft are skipped
-(the engines define them differently: EOS-only, untouched, or all-ones). For a
-few differing rows the differing token ids are printed with their bytes and
-judged by brute force with the ``regex`` module's partial matching.
+(the engines define them differently: EOS-only, untouched, or all-ones).
+Disagreements are counted per (reference, sample) with their direction, and for
+the first differing row of each the differing token ids are printed with their
+bytes and judged by brute force: is ``prefix + token`` still a prefix of some
+full match (the ``regex`` module's partial matching; a trailing incomplete UTF-8
+sequence is judged by enumerating the code points it can complete to)?
 
 Run: ``python bench/bench_regex.py`` (see ``--help``).
 """
@@ -72,7 +75,6 @@ LLAMA3_PAT = (
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 ENGINES = ("maskpar", "llguidance", "xgrammar")
-MAX_DIAG_PER_ENGINE = 3
 MAX_DIAG_TOKENS = 8
 
 _DT = (
@@ -389,6 +391,16 @@ class Diag:
 
 
 @dataclass
+class CrossCheck:
+    """Mask disagreements with maskpar, per (reference engine, sample), over all configs."""
+
+    rows: dict[tuple[str, str], int] = field(default_factory=dict)
+    maskpar_only: dict[tuple[str, str], int] = field(default_factory=dict)
+    ref_only: dict[tuple[str, str], int] = field(default_factory=dict)
+    diags: dict[tuple[str, str], Diag] = field(default_factory=dict)
+
+
+@dataclass
 class Result:
     batch: int
     drafts: int
@@ -400,6 +412,10 @@ class Result:
     skipped_rows: int
     acc_mismatch: dict[str, int]
     acc_rate: float
+
+
+def popcount(words: np.ndarray) -> int:
+    return int(np.unpackbits(np.ascontiguousarray(words).view(np.uint8)).sum())
 
 
 def bits_of(row: np.ndarray) -> np.ndarray:
@@ -459,10 +475,10 @@ def brute_allowed(pattern: Any, prefix: bytes, tok: bytes) -> bool:
     return False
 
 
-def judge(pattern: Any, vocab: Vocab, prefix: bytes, ids: np.ndarray) -> list[bool | None]:
+def judge(pattern: Any, vocab: Vocab, prefix: bytes, ids: list[int]) -> list[bool | None]:
     out: list[bool | None] = []
     specials = set(vocab.special.values())
-    for t in ids.tolist():
+    for t in ids:
         if t in EOS_IDS:
             try:
                 out.append(pattern.fullmatch(prefix.decode("utf-8")) is not None)
@@ -488,7 +504,7 @@ def run_config(
     batch: int,
     k: int,
     args: argparse.Namespace,
-    diags: list[Diag],
+    check: CrossCheck,
     compile_ms: dict[str, list[float]],
 ) -> Result:
     rng = random.Random(args.seed * 1000003 + batch * 101 + k)
@@ -521,7 +537,6 @@ def run_config(
     rows_filled: list[int] = []
     drafted = accepted_true = 0
     regexes = [_compile_brute(s.pattern) for s in SAMPLES]
-    diag_count = {n: sum(d.engine == n for d in diags) for n in names}
     total = 1 + args.warmup + args.steps
     for step in range(total):
         measured = step > args.warmup
@@ -578,29 +593,33 @@ def run_config(
                         b = np_bm[name][rows[i] : rows[i] + valid]
                         bad = np.flatnonzero(np.any(a != b, axis=1))
                         diff_rows[name] += len(bad)
-                        if len(bad) and diag_count[name] < MAX_DIAG_PER_ENGINE:
-                            diag_count[name] += 1
+                        if not len(bad):
+                            continue
+                        key = (name, SAMPLES[r.sample].name)
+                        a_bad, b_bad = a[bad], b[bad]
+                        check.rows[key] = check.rows.get(key, 0) + len(bad)
+                        check.maskpar_only[key] = check.maskpar_only.get(key, 0) + popcount(
+                            a_bad & ~b_bad
+                        )
+                        check.ref_only[key] = check.ref_only.get(key, 0) + popcount(b_bad & ~a_bad)
+                        if key not in check.diags:
                             j = int(bad[0])
                             prefix = b"".join(vocab.tokens[t] for t in r.seq[: r.pos] + d[:j])
-                            xor = np.bitwise_xor(a[j], b[j])
-                            ids = bits_of(xor)
+                            ids = bits_of(np.bitwise_xor(a[j], b[j]))
                             in_mp = set(bits_of(a[j]).tolist())
-                            in_ref = set(bits_of(b[j]).tolist())
-                            shown = ids[:MAX_DIAG_TOKENS]
+                            shown = ids[:MAX_DIAG_TOKENS].tolist()
                             brute = judge(regexes[r.sample], vocab, prefix, shown)
-                            diags.append(
-                                Diag(
-                                    name,
-                                    batch,
-                                    k,
-                                    SAMPLES[r.sample].name,
-                                    prefix,
-                                    [
-                                        (int(t), int(t) in in_mp, int(t) in in_ref, bf)
-                                        for t, bf in zip(shown.tolist(), brute)
-                                    ],
-                                    len(ids),
-                                )
+                            check.diags[key] = Diag(
+                                name,
+                                batch,
+                                k,
+                                key[1],
+                                prefix,
+                                [
+                                    (t, t in in_mp, t not in in_mp, bf)
+                                    for t, bf in zip(shown, brute)
+                                ],
+                                len(ids),
                             )
         # Advance (untimed): true tokens through the first wrong draft, capped at the end.
         for i, r in enumerate(reqs):
@@ -679,38 +698,49 @@ def print_extra(results: list[Result], names: list[str]) -> None:
         "\ncold first step (ms) | mask rows differing from maskpar / rows compared "
         "(post-EOS rows skipped) | accepted-count mismatches"
     )
+    checked = "maskpar" in names and bool(refs)
     for r in results:
         cold = " ".join(f"{n}={fmt_ms(r.cold.get(n))}" for n in names)
-        diff = " ".join(f"{n}={r.diff_rows[n]}" for n in refs) if "maskpar" in names else "-"
-        accm = (
-            " ".join(f"{n}={r.acc_mismatch[n]}" for n in refs if n != "llguidance")
-            if "maskpar" in names
-            else "-"
-        )
+        diff = accm = "-"
+        if checked:
+            diff = " ".join(f"{n}={r.diff_rows[n]}" for n in refs)
+            diff += f" / {r.compared_rows} (skipped {r.skipped_rows})"
+            # llguidance does not report accepted counts.
+            accm = " ".join(f"{n}={r.acc_mismatch[n]}" for n in refs if n != "llguidance") or "-"
         print(
-            f"B={r.batch:<2} K={r.drafts}: cold {cold} | diff {diff} / {r.compared_rows} "
-            f"(skipped {r.skipped_rows}) | acc {accm or '-'} | true-draft rate "
-            f"{r.acc_rate:.2f}"
+            f"B={r.batch:<2} K={r.drafts}: cold {cold} | diff {diff} | acc {accm} | "
+            f"true-draft rate {r.acc_rate:.2f}"
         )
 
 
-def print_diags(diags: list[Diag]) -> None:
-    if not diags:
+def print_crosscheck(check: CrossCheck) -> None:
+    if not check.rows:
+        print("\nall compared mask rows identical to maskpar's")
         return
     print(
-        "\nfirst differing rows (token: maskpar/ref/brute-force allowed; "
-        "brute force = Python `regex` partial full-match):"
+        "\nmask disagreements per (reference, sample), all configs: rows, token bits set only "
+        "in maskpar / only in the reference"
     )
-    for d in diags:
+    for key in sorted(check.rows):
         print(
-            f"  [{d.engine} B={d.batch} K={d.drafts} {d.sample}] prefix={d.prefix[-60:]!r} "
-            f"differing tokens={d.n_diff}"
+            f"  {key[0]:<10} {key[1]:<9} rows={check.rows[key]:<6} "
+            f"maskpar-only={check.maskpar_only[key]:<6} ref-only={check.ref_only[key]}"
+        )
+    print(
+        "first differing row per (reference, sample); brute force = Python `regex` "
+        "partial full-match of prefix + token:"
+    )
+    for key in sorted(check.diags):
+        d = check.diags[key]
+        print(
+            f"  [{d.engine} {d.sample} B={d.batch} K={d.drafts}] prefix=...{d.prefix[-48:]!r} "
+            f"({d.n_diff} differing tokens)"
         )
         for t, in_mp, in_ref, bf in d.tokens:
             who = "?" if bf is None else ("maskpar" if bf == in_mp else d.engine)
             print(
-                f"      {t:>6} {_tok_repr(t)!s:<24} maskpar={int(in_mp)} {d.engine}={int(in_ref)} "
-                f"brute={'-' if bf is None else int(bf)} -> {who} agrees with brute force"
+                f"      {t:>6} {_tok_repr(t):<18} maskpar={int(in_mp)} {d.engine}={int(in_ref)} "
+                f"brute={'-' if bf is None else int(bf)} -> {who} agrees"
             )
 
 
@@ -729,7 +759,7 @@ def _tok_repr(t: int) -> str:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2, help="threads for every engine")
-    p.add_argument("--steps", type=int, default=60, help="measured steps per (B, K)")
+    p.add_argument("--steps", type=int, default=300, help="measured steps per (B, K)")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps after the cold one")
     p.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32])
     p.add_argument("--drafts", type=int, nargs="+", default=[0, 4, 8])
@@ -802,12 +832,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     results: list[Result] = []
-    diags: list[Diag] = []
+    check = CrossCheck()
     t_all = time.perf_counter()
     for batch in args.batch:
         for k in args.drafts:
             t0 = time.perf_counter()
-            res = run_config(engines, xgr_grammars, vocab, seqs, batch, k, args, diags, compile_ms)
+            res = run_config(engines, xgr_grammars, vocab, seqs, batch, k, args, check, compile_ms)
             results.append(res)
             print(f"  done B={batch} K={k} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     print(f"\nbenchmark wall time {time.perf_counter() - t_all:.1f} s")
@@ -823,7 +853,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print_table(results, names)
     print_extra(results, names)
-    print_diags(diags)
+    if "maskpar" in names and len(names) > 1:
+        print_crosscheck(check)
     return 0
 
 

@@ -5,7 +5,7 @@ use pyo3::types::{PyList, PyTuple};
 use super::buffer::Bitmask;
 use super::grammar::compile_regex;
 use super::matcher::{PyMatcher, IN_USE};
-use super::to_py_err;
+use super::{detached, to_py_err};
 use crate::batch::{self, DraftRequest};
 
 /// Sets the default number of threads for parallel fills.
@@ -141,7 +141,7 @@ fn run_fill(
     let (rows, words) = (bm.rows, bm.words);
     batch::check_layout(&reqs, rows, words).map_err(to_py_err)?;
     let buf = bm.words_mut();
-    Ok(py.detach(|| batch::fill_with_drafts(&reqs, buf, words, &pool)))
+    detached(py, || batch::fill_with_drafts(&reqs, buf, words, &pool))
 }
 
 /// Fills row `row` of `bitmask` for each `(matcher, row)`, in parallel.

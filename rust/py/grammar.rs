@@ -2,8 +2,8 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
-use super::to_py_err;
 use super::tokenizer::PyTokenizer;
+use super::{detached, to_py_err};
 use crate::grammar::CompiledGrammar;
 
 /// A compiled grammar: immutable, thread-safe, shared by any number of matchers.
@@ -49,8 +49,6 @@ pub fn compile_regex(
     pattern: &str,
 ) -> PyResult<PyGrammar> {
     let vocab = tokenizer.vocab.clone();
-    let g = py
-        .detach(|| CompiledGrammar::from_regex(vocab, pattern))
-        .map_err(to_py_err)?;
+    let g = detached(py, || CompiledGrammar::from_regex(vocab, pattern))?.map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
 }

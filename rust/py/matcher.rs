@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 
 use super::buffer::Bitmask;
 use super::grammar::PyGrammar;
-use super::to_py_err;
+use super::{detached, to_py_err};
 use crate::matcher::MatcherCore;
 
 /// Per-request grammar state. Not shareable across threads at the same time:
@@ -53,8 +53,7 @@ impl PyMatcher {
         let (words, i) = (bm.words, index as usize);
         let row = &mut bm.words_mut()[i * words..(i + 1) * words];
         let core = &this.core;
-        slf.py().detach(|| core.fill_row(row));
-        Ok(())
+        detached(slf.py(), || core.fill_row(row))
     }
 
     /// Consumes `token_id` if the grammar allows it; returns False and leaves

@@ -8,13 +8,29 @@ mod grammar;
 mod matcher;
 mod tokenizer;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::error::Error;
 
 pub(crate) fn to_py_err(e: Error) -> PyErr {
     PyValueError::new_err(e.to_string())
+}
+
+/// Runs `f` with the GIL released. A panic would be a bug in maskpar; it is
+/// caught here and raised as a RuntimeError rather than unwinding into Python.
+/// All arguments were checked before, so no half-written state is visible to
+/// callers other than the rows of the buffer being filled.
+pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+    py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
+        .map_err(|panic| {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            PyRuntimeError::new_err(format!("maskpar internal error (please report): {msg}"))
+        })
 }
 
 #[pymodule]

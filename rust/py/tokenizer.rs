@@ -4,7 +4,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyType};
 
-use super::to_py_err;
+use super::{detached, to_py_err};
 use crate::bitmask::words_for;
 use crate::vocab::Vocab;
 
@@ -57,9 +57,8 @@ impl PyTokenizer {
         let tokens = token_list(tokens)?;
         let eos = ids(&eos_token_ids, "EOS token")?;
         let special = ids(&special_token_ids.unwrap_or_default(), "special token")?;
-        let vocab = py
-            .detach(|| Vocab::new(tokens, &eos, &special, vocab_size))
-            .map_err(to_py_err)?;
+        let vocab =
+            detached(py, || Vocab::new(tokens, &eos, &special, vocab_size))?.map_err(to_py_err)?;
         Ok(PyTokenizer {
             vocab: Arc::new(vocab),
         })
