@@ -5,7 +5,7 @@
 //! then every (request, position) row is filled in one parallel pass: the
 //! parallelism is across batch x positions, not only across requests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -74,6 +74,17 @@ enum RowJob<'a> {
     AllOnes,
 }
 
+fn run_jobs(bitmask: &mut [u32], words: usize, jobs: &[Option<RowJob<'_>>]) {
+    bitmask
+        .par_chunks_mut(words)
+        .zip(jobs.par_iter())
+        .for_each(|(row, job)| match job {
+            Some(RowJob::Mask(g, s)) => g.fill_row(*s, row),
+            Some(RowJob::AllOnes) => row.fill(u32::MAX),
+            None => {}
+        });
+}
+
 /// One request of a draft fill: `drafts` may be empty.
 pub struct DraftRequest<'a> {
     pub matcher: &'a MatcherCore,
@@ -140,14 +151,23 @@ pub fn fill_with_drafts(
             }
         }
         if words > 0 {
-            bitmask
-                .par_chunks_mut(words)
-                .zip(jobs.par_iter())
-                .for_each(|(row, job)| match job {
-                    Some(RowJob::Mask(g, s)) => g.fill_row(*s, row),
-                    Some(RowJob::AllOnes) => row.fill(u32::MAX),
-                    None => {}
-                });
+            // Rows whose state is not cached yet and already scheduled for an
+            // earlier row are deferred to a second pass, where they are copies:
+            // each mask is computed once per call, not once per thread that needs it.
+            let mut first: HashSet<(usize, State)> = HashSet::new();
+            let mut deferred: Vec<Option<RowJob<'_>>> = vec![None; rows];
+            for (job, later) in jobs.iter_mut().zip(deferred.iter_mut()) {
+                if let Some(RowJob::Mask(g, s)) = *job {
+                    let key = (g as *const CompiledGrammar as usize, s);
+                    if !g.is_cached(s) && !first.insert(key) {
+                        *later = job.take();
+                    }
+                }
+            }
+            run_jobs(bitmask, words, &jobs);
+            if deferred.iter().any(Option::is_some) {
+                run_jobs(bitmask, words, &deferred);
+            }
         }
         chains.iter().map(|c| c.len() - 1).collect()
     })

@@ -95,6 +95,11 @@ impl CompiledGrammar {
         })
     }
 
+    /// True if `s`'s row is already computed (a fill is then a copy).
+    pub fn is_cached(&self, s: State) -> bool {
+        s.terminated || self.cache[s.dfa as usize].get().is_some()
+    }
+
     /// Writes the mask for `s` into `row` (exactly `self.words()` words).
     pub fn fill_row(&self, s: State, row: &mut [u32]) {
         debug_assert_eq!(row.len(), self.words());
