@@ -4,6 +4,7 @@
 //! The pure-Rust core (everything outside `py`) knows nothing about Python;
 //! `py` holds the PyO3 bindings and is compiled only with the `python` feature.
 
+pub mod apply;
 pub mod batch;
 pub mod bitmask;
 pub mod error;

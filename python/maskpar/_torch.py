@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from . import _core
+
 if TYPE_CHECKING:
     import torch
 
@@ -85,6 +87,8 @@ def apply_token_bitmask_inplace(
             )
         if idx.numel() == 0:
             return
+    if _apply_cpu(logits, bitmask, idx):
+        return
     device = logits.device
     bm = bitmask if idx is None else bitmask.index_select(0, idx)
     bm = bm.to(device, non_blocking=True).contiguous()
@@ -119,3 +123,32 @@ def _mask_rows(logits: torch.Tensor, allowed: torch.Tensor) -> None:
     logits[:, :width].masked_fill_(~allowed, float("-inf"))
     if logits.shape[1] > width:
         logits[:, width:] = float("-inf")
+
+
+# -inf as raw bits, with the integer dtype of the same width, per float dtype.
+_NEG_INF_BITS = {
+    "torch.float32": ("int32", -0x800000),
+    "torch.float16": ("int16", -0x400),
+    "torch.bfloat16": ("int16", -0x80),
+}
+
+
+def _apply_cpu(logits: torch.Tensor, bitmask: torch.Tensor, idx) -> bool:
+    """Masks CPU logits in Rust (parallel, no temporaries) when the layout
+    allows; returns False to fall back to the torch path."""
+    import torch
+
+    spec = _NEG_INF_BITS.get(str(logits.dtype))
+    if (
+        spec is None
+        or logits.device.type != "cpu"
+        or bitmask.device.type != "cpu"
+        or not logits.is_contiguous()
+        or logits.requires_grad
+    ):
+        return False
+    int_dtype, bits = spec
+    view = logits.view(getattr(torch, int_dtype)).numpy()  # shares the tensor's memory
+    rows = None if idx is None else idx.tolist()
+    _core._apply_token_bitmask_cpu(view, bitmask.contiguous().numpy(), rows, bits)
+    return True

@@ -2,6 +2,7 @@
 //! before any state or buffer is touched; all grammar work runs with the GIL
 //! released.
 
+mod apply;
 mod buffer;
 mod functions;
 mod grammar;
@@ -40,5 +41,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grammar::PyGrammar>()?;
     m.add_class::<matcher::PyMatcher>()?;
     functions::register(m)?;
+    m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
     Ok(())
 }
