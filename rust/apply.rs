@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn masks_selected_rows_and_columns_past_the_mask() {
         let mut logits = vec![1u16; 2 * 40];
-        let bitmask = vec![0b101u32, 0b1, 0xFFFF_FFFF, 0];
+        let bitmask = [0b101u32, 0b1, 0xFFFF_FFFF, 0];
         // Row 0 masked with words [0b101, 0b1]; row 1 untouched.
         apply_bitmask(&mut logits, 40, &bitmask[..2], 2, &[0], 9);
         let row0: Vec<u16> = logits[..40].to_vec();
