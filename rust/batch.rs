@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
+use crate::cfg::earley::{Chart, EarleySet};
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
@@ -70,19 +71,23 @@ pub fn pool(n: Option<usize>) -> Result<Arc<ThreadPool>> {
 /// What to write into one bitmask row.
 #[derive(Clone, Copy)]
 enum RowJob<'a> {
-    Mask(&'a CompiledGrammar, State),
+    /// The mask of a state (with the chart holding the sets it uses).
+    Mask(&'a CompiledGrammar, &'a [Arc<EarleySet>], &'a State),
     AllOnes,
 }
 
-fn run_jobs(bitmask: &mut [u32], words: usize, jobs: &[Option<RowJob<'_>>]) {
+fn run_jobs(bitmask: &mut [u32], words: usize, jobs: &[Option<RowJob<'_>>]) -> Result<()> {
     bitmask
         .par_chunks_mut(words)
         .zip(jobs.par_iter())
-        .for_each(|(row, job)| match job {
-            Some(RowJob::Mask(g, s)) => g.fill_row(*s, row),
-            Some(RowJob::AllOnes) => row.fill(u32::MAX),
-            None => {}
-        });
+        .try_for_each(|(row, job)| match job {
+            Some(RowJob::Mask(g, chart, s)) => g.fill_row(chart, s, row),
+            Some(RowJob::AllOnes) => {
+                row.fill(u32::MAX);
+                Ok(())
+            }
+            None => Ok(()),
+        })
 }
 
 /// One request of a draft fill: `drafts` may be empty.
@@ -127,25 +132,26 @@ pub fn check_layout(reqs: &[DraftRequest<'_>], rows: usize, words: usize) -> Res
 }
 
 /// Fills the draft-chain rows of every request (DESIGN.md §3) and returns the
-/// number of accepted drafts per request. Call `check_layout` first.
+/// number of accepted drafts per request. Call `check_layout` first. An error
+/// (a parser bound exceeded) leaves matchers unchanged; rows may be written.
 pub fn fill_with_drafts(
     reqs: &[DraftRequest<'_>],
     bitmask: &mut [u32],
     words: usize,
     pool: &ThreadPool,
-) -> Vec<usize> {
+) -> Result<Vec<usize>> {
     pool.install(|| {
-        let chains: Vec<Vec<State>> = reqs
+        let chains: Vec<(Chart, Vec<State>)> = reqs
             .par_iter()
             .map(|r| r.matcher.draft_states(&r.drafts))
-            .collect();
+            .collect::<Result<_>>()?;
         let rows = bitmask.len().checked_div(words).unwrap_or(0);
         let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
-        for (r, states) in reqs.iter().zip(&chains) {
+        for (r, (chart, states)) in reqs.iter().zip(&chains) {
             let g = r.matcher.grammar().as_ref();
             for i in 0..=r.drafts.len() {
                 jobs[r.row + i] = Some(match states.get(i) {
-                    Some(&s) => RowJob::Mask(g, s),
+                    Some(s) => RowJob::Mask(g, &chart[..], s),
                     None => RowJob::AllOnes,
                 });
             }
@@ -154,22 +160,22 @@ pub fn fill_with_drafts(
             // Rows whose state is not cached yet and already scheduled for an
             // earlier row are deferred to a second pass, where they are copies:
             // each mask is computed once per call, not once per thread that needs it.
-            let mut first: HashSet<(usize, State)> = HashSet::new();
+            let mut first: HashSet<(usize, &State)> = HashSet::new();
             let mut deferred: Vec<Option<RowJob<'_>>> = vec![None; rows];
             for (job, later) in jobs.iter_mut().zip(deferred.iter_mut()) {
-                if let Some(RowJob::Mask(g, s)) = *job {
+                if let Some(RowJob::Mask(g, _, s)) = *job {
                     let key = (g as *const CompiledGrammar as usize, s);
-                    if !g.is_cached(s) && !first.insert(key) {
+                    if g.cacheable(s) && !g.is_cached(s) && !first.insert(key) {
                         *later = job.take();
                     }
                 }
             }
-            run_jobs(bitmask, words, &jobs);
+            run_jobs(bitmask, words, &jobs)?;
             if deferred.iter().any(Option::is_some) {
-                run_jobs(bitmask, words, &deferred);
+                run_jobs(bitmask, words, &deferred)?;
             }
         }
-        chains.iter().map(|c| c.len() - 1).collect()
+        Ok(chains.iter().map(|(_, c)| c.len() - 1).collect())
     })
 }
 
@@ -192,8 +198,8 @@ mod tests {
         let mut out = vec![u32::MAX; words * (drafts.len() + 1)];
         let mut accepted = drafts.len();
         for (i, row) in out.chunks_mut(words).enumerate() {
-            m.fill_row(row);
-            if i < drafts.len() && !m.consume_token(drafts[i]) {
+            m.fill_row(row).unwrap();
+            if i < drafts.len() && !m.consume_token(drafts[i]).unwrap() {
                 accepted = i;
                 break;
             }
@@ -207,7 +213,7 @@ mod tests {
         let words = g.words();
         let m1 = MatcherCore::new(g.clone());
         let mut m2 = MatcherCore::new(g.clone());
-        assert!(m2.consume_token(0));
+        assert!(m2.consume_token(0).unwrap());
         let drafts1 = vec![0, 0, 2, 1]; // rejected at index 2
         let drafts2 = vec![1, 2, 3];
         for threads in [1, 2, 3] {
@@ -225,7 +231,8 @@ mod tests {
             ];
             let mut bm = vec![0u32; words * 9];
             check_layout(&reqs, 9, words).unwrap();
-            let acc = fill_with_drafts(&reqs, &mut bm, words, &pool(Some(threads)).unwrap());
+            let acc =
+                fill_with_drafts(&reqs, &mut bm, words, &pool(Some(threads)).unwrap()).unwrap();
             assert_eq!(acc, vec![2, 3]);
             let (s1, _) = sequential(&m1, &drafts1, words);
             let (s2, _) = sequential(&m2, &drafts2, words);

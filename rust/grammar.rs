@@ -1,15 +1,22 @@
 //! Compiled grammars: immutable, shared by every matcher through an `Arc`.
 //!
-//! For a regex the DFA state alone determines the mask, so each state's row is
-//! computed once by a trie walk and then served from a lock-free per-state
-//! cache (bounded in bytes; past the bound rows are computed on demand).
+//! Two engines sit behind one interface: a regex is one byte DFA, whose state
+//! alone determines the mask, so each state's row is computed once by a trie
+//! walk and then served from a lock-free per-state cache (bounded in bytes);
+//! a context-free grammar is an Earley parser over lexemes (see `cfg`), whose
+//! state lives partly in the matcher's chart.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::bitmask::{set_bit, words_for};
+use crate::cfg::ast::GrammarAst;
+use crate::cfg::earley::{CfgState, Chart, EarleySet};
+use crate::cfg::lower::{lower, Cfg};
+use crate::cfg::walk::CfgStepper;
 use crate::error::Result;
 use crate::regex_dfa::{ByteDfa, DEAD};
+use crate::trie::DfaStepper;
 use crate::vocab::Vocab;
 
 /// Default bound on the memory of cached mask rows, per compiled grammar.
@@ -17,17 +24,34 @@ pub const DEFAULT_MASK_CACHE_BYTES: usize = 256 << 20;
 /// Bound on forced bytes computed in one call.
 pub const MAX_FORCED_BYTES: usize = 4096;
 
-/// Where a matcher is: a state of the grammar's automaton, or terminated by EOS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ParseState {
+    Dfa(u32),
+    Cfg(CfgState),
+}
+
+/// Where a matcher is: a parse state, or terminated by EOS.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
-    pub(crate) dfa: u32,
+    pub(crate) parse: ParseState,
     pub(crate) terminated: bool,
+}
+
+#[derive(Debug)]
+enum Engine {
+    Regex(ByteDfa),
+    Cfg {
+        cfg: Cfg,
+        initial_chart: Chart,
+        initial: CfgState,
+    },
 }
 
 #[derive(Debug)]
 pub struct CompiledGrammar {
     vocab: Arc<Vocab>,
-    dfa: ByteDfa,
+    engine: Engine,
+    kind: &'static str,
     source: String,
     cache: Vec<OnceLock<Box<[u32]>>>,
     cache_bytes: AtomicUsize,
@@ -35,17 +59,52 @@ pub struct CompiledGrammar {
 }
 
 impl CompiledGrammar {
-    pub fn from_regex(vocab: Arc<Vocab>, pattern: &str) -> Result<Self> {
-        let dfa = ByteDfa::new(pattern)?;
-        let cache = (0..dfa.num_states()).map(|_| OnceLock::new()).collect();
-        Ok(CompiledGrammar {
+    fn with_engine(vocab: Arc<Vocab>, engine: Engine, kind: &'static str, source: &str) -> Self {
+        let cached_states = match &engine {
+            Engine::Regex(dfa) => dfa.num_states(),
+            Engine::Cfg { .. } => 0,
+        };
+        CompiledGrammar {
             vocab,
-            dfa,
-            source: pattern.to_string(),
-            cache,
+            engine,
+            kind,
+            source: source.to_string(),
+            cache: (0..cached_states).map(|_| OnceLock::new()).collect(),
             cache_bytes: AtomicUsize::new(0),
             cache_limit: DEFAULT_MASK_CACHE_BYTES,
-        })
+        }
+    }
+
+    pub fn from_regex(vocab: Arc<Vocab>, pattern: &str) -> Result<Self> {
+        let dfa = ByteDfa::new(pattern)?;
+        Ok(Self::with_engine(
+            vocab,
+            Engine::Regex(dfa),
+            "regex",
+            pattern,
+        ))
+    }
+
+    /// Compiles a parsed grammar (`kind` names its syntax, e.g. "gbnf").
+    pub fn from_ast(
+        vocab: Arc<Vocab>,
+        ast: &GrammarAst,
+        kind: &'static str,
+        source: &str,
+    ) -> Result<Self> {
+        let cfg = lower(ast)?;
+        let mut initial_chart = Chart::new();
+        let initial = cfg.initial(&mut initial_chart)?;
+        Ok(Self::with_engine(
+            vocab,
+            Engine::Cfg {
+                cfg,
+                initial_chart,
+                initial,
+            },
+            kind,
+            source,
+        ))
     }
 
     pub fn vocab(&self) -> &Arc<Vocab> {
@@ -56,8 +115,17 @@ impl CompiledGrammar {
         &self.source
     }
 
+    /// "regex", "gbnf", ...
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Automaton states (regex) or rules (CFG): a measure of the grammar's size.
     pub fn num_states(&self) -> usize {
-        self.dfa.num_states()
+        match &self.engine {
+            Engine::Regex(dfa) => dfa.num_states(),
+            Engine::Cfg { cfg, .. } => cfg.rules.len(),
+        }
     }
 
     /// Width in words of this grammar's bitmask rows.
@@ -66,53 +134,138 @@ impl CompiledGrammar {
     }
 
     pub fn initial_state(&self) -> State {
+        let parse = match &self.engine {
+            Engine::Regex(dfa) => ParseState::Dfa(dfa.start()),
+            Engine::Cfg { initial, .. } => ParseState::Cfg(initial.clone()),
+        };
         State {
-            dfa: self.dfa.start(),
+            parse,
             terminated: false,
         }
     }
 
-    pub fn is_accepting(&self, s: State) -> bool {
-        s.terminated || self.dfa.is_accepting(s.dfa)
+    /// The chart a fresh matcher starts with (empty for regexes).
+    pub fn initial_chart(&self) -> Chart {
+        match &self.engine {
+            Engine::Regex(_) => Chart::new(),
+            Engine::Cfg { initial_chart, .. } => initial_chart.clone(),
+        }
+    }
+
+    pub fn is_accepting(&self, s: &State) -> bool {
+        s.terminated
+            || match (&self.engine, &s.parse) {
+                (Engine::Regex(dfa), ParseState::Dfa(q)) => dfa.is_accepting(*q),
+                (_, ParseState::Cfg(c)) => c.accepting,
+                _ => unreachable!("state from another grammar"),
+            }
+    }
+
+    /// The state after `bytes`; None if some byte is refused. `chart` must hold
+    /// exactly the sets `s` uses; new sets are appended (and removed on None).
+    fn advance_bytes(&self, chart: &mut Chart, s: &State, bytes: &[u8]) -> Result<Option<State>> {
+        let parse = match (&self.engine, &s.parse) {
+            (Engine::Regex(dfa), ParseState::Dfa(q)) => {
+                let next = dfa.step_bytes(*q, bytes);
+                (next != DEAD).then_some(ParseState::Dfa(next))
+            }
+            (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) => {
+                cfg.advance_bytes(chart, c, bytes)?.map(ParseState::Cfg)
+            }
+            _ => unreachable!("state from another grammar"),
+        };
+        Ok(parse.map(|parse| State {
+            parse,
+            terminated: false,
+        }))
     }
 
     /// The state after `token`, or None if the mask at `s` forbids it.
-    pub fn advance(&self, s: State, token: u32) -> Option<State> {
+    pub fn advance(&self, chart: &mut Chart, s: &State, token: u32) -> Result<Option<State>> {
         if self.vocab.is_eos(token) {
-            return self.is_accepting(s).then_some(State {
-                dfa: s.dfa,
+            let accepting = self.is_accepting(s);
+            return Ok(accepting.then(|| State {
+                parse: s.parse.clone(),
                 terminated: true,
-            });
+            }));
         }
         if s.terminated {
-            return None;
+            return Ok(None);
         }
-        let bytes = self.vocab.text_bytes(token)?;
-        let next = self.dfa.step_bytes(s.dfa, bytes);
-        (next != DEAD).then_some(State {
-            dfa: next,
-            terminated: false,
-        })
+        match self.vocab.text_bytes(token) {
+            Some(bytes) => self.advance_bytes(chart, s, bytes),
+            None => Ok(None),
+        }
+    }
+
+    /// True if rows of `s` are cached per state (regex states), so rows that
+    /// share a state within one call can be copies.
+    pub fn cacheable(&self, s: &State) -> bool {
+        matches!(s.parse, ParseState::Dfa(_)) && !s.terminated
     }
 
     /// True if `s`'s row is already computed (a fill is then a copy).
-    pub fn is_cached(&self, s: State) -> bool {
-        s.terminated || self.cache[s.dfa as usize].get().is_some()
+    pub fn is_cached(&self, s: &State) -> bool {
+        match &s.parse {
+            _ if s.terminated => true,
+            ParseState::Dfa(q) => self.cache[*q as usize].get().is_some(),
+            ParseState::Cfg(_) => false,
+        }
     }
 
-    /// Writes the mask for `s` into `row` (exactly `self.words()` words).
-    pub fn fill_row(&self, s: State, row: &mut [u32]) {
+    /// Writes the mask for `s` into `row` (exactly `self.words()` words);
+    /// `chart` holds the sets `s` uses.
+    pub fn fill_row(&self, chart: &[Arc<EarleySet>], s: &State, row: &mut [u32]) -> Result<()> {
         debug_assert_eq!(row.len(), self.words());
         if s.terminated {
-            self.fill_eos_only(row);
-            return;
+            row.fill(0);
+            self.set_eos(row);
+            return Ok(());
         }
-        let slot = &self.cache[s.dfa as usize];
+        match (&self.engine, &s.parse) {
+            (Engine::Regex(dfa), &ParseState::Dfa(q)) => {
+                self.fill_regex_row(dfa, q, row);
+                Ok(())
+            }
+            (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) => {
+                row.fill(0);
+                let trie = self.vocab.trie();
+                let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
+                trie.walk(0, &mut stepper, |t| {
+                    set_bit(row, t);
+                    true
+                });
+                if let Some(e) = stepper.error {
+                    return Err(e);
+                }
+                if c.accepting {
+                    self.set_eos(row);
+                }
+                Ok(())
+            }
+            _ => unreachable!("state from another grammar"),
+        }
+    }
+
+    fn set_eos(&self, row: &mut [u32]) {
+        for &e in self.vocab.eos_token_ids() {
+            set_bit(row, e);
+        }
+    }
+
+    fn fill_regex_row(&self, dfa: &ByteDfa, q: u32, row: &mut [u32]) {
+        let slot = &self.cache[q as usize];
         if let Some(cached) = slot.get() {
             row.copy_from_slice(cached);
             return;
         }
-        self.compute_row(s.dfa, row);
+        row.fill(0);
+        self.vocab
+            .trie()
+            .fill_allowed(q, |s, b| dfa.step(s, b), row);
+        if dfa.is_accepting(q) {
+            self.set_eos(row);
+        }
         let bytes = row.len() * 4;
         // Reserve budget first so concurrent fillers cannot overshoot the bound.
         if self.cache_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes <= self.cache_limit {
@@ -124,54 +277,52 @@ impl CompiledGrammar {
         }
     }
 
-    fn fill_eos_only(&self, row: &mut [u32]) {
-        row.fill(0);
-        for &e in self.vocab.eos_token_ids() {
-            set_bit(row, e);
-        }
-    }
-
-    fn compute_row(&self, dfa_state: u32, row: &mut [u32]) {
-        row.fill(0);
-        let dfa = &self.dfa;
-        self.vocab
-            .trie()
-            .fill_allowed(dfa_state, |s, b| dfa.step(s, b), row);
-        if dfa.is_accepting(dfa_state) {
-            for &e in self.vocab.eos_token_ids() {
-                set_bit(row, e);
-            }
-        }
-    }
-
     /// The bytes every continuation from `s` must start with (empty when EOS
-    /// is allowed or the next byte is not determined).
-    pub fn forced_bytes(&self, s: State) -> (Vec<u8>, u32) {
+    /// is allowed or the next byte is not determined), the state after them,
+    /// and the chart that state uses.
+    pub fn forced_bytes(&self, chart: &Chart, s: &State) -> Result<(Vec<u8>, State, Chart)> {
         let mut out = Vec::new();
-        let mut st = s.dfa;
-        if s.terminated {
-            return (out, st);
+        let mut st = s.clone();
+        let mut chart = chart.clone();
+        while out.len() < MAX_FORCED_BYTES && !self.is_accepting(&st) {
+            let next = match (&self.engine, &st.parse) {
+                (Engine::Regex(dfa), &ParseState::Dfa(q)) => dfa.forced_byte(q),
+                _ => self.only_live_byte(&mut chart, &st)?,
+            };
+            let Some(b) = next else { break };
+            out.push(b);
+            st = self
+                .advance_bytes(&mut chart, &st, &[b])?
+                .expect("a forced byte is live");
         }
-        while out.len() < MAX_FORCED_BYTES {
-            match self.dfa.forced_byte(st) {
-                Some(b) => {
-                    out.push(b);
-                    st = self.dfa.step(st, b);
+        Ok((out, st, chart))
+    }
+
+    /// The one byte that keeps `s` live, if exactly one does.
+    fn only_live_byte(&self, chart: &mut Chart, s: &State) -> Result<Option<u8>> {
+        let mut only = None;
+        for b in 0..=255u8 {
+            if self.advance_bytes(chart, s, &[b])?.is_some() {
+                chart.truncate(sets_of(s));
+                if only.is_some() {
+                    return Ok(None);
                 }
-                None => break,
+                only = Some(b);
             }
         }
-        (out, st)
+        Ok(only)
     }
 
     /// Tokens that spell a prefix of the forced bytes and that every sampler
     /// would agree on: each is the longest vocabulary token matching at its
     /// position, and the last is dropped if a longer allowed token could
     /// extend past the forced bytes (the tokenizer might prefer it).
-    pub fn forced_tokens(&self, s: State) -> Vec<u32> {
-        let (forced, end_state) = self.forced_bytes(s);
+    pub fn forced_tokens(&self, chart: &Chart, s: &State) -> Result<Vec<u32>> {
+        if s.terminated {
+            return Ok(Vec::new());
+        }
+        let (forced, end, end_chart) = self.forced_bytes(chart, s)?;
         let trie = self.vocab.trie();
-        let dfa = &self.dfa;
         let mut out = Vec::new();
         let mut pos = 0;
         while pos < forced.len() {
@@ -180,13 +331,41 @@ impl CompiledGrammar {
             let Some(&(len, token)) = hits.last() else {
                 break;
             };
-            if consumed == rest.len() && trie.any_below(node, end_state, |s, b| dfa.step(s, b)) {
+            if consumed == rest.len() && self.extends_below(node, &end_chart, &end)? {
                 break;
             }
             out.push(token);
             pos += len;
         }
-        out
+        Ok(out)
+    }
+
+    /// True if some token below trie `node` stays live from state `s`.
+    fn extends_below(&self, node: usize, chart: &Chart, s: &State) -> Result<bool> {
+        let trie = self.vocab.trie();
+        match (&self.engine, &s.parse) {
+            (Engine::Regex(dfa), &ParseState::Dfa(q)) => {
+                let mut st = DfaStepper::new(q, |a, b| dfa.step(a, b), trie.max_depth());
+                Ok(trie.any_below(node, &mut st))
+            }
+            (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) => {
+                let mut st = CfgStepper::new(cfg, chart, c, trie.max_depth());
+                let found = trie.any_below(node, &mut st);
+                match st.error {
+                    Some(e) => Err(e),
+                    None => Ok(found),
+                }
+            }
+            _ => unreachable!("state from another grammar"),
+        }
+    }
+}
+
+/// Number of chart sets a state uses.
+pub(crate) fn sets_of(s: &State) -> usize {
+    match &s.parse {
+        ParseState::Cfg(c) => c.sets as usize,
+        ParseState::Dfa(_) => 0,
     }
 }
 
@@ -194,57 +373,104 @@ impl CompiledGrammar {
 mod tests {
     use super::*;
     use crate::bitmask::iter_set_bits;
+    use crate::cfg::gbnf;
 
-    fn grammar(tokens: &[&str], pattern: &str) -> CompiledGrammar {
+    fn vocab(tokens: &[&str]) -> Arc<Vocab> {
         let toks = tokens.iter().map(|t| t.as_bytes().to_vec()).collect();
         let eos = tokens
             .iter()
             .position(|t| *t == "<eos>")
             .map(|i| vec![i as u32])
             .unwrap_or_default();
-        let vocab = Arc::new(Vocab::new(toks, &eos, &[], Some(tokens.len() + 5)).unwrap());
-        CompiledGrammar::from_regex(vocab, pattern).unwrap()
+        Arc::new(Vocab::new(toks, &eos, &[], Some(tokens.len() + 5)).unwrap())
     }
 
-    fn mask(g: &CompiledGrammar, s: State) -> Vec<u32> {
+    fn grammar(tokens: &[&str], pattern: &str) -> CompiledGrammar {
+        CompiledGrammar::from_regex(vocab(tokens), pattern).unwrap()
+    }
+
+    fn gbnf_grammar(tokens: &[&str], src: &str) -> CompiledGrammar {
+        CompiledGrammar::from_ast(vocab(tokens), &gbnf::parse(src).unwrap(), "gbnf", src).unwrap()
+    }
+
+    fn mask(g: &CompiledGrammar, chart: &Chart, s: &State) -> Vec<u32> {
         let mut row = vec![0u32; g.words()];
-        g.fill_row(s, &mut row);
+        g.fill_row(chart, s, &mut row).unwrap();
         iter_set_bits(&row).collect()
     }
 
     #[test]
     fn mask_matches_advance_and_cache_is_consistent() {
         let g = grammar(&["a", "b", "ab", "ba", "c", "<eos>"], "(ab)+c?");
+        let mut chart = g.initial_chart();
         let s0 = g.initial_state();
-        assert_eq!(mask(&g, s0), vec![0, 2]);
-        assert_eq!(mask(&g, s0), vec![0, 2]); // served from the cache
-        let s1 = g.advance(s0, 2).unwrap();
-        assert_eq!(mask(&g, s1), vec![0, 2, 4, 5]);
+        assert_eq!(mask(&g, &chart, &s0), vec![0, 2]);
+        assert_eq!(mask(&g, &chart, &s0), vec![0, 2]); // served from the cache
+        let s1 = g.advance(&mut chart, &s0, 2).unwrap().unwrap();
+        assert_eq!(mask(&g, &chart, &s1), vec![0, 2, 4, 5]);
         for t in 0..6 {
-            assert_eq!(g.advance(s1, t).is_some(), mask(&g, s1).contains(&t));
+            let allowed = g.advance(&mut chart, &s1, t).unwrap().is_some();
+            assert_eq!(allowed, mask(&g, &chart, &s1).contains(&t));
         }
-        let end = g.advance(s1, 5).unwrap();
+        let end = g.advance(&mut chart, &s1, 5).unwrap().unwrap();
         assert!(end.terminated);
-        assert_eq!(mask(&g, end), vec![5]);
+        assert_eq!(mask(&g, &chart, &end), vec![5]);
+    }
+
+    #[test]
+    fn cfg_masks_agree_with_advance() {
+        let toks = ["(", ")", "()", "x", "(x", "x)", ")(", "<eos>"];
+        let g = gbnf_grammar(&toks, "root ::= e\ne ::= \"x\" | \"(\" e \")\" | e e");
+        let mut chart = g.initial_chart();
+        let mut s = g.initial_state();
+        for step in [4, 0, 3, 5, 1] {
+            let m = mask(&g, &chart, &s);
+            for t in 0..toks.len() as u32 {
+                let mut scratch = chart.clone();
+                assert_eq!(
+                    g.advance(&mut scratch, &s, t).unwrap().is_some(),
+                    m.contains(&t),
+                    "{t}"
+                );
+            }
+            s = g.advance(&mut chart, &s, step).unwrap().unwrap();
+        }
+        assert!(g.is_accepting(&s)); // (x(x))) ... = "(x" "(" "x" "x)" ")"
     }
 
     #[test]
     fn forced_tokens_stop_where_the_tokenizer_could_differ() {
-        let g = grammar(
-            &["{", "\"", "{\"", "na", "name", "\":", "<eos>"],
-            r#"\{"name":[0-9]"#,
+        let toks = ["{", "\"", "{\"", "na", "name", "\":", "<eos>"];
+        let g = grammar(&toks, r#"\{"name":[0-9]"#);
+        let chart = g.initial_chart();
+        let s = g.initial_state();
+        assert_eq!(
+            g.forced_bytes(&chart, &s).unwrap().0,
+            br#"{"name":"#.to_vec()
         );
-        // Forced bytes: {"name": ; tokens {" name then ": (not extendable further).
-        assert_eq!(g.forced_bytes(g.initial_state()).0, br#"{"name":"#.to_vec());
-        assert_eq!(g.forced_tokens(g.initial_state()), vec![2, 4, 5]);
+        assert_eq!(g.forced_tokens(&chart, &s).unwrap(), vec![2, 4, 5]);
+        let g = gbnf_grammar(
+            &toks,
+            "root ::= \"{\" ws \"\\\"name\\\":\" [0-9]\nws ::= \"\"",
+        );
+        assert_eq!(
+            g.forced_tokens(&g.initial_chart(), &g.initial_state())
+                .unwrap(),
+            vec![2, 4, 5]
+        );
     }
 
     #[test]
     fn forced_tokens_drop_an_extendable_last_token() {
-        // Forced "ab", then "c" or "d": token "ab" could be "abc" instead.
         let g = grammar(&["a", "ab", "abc", "c", "d"], "ab[cd]");
-        assert_eq!(g.forced_tokens(g.initial_state()), Vec::<u32>::new());
+        assert_eq!(
+            g.forced_tokens(&Chart::new(), &g.initial_state()).unwrap(),
+            Vec::<u32>::new()
+        );
         let g = grammar(&["a", "ab", "c", "d"], "ab[cd]");
-        assert_eq!(g.forced_tokens(g.initial_state()), vec![1]);
+        assert_eq!(
+            g.forced_tokens(&Chart::new(), &g.initial_state()).unwrap(),
+            vec![1]
+        );
     }
 }

@@ -1,15 +1,19 @@
 //! Per-request state: the current grammar state plus a per-token history so
-//! `rollback` is a pop, not a re-parse.
+//! `rollback` is a pop, not a re-parse. For context-free grammars the Earley
+//! chart lives here too; its sets are `Arc`s, so forks and draft snapshots
+//! share them.
 
 use std::sync::Arc;
 
+use crate::cfg::earley::Chart;
 use crate::error::Result;
-use crate::grammar::{CompiledGrammar, State};
+use crate::grammar::{sets_of, CompiledGrammar, State};
 use crate::invalid;
 
 #[derive(Clone, Debug)]
 pub struct MatcherCore {
     grammar: Arc<CompiledGrammar>,
+    chart: Chart,
     state: State,
     /// `history[i]` is the state before the i-th consumed token.
     history: Vec<State>,
@@ -18,8 +22,10 @@ pub struct MatcherCore {
 impl MatcherCore {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let state = grammar.initial_state();
+        let chart = grammar.initial_chart();
         MatcherCore {
             grammar,
+            chart,
             state,
             history: Vec::new(),
         }
@@ -29,8 +35,8 @@ impl MatcherCore {
         &self.grammar
     }
 
-    pub fn state(&self) -> State {
-        self.state
+    pub fn state(&self) -> &State {
+        &self.state
     }
 
     /// Number of tokens consumed (and so the most `rollback` can undo).
@@ -45,39 +51,35 @@ impl MatcherCore {
     }
 
     /// Consumes `token` if allowed; otherwise returns false and changes nothing.
-    pub fn consume_token(&mut self, token: u32) -> bool {
-        match self.grammar.advance(self.state, token) {
+    pub fn consume_token(&mut self, token: u32) -> Result<bool> {
+        match self.grammar.advance(&mut self.chart, &self.state, token)? {
             Some(next) => {
-                self.history.push(self.state);
-                self.state = next;
-                true
+                let prev = std::mem::replace(&mut self.state, next);
+                self.history.push(prev);
+                Ok(true)
             }
-            None => false,
+            None => Ok(false),
         }
     }
 
     /// All-or-nothing: consumes every token, or none if any is not allowed.
-    pub fn consume_tokens(&mut self, tokens: &[u32]) -> bool {
-        if self.validate_tokens(tokens) != tokens.len() {
-            return false;
+    pub fn consume_tokens(&mut self, tokens: &[u32]) -> Result<bool> {
+        let (chart, states) = self.draft_states(tokens)?;
+        if states.len() != tokens.len() + 1 {
+            return Ok(false);
         }
-        for &t in tokens {
-            let ok = self.consume_token(t);
-            debug_assert!(ok);
+        self.chart = chart;
+        // states[0] is the current state; each later one replaces it in turn.
+        for next in states.into_iter().skip(1) {
+            let prev = std::mem::replace(&mut self.state, next);
+            self.history.push(prev);
         }
-        true
+        Ok(true)
     }
 
     /// How many leading tokens would be accepted; the state does not change.
-    pub fn validate_tokens(&self, tokens: &[u32]) -> usize {
-        let mut s = self.state;
-        for (i, &t) in tokens.iter().enumerate() {
-            match self.grammar.advance(s, t) {
-                Some(next) => s = next,
-                None => return i,
-            }
-        }
-        tokens.len()
+    pub fn validate_tokens(&self, tokens: &[u32]) -> Result<usize> {
+        Ok(self.draft_states(tokens)?.1.len() - 1)
     }
 
     pub fn rollback(&mut self, n: usize) -> Result<()> {
@@ -89,49 +91,50 @@ impl MatcherCore {
         }
         if n > 0 {
             let keep = self.history.len() - n;
-            self.state = self.history[keep];
+            self.state = self.history[keep].clone();
             self.history.truncate(keep);
+            self.chart.truncate(sets_of(&self.state));
         }
         Ok(())
     }
 
     pub fn reset(&mut self) {
         self.state = self.grammar.initial_state();
+        self.chart = self.grammar.initial_chart();
         self.history.clear();
     }
 
     pub fn is_accepting(&self) -> bool {
-        self.grammar.is_accepting(self.state)
+        self.grammar.is_accepting(&self.state)
     }
 
     pub fn is_terminated(&self) -> bool {
         self.state.terminated
     }
 
-    pub fn fill_row(&self, row: &mut [u32]) {
-        self.grammar.fill_row(self.state, row);
+    pub fn fill_row(&self, row: &mut [u32]) -> Result<()> {
+        self.grammar.fill_row(&self.chart, &self.state, row)
     }
 
-    pub fn forced_tokens(&self) -> Vec<u32> {
-        self.grammar.forced_tokens(self.state)
+    pub fn forced_tokens(&self) -> Result<Vec<u32>> {
+        self.grammar.forced_tokens(&self.chart, &self.state)
     }
 
-    /// The states after each accepted prefix of `drafts`: `[s0, s1, ..., sk]`
-    /// where `k` is the number of drafts accepted. The matcher is not changed.
-    pub fn draft_states(&self, drafts: &[u32]) -> Vec<State> {
+    /// The states after each accepted prefix of `drafts`, `[s0, s1, ..., sk]`
+    /// where `k` drafts were accepted, and a chart holding the sets they use.
+    /// The matcher is not changed.
+    pub fn draft_states(&self, drafts: &[u32]) -> Result<(Chart, Vec<State>)> {
+        let mut chart = self.chart.clone();
         let mut states = Vec::with_capacity(drafts.len() + 1);
-        let mut s = self.state;
-        states.push(s);
+        states.push(self.state.clone());
         for &t in drafts {
-            match self.grammar.advance(s, t) {
-                Some(next) => {
-                    s = next;
-                    states.push(s);
-                }
+            let cur = states.last().expect("non-empty");
+            match self.grammar.advance(&mut chart, cur, t)? {
+                Some(next) => states.push(next),
                 None => break,
             }
         }
-        states
+        Ok((chart, states))
     }
 }
 
@@ -152,26 +155,30 @@ mod tests {
     #[test]
     fn consume_rollback_and_eos() {
         let mut m = matcher();
-        assert!(!m.consume_token(1));
+        assert!(!m.consume_token(1).unwrap());
         assert_eq!(m.num_consumed(), 0);
-        assert!(m.consume_tokens(&[0, 0, 1]));
+        assert!(m.consume_tokens(&[0, 0, 1]).unwrap());
+        assert_eq!(m.num_consumed(), 3);
         assert!(m.is_accepting());
-        assert!(m.consume_token(2));
+        assert!(m.consume_token(2).unwrap());
         assert!(m.is_terminated());
         m.rollback(1).unwrap();
         assert!(!m.is_terminated() && m.is_accepting());
         assert!(m.rollback(4).is_err());
         assert_eq!(m.num_consumed(), 3);
         m.rollback(3).unwrap();
-        assert_eq!(m.state(), m.grammar().initial_state());
+        assert_eq!(m.state(), &m.grammar().initial_state());
+        assert!(m.consume_tokens(&[0, 1]).unwrap());
+        m.rollback(1).unwrap();
+        assert!(!m.is_accepting() && m.num_consumed() == 1);
     }
 
     #[test]
     fn consume_tokens_is_atomic_and_validate_counts() {
         let mut m = matcher();
-        assert_eq!(m.validate_tokens(&[0, 0, 1, 0]), 3);
-        assert!(!m.consume_tokens(&[0, 1, 1]));
+        assert_eq!(m.validate_tokens(&[0, 0, 1, 0]).unwrap(), 3);
+        assert!(!m.consume_tokens(&[0, 1, 1]).unwrap());
         assert_eq!(m.num_consumed(), 0);
-        assert_eq!(m.draft_states(&[0, 1, 1]).len(), 3);
+        assert_eq!(m.draft_states(&[0, 1, 1]).unwrap().1.len(), 3);
     }
 }

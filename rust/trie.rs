@@ -8,6 +8,36 @@ use crate::error::{Error, Result};
 /// Longest token (in bytes) the trie accepts; bounds the per-walk state stack.
 pub const MAX_TOKEN_BYTES: usize = u16::MAX as usize;
 
+/// Advances some automaton along a trie walk. Frame `d` holds the state after
+/// the first `d` bytes below the walk's top; frame 0 is set by the caller.
+pub trait TrieStepper {
+    /// Computes frame `depth` from frame `depth - 1` and `byte`; false if dead.
+    fn step(&mut self, depth: usize, byte: u8) -> bool;
+}
+
+/// The stepper for a byte DFA given as a step function (0 = dead).
+pub struct DfaStepper<F: Fn(u32, u8) -> u32> {
+    states: Vec<u32>,
+    step: F,
+}
+
+impl<F: Fn(u32, u8) -> u32> DfaStepper<F> {
+    pub fn new(start: u32, step: F, max_depth: usize) -> Self {
+        let mut states = vec![0u32; max_depth + 2];
+        states[0] = start;
+        DfaStepper { states, step }
+    }
+}
+
+impl<F: Fn(u32, u8) -> u32> TrieStepper for DfaStepper<F> {
+    #[inline(always)]
+    fn step(&mut self, depth: usize, byte: u8) -> bool {
+        let s = (self.step)(self.states[depth - 1], byte);
+        self.states[depth] = s;
+        s != 0
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Index of the first node after this node's subtree.
@@ -108,30 +138,37 @@ impl TokenTrie {
     /// Sets the bit of every token whose bytes `step` can read from `start`
     /// without dying. `step(state, byte)` returns the next state, 0 meaning dead.
     pub fn fill_allowed(&self, start: u32, step: impl Fn(u32, u8) -> u32, row: &mut [u32]) {
-        self.walk(0, start, step, |t| {
+        let mut stepper = DfaStepper::new(start, step, self.max_depth);
+        self.walk(0, &mut stepper, |t| {
             set_bit(row, t);
             true
         });
     }
 
-    /// True if some token in the subtree below `node` (excluding `node`'s own tokens)
-    /// can be read from `start`.
-    pub fn any_below(&self, node: usize, start: u32, step: impl Fn(u32, u8) -> u32) -> bool {
+    /// True if some token in the subtree below `node` (excluding `node`'s own
+    /// tokens) can be read by `stepper`, whose frame 0 is the state at `node`.
+    pub fn any_below(&self, node: usize, stepper: &mut impl TrieStepper) -> bool {
         let mut found = false;
-        self.walk(node, start, step, |_| {
+        self.walk(node, stepper, |_| {
             found = true;
             false
         });
         found
     }
 
-    /// Pre-order walk of the subtree below `top`; `on_token` returns false to stop.
+    /// Longest token length: bounds the depth of any walk.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Pre-order walk of the subtree below `top`: each node's byte is stepped
+    /// from its parent's frame, a dead step skips the whole subtree, and each
+    /// token on a live node is reported; `on_token` returns false to stop.
     #[inline]
-    fn walk(
+    pub fn walk(
         &self,
         top: usize,
-        start: u32,
-        step: impl Fn(u32, u8) -> u32,
+        stepper: &mut impl TrieStepper,
         mut on_token: impl FnMut(u32) -> bool,
     ) {
         let base = self.nodes[top].depth as usize;
@@ -140,19 +177,14 @@ impl TokenTrie {
         } else {
             self.nodes[top].subtree_end as usize
         };
-        let mut states = vec![0u32; self.max_depth + 2];
-        states[0] = start;
         let nodes = &self.nodes;
         let mut i = top + 1;
         while i < end {
             let n = nodes[i];
-            let d = n.depth as usize - base;
-            let s = step(states[d - 1], n.byte);
-            if s == 0 {
+            if !stepper.step(n.depth as usize - base, n.byte) {
                 i = n.subtree_end as usize;
                 continue;
             }
-            states[d] = s;
             for &t in self.node_tokens(i) {
                 if !on_token(t) {
                     return;
@@ -235,8 +267,8 @@ mod tests {
     fn any_below_sees_only_descendants() {
         let t = trie(&[b"a", b"ab"]);
         let (node, _, _) = t.follow(b"a");
-        assert!(t.any_below(node, 1, only(b"ab")));
-        assert!(!t.any_below(node, 1, only(b"a")));
+        assert!(t.any_below(node, &mut DfaStepper::new(1, only(b"ab"), 4)));
+        assert!(!t.any_below(node, &mut DfaStepper::new(1, only(b"a"), 4)));
     }
 
     #[test]

@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::buffer::Bitmask;
-use super::grammar::compile_regex;
+use super::grammar::{compile_grammar, compile_regex};
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
 use crate::batch::{self, DraftRequest};
@@ -141,7 +141,7 @@ fn run_fill(
     let (rows, words) = (bm.rows, bm.words);
     batch::check_layout(&reqs, rows, words).map_err(to_py_err)?;
     let buf = bm.words_mut();
-    detached(py, || batch::fill_with_drafts(&reqs, buf, words, &pool))
+    detached(py, || batch::fill_with_drafts(&reqs, buf, words, &pool))?.map_err(to_py_err)
 }
 
 /// Fills row `row` of `bitmask` for each `(matcher, row)`, in parallel.
@@ -175,6 +175,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(compile_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_grammar, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_par, m)?)?;
     m.add_function(wrap_pyfunction!(
         fill_next_token_bitmask_par_with_draft_tokens,

@@ -4,7 +4,9 @@ use pyo3::prelude::*;
 
 use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
+use crate::cfg::gbnf;
 use crate::grammar::CompiledGrammar;
+use pyo3::exceptions::PyValueError;
 
 /// A compiled grammar: immutable, thread-safe, shared by any number of matchers.
 #[pyclass(frozen, module = "maskpar._core", name = "Grammar")]
@@ -50,5 +52,42 @@ pub fn compile_regex(
 ) -> PyResult<PyGrammar> {
     let vocab = tokenizer.vocab.clone();
     let g = detached(py, || CompiledGrammar::from_regex(vocab, pattern))?.map_err(to_py_err)?;
+    Ok(PyGrammar { inner: Arc::new(g) })
+}
+
+/// Compiles a context-free grammar. `syntax` is "gbnf" (llama.cpp's format;
+/// the start rule is `root`) or "auto", which recognises GBNF by its `::=`.
+#[pyfunction]
+#[pyo3(signature = (tokenizer, source, syntax="auto"))]
+pub fn compile_grammar(
+    py: Python<'_>,
+    tokenizer: &PyTokenizer,
+    source: &str,
+    syntax: &str,
+) -> PyResult<PyGrammar> {
+    let syntax =
+        match syntax {
+            "auto" if source.contains("::=") => "gbnf",
+            "auto" => return Err(PyValueError::new_err(
+                "could not recognise the grammar syntax: GBNF rules use '::='; pass syntax='gbnf'",
+            )),
+            "gbnf" => "gbnf",
+            "lark" => {
+                return Err(PyValueError::new_err(
+                    "Lark syntax is not supported yet; GBNF is (syntax='gbnf')",
+                ))
+            }
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "unknown syntax {other:?}; expected 'auto' or 'gbnf'"
+                )))
+            }
+        };
+    let vocab = tokenizer.vocab.clone();
+    let g = detached(py, || {
+        let ast = gbnf::parse(source)?;
+        CompiledGrammar::from_ast(vocab, &ast, syntax, source)
+    })?
+    .map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
 }

@@ -53,7 +53,7 @@ impl PyMatcher {
         let (words, i) = (bm.words, index as usize);
         let row = &mut bm.words_mut()[i * words..(i + 1) * words];
         let core = &this.core;
-        detached(slf.py(), || core.fill_row(row))
+        detached(slf.py(), || core.fill_row(row))?.map_err(to_py_err)
     }
 
     /// Consumes `token_id` if the grammar allows it; returns False and leaves
@@ -66,21 +66,21 @@ impl PyMatcher {
             .vocab()
             .check_token_id(token_id)
             .map_err(to_py_err)?;
-        Ok(this.core.consume_token(id))
+        this.core.consume_token(id).map_err(to_py_err)
     }
 
     /// Consumes all tokens, or none (returning False) if any is not allowed.
     fn consume_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<bool> {
         let mut this = mutable(slf)?;
         let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
-        Ok(this.core.consume_tokens(&ids))
+        this.core.consume_tokens(&ids).map_err(to_py_err)
     }
 
     /// Number of leading tokens the grammar would accept; never changes state.
     fn validate_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<usize> {
         let this = shared(slf)?;
         let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
-        Ok(this.core.validate_tokens(&ids))
+        this.core.validate_tokens(&ids).map_err(to_py_err)
     }
 
     /// Undoes the last `num_tokens` consumed tokens (EOS included).
@@ -120,7 +120,7 @@ impl PyMatcher {
     /// Tokens the grammar forces next; each is allowed in turn, so they can be
     /// used as drafts that the mask always accepts.
     fn forced_tokens(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
-        Ok(shared(slf)?.core.forced_tokens())
+        shared(slf)?.core.forced_tokens().map_err(to_py_err)
     }
 
     /// Number of consumed tokens: the most `rollback` can undo.

@@ -1,0 +1,83 @@
+//! The grammar AST both front ends (GBNF, Lark) produce: rules whose bodies
+//! are regular expressions over terminals and rule references. `lower`
+//! turns it into the CFG the Earley engine runs.
+
+/// A position in the grammar source, for error messages (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: u32,
+    pub col: u32,
+}
+
+impl std::fmt::Display for Pos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.col)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// Matches the empty string.
+    Empty,
+    /// An exact UTF-8 string.
+    Literal(String),
+    /// One character from (or, negated, outside) inclusive ranges.
+    Class {
+        ranges: Vec<(char, char)>,
+        negated: bool,
+    },
+    /// Any one character (`.` in GBNF).
+    AnyChar,
+    /// A regular expression in Rust `regex` syntax (Lark `/.../` terminals).
+    Regex(String),
+    /// A reference to a rule or terminal by name.
+    Ref(String, Pos),
+    Seq(Vec<Node>),
+    Alt(Vec<Node>),
+    /// `min..=max` repetitions (`max` None: unbounded).
+    Repeat {
+        node: Box<Node>,
+        min: u32,
+        max: Option<u32>,
+    },
+}
+
+impl Node {
+    /// `Seq` of `items`, flattening the trivial cases.
+    pub fn seq(mut items: Vec<Node>) -> Node {
+        match items.len() {
+            0 => Node::Empty,
+            1 => items.pop().unwrap(),
+            _ => Node::Seq(items),
+        }
+    }
+
+    pub fn alt(mut items: Vec<Node>) -> Node {
+        if items.len() == 1 {
+            items.pop().unwrap()
+        } else {
+            Node::Alt(items)
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RuleDef {
+    pub name: String,
+    pub body: Node,
+    pub pos: Pos,
+}
+
+/// How a token's bytes are split into lexemes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lexing {
+    /// Every split the grammar allows (character-level CFG semantics; GBNF).
+    AllSplits,
+}
+
+#[derive(Clone, Debug)]
+pub struct GrammarAst {
+    pub rules: Vec<RuleDef>,
+    pub start: String,
+    pub lexing: Lexing,
+}

@@ -1,0 +1,398 @@
+//! GBNF (llama.cpp's grammar format, also accepted by xgrammar/SGLang as
+//! `ebnf`): `name ::= alternatives`, `|`, groups, `? * +`, `{m}`, `{m,}`,
+//! `{m,n}`, `{,n}`, string literals, character classes (with negation,
+//! ranges and escapes), `.`, `#` comments; the start rule is `root`.
+
+use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
+use crate::error::{Error, Result};
+
+/// Bound on `{m,n}` counts, so a tiny grammar cannot expand into a huge one.
+pub const MAX_REPEAT: u32 = 10_000;
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+impl<'a> Parser<'a> {
+    fn here(&self) -> Pos {
+        let before = &self.src[..self.pos];
+        let line = before.matches('\n').count() as u32 + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+        Pos { line, col }
+    }
+
+    fn err<T>(&self, msg: impl std::fmt::Display) -> Result<T> {
+        Err(Error::Compile(format!(
+            "GBNF syntax error at {}: {msg}",
+            self.here()
+        )))
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.src[self.pos..].chars().next()
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    fn rest(&self) -> &'a str {
+        &self.src[self.pos..]
+    }
+
+    /// Skips blanks and comments; newlines too when `newlines` (inside groups,
+    /// after `::=` and `|`), since outside them a newline ends a rule.
+    fn space(&mut self, newlines: bool) {
+        while let Some(c) = self.peek() {
+            match c {
+                ' ' | '\t' | '\r' => {
+                    self.bump();
+                }
+                '\n' if newlines => {
+                    self.bump();
+                }
+                '#' => {
+                    while let Some(c) = self.peek() {
+                        if c == '\n' {
+                            break;
+                        }
+                        self.bump();
+                    }
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn name(&mut self) -> Option<String> {
+        let n: String = self
+            .rest()
+            .chars()
+            .take_while(|&c| is_name_char(c))
+            .collect();
+        if n.is_empty() {
+            return None;
+        }
+        self.pos += n.len();
+        Some(n)
+    }
+
+    /// True if a rule definition (`name ::=`) starts here.
+    fn at_rule_start(&self) -> bool {
+        let r = self.rest();
+        let n = r.chars().take_while(|&c| is_name_char(c)).count();
+        n > 0 && r[n..].trim_start_matches([' ', '\t']).starts_with("::=")
+    }
+
+    fn grammar(&mut self) -> Result<Vec<RuleDef>> {
+        let mut rules = Vec::new();
+        loop {
+            self.space(true);
+            if self.peek().is_none() {
+                return Ok(rules);
+            }
+            let pos = self.here();
+            let Some(name) = self.name() else {
+                return self.err("expected a rule name");
+            };
+            self.space(false);
+            if !self.rest().starts_with("::=") {
+                return self.err(format!("expected '::=' after rule name '{name}'"));
+            }
+            self.pos += 3;
+            self.space(true);
+            let body = self.alternatives(false)?;
+            match self.peek() {
+                None | Some('\n') => {}
+                Some(c) => return self.err(format!("unexpected '{c}' (expected end of rule)")),
+            }
+            rules.push(RuleDef { name, body, pos });
+        }
+    }
+
+    fn alternatives(&mut self, nested: bool) -> Result<Node> {
+        let mut alts = vec![self.sequence(nested)?];
+        loop {
+            // A line that starts with '|' continues the rule above it.
+            let save = self.pos;
+            self.space(true);
+            if self.peek() != Some('|') {
+                self.pos = save;
+                break;
+            }
+            self.bump();
+            self.space(true);
+            alts.push(self.sequence(nested)?);
+        }
+        Ok(Node::alt(alts))
+    }
+
+    fn sequence(&mut self, nested: bool) -> Result<Node> {
+        let mut items = Vec::new();
+        loop {
+            if !nested && self.at_rule_start() && !items.is_empty() {
+                break;
+            }
+            let item = match self.peek() {
+                Some('"') => Node::Literal(self.literal()?),
+                Some('[') => self.class()?,
+                Some('.') => {
+                    self.bump();
+                    Node::AnyChar
+                }
+                Some('(') => {
+                    self.bump();
+                    self.space(true);
+                    let inner = self.alternatives(true)?;
+                    if self.bump() != Some(')') {
+                        return self.err("expected ')'");
+                    }
+                    inner
+                }
+                Some('<') | Some('!') => {
+                    return self.err("token references (<[id]>, !<[id]>) are not supported")
+                }
+                Some(c) if is_name_char(c) => {
+                    let pos = self.here();
+                    Node::Ref(self.name().unwrap(), pos)
+                }
+                _ => break,
+            };
+            self.space(nested);
+            let item = self.postfix(item, nested)?;
+            items.push(item);
+        }
+        Ok(Node::seq(items))
+    }
+
+    fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
+        loop {
+            let (min, max) = match self.peek() {
+                Some('*') => (0, None),
+                Some('+') => (1, None),
+                Some('?') => (0, Some(1)),
+                Some('{') => {
+                    self.bump();
+                    self.space(false);
+                    let counts = self.counts()?; // consumes the closing '}'
+                    self.space(nested);
+                    item = Node::Repeat {
+                        node: Box::new(item),
+                        min: counts.0,
+                        max: counts.1,
+                    };
+                    continue;
+                }
+                _ => return Ok(item),
+            };
+            self.bump();
+            self.space(nested);
+            item = Node::Repeat {
+                node: Box::new(item),
+                min,
+                max,
+            };
+        }
+    }
+
+    fn number(&mut self) -> Result<Option<u32>> {
+        let digits: String = self
+            .rest()
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        if digits.is_empty() {
+            return Ok(None);
+        }
+        self.pos += digits.len();
+        match digits.parse::<u32>() {
+            Ok(n) if n <= MAX_REPEAT => Ok(Some(n)),
+            _ => Err(Error::LimitExceeded(format!(
+                "GBNF repetition count {digits} at {} exceeds the limit {MAX_REPEAT}",
+                self.here()
+            ))),
+        }
+    }
+
+    /// After `{`: `m}`, `m,}`, `m,n}` or `,n}`.
+    fn counts(&mut self) -> Result<(u32, Option<u32>)> {
+        let min = self.number()?;
+        self.space(false);
+        let max = if self.peek() == Some(',') {
+            self.bump();
+            self.space(false);
+            self.number()?
+        } else {
+            match min {
+                Some(m) => Some(m),
+                None => return self.err("expected a number in '{...}'"),
+            }
+        };
+        self.space(false);
+        if self.bump() != Some('}') {
+            return self.err("expected '}'");
+        }
+        let min = min.unwrap_or(0);
+        if let Some(max) = max {
+            if max < min {
+                return self.err(format!("repetition {{{min},{max}}} has max < min"));
+            }
+        }
+        Ok((min, max))
+    }
+
+    /// One (possibly escaped) character inside a literal or a class.
+    fn char_in(&mut self, what: &str) -> Result<char> {
+        match self.bump() {
+            None => self.err(format!("unterminated {what}")),
+            Some('\\') => self.escape(),
+            Some(c) => Ok(c),
+        }
+    }
+
+    fn escape(&mut self) -> Result<char> {
+        let hex = |p: &mut Self, n: usize| -> Result<char> {
+            let digits: String = p.rest().chars().take(n).collect();
+            if digits.len() != n || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+                return p.err(format!("expected {n} hex digits after escape"));
+            }
+            p.pos += n;
+            let v = u32::from_str_radix(&digits, 16).unwrap();
+            char::from_u32(v).map_or_else(|| p.err(format!("invalid code point {v:#x}")), Ok)
+        };
+        match self.bump() {
+            Some('n') => Ok('\n'),
+            Some('r') => Ok('\r'),
+            Some('t') => Ok('\t'),
+            Some('0') => Ok('\0'),
+            Some('x') => hex(self, 2),
+            Some('u') => hex(self, 4),
+            Some('U') => hex(self, 8),
+            Some(
+                c @ ('\\' | '"' | '[' | ']' | '-' | '^' | '\'' | '/' | '.' | '*' | '+' | '?' | '('
+                | ')' | '{' | '}' | '|'),
+            ) => Ok(c),
+            Some(c) => self.err(format!("unknown escape '\\{c}'")),
+            None => self.err("unterminated escape"),
+        }
+    }
+
+    fn literal(&mut self) -> Result<String> {
+        self.bump(); // "
+        let mut s = String::new();
+        loop {
+            match self.peek() {
+                None | Some('\n') => return self.err("unterminated string literal"),
+                Some('"') => {
+                    self.bump();
+                    return Ok(s);
+                }
+                _ => s.push(self.char_in("string literal")?),
+            }
+        }
+    }
+
+    fn class(&mut self) -> Result<Node> {
+        self.bump(); // [
+        let negated = self.peek() == Some('^');
+        if negated {
+            self.bump();
+        }
+        let mut ranges = Vec::new();
+        loop {
+            match self.peek() {
+                None | Some('\n') => return self.err("unterminated character class"),
+                Some(']') => {
+                    self.bump();
+                    break;
+                }
+                _ => {}
+            }
+            let lo = self.char_in("character class")?;
+            let hi = if self.peek() == Some('-') && !self.rest().starts_with("-]") {
+                self.bump();
+                self.char_in("character class")?
+            } else {
+                lo
+            };
+            if hi < lo {
+                return self.err(format!("character range {lo:?}-{hi:?} is reversed"));
+            }
+            ranges.push((lo, hi));
+        }
+        Ok(Node::Class { ranges, negated })
+    }
+}
+
+/// Parses GBNF text; the start rule is `root`.
+pub fn parse(src: &str) -> Result<GrammarAst> {
+    let mut p = Parser { src, pos: 0 };
+    let rules = p.grammar()?;
+    if rules.is_empty() {
+        return Err(Error::Compile("GBNF grammar has no rules".into()));
+    }
+    Ok(GrammarAst {
+        rules,
+        start: "root".into(),
+        lexing: Lexing::AllSplits,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rules_groups_and_postfix() {
+        let g =
+            parse("root ::= a (\"x\" | [^a-c\\n])* b{2,3}\na ::= \"\\u00e9\" .\nb ::= [0-9]{,4}")
+                .unwrap();
+        assert_eq!(g.rules.len(), 3);
+        assert_eq!(
+            g.rules[1].body,
+            Node::Seq(vec![Node::Literal("é".into()), Node::AnyChar])
+        );
+        match &g.rules[0].body {
+            Node::Seq(items) => assert_eq!(items.len(), 3),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn newline_ends_a_rule_outside_groups() {
+        let g = parse("root ::= \"a\"\n  | \"b\"\nx ::=\n  \"c\" (\n  \"d\"\n )").unwrap();
+        assert_eq!(g.rules.len(), 2);
+        assert_eq!(
+            g.rules[0].body,
+            Node::Alt(vec![Node::Literal("a".into()), Node::Literal("b".into())])
+        );
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = parse("root ::= \"a\"\nfoo ::= (\"b\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        assert!(e.contains("expected ')'"), "{e}");
+        let e = parse("root = \"a\"").unwrap_err().to_string();
+        assert!(e.contains("line 1, column 6") && e.contains("'::='"), "{e}");
+        assert!(parse("root ::= [a-").is_err());
+        assert!(parse("root ::= \"a\"{5,2}").is_err());
+        assert!(parse("root ::= <[10]>")
+            .unwrap_err()
+            .to_string()
+            .contains("token references"));
+        assert!(matches!(
+            parse("root ::= \"a\"{99999999}"),
+            Err(Error::LimitExceeded(_))
+        ));
+    }
+}

@@ -1,0 +1,446 @@
+//! Lowering a grammar AST to a CFG over lexemes.
+//!
+//! Any sub-expression without rule references is regular, so it becomes one
+//! lexeme (a byte DFA), however many literals and classes it spans: inside it
+//! the trie walk only steps a DFA, and the Earley parser runs only where a
+//! lexeme ends. With all-splits lexing (GBNF) a lexeme may end at any of its
+//! accepting points, so this keeps the language exactly. Alternatives and
+//! repetitions of non-regular parts become fresh nonterminals.
+
+use std::collections::HashMap;
+
+use super::ast::{GrammarAst, Lexing, Node, Pos};
+use crate::error::{Error, Result};
+use crate::regex_dfa::ByteDfa;
+
+/// Bounds that keep a hostile grammar from exhausting memory or time.
+pub const MAX_RULES: usize = 200_000;
+pub const MAX_RHS_SYMBOLS: usize = 2_000_000;
+pub const MAX_LEXEMES: usize = 20_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Sym {
+    /// A lexeme (terminal).
+    T(u32),
+    /// A nonterminal.
+    N(u32),
+}
+
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub lhs: u32,
+    pub rhs: Vec<Sym>,
+}
+
+#[derive(Debug)]
+pub struct Lexeme {
+    pub regex: String,
+    /// None when the lexeme matches no string at all.
+    pub dfa: Option<ByteDfa>,
+}
+
+impl Lexeme {
+    pub fn nullable(&self) -> bool {
+        self.dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
+    }
+}
+
+#[derive(Debug)]
+pub struct Cfg {
+    pub nonterminals: Vec<String>,
+    /// Rule 0 is the augmented start rule `S' -> start`.
+    pub rules: Vec<Rule>,
+    pub by_lhs: Vec<Vec<u32>>,
+    pub nullable: Vec<bool>,
+    pub lexemes: Vec<Lexeme>,
+    pub lexing: Lexing,
+}
+
+impl Cfg {
+    pub fn start_rule(&self) -> u32 {
+        0
+    }
+}
+
+struct Lowerer {
+    names: HashMap<String, u32>,
+    nonterminals: Vec<String>,
+    rules: Vec<Rule>,
+    lexeme_ids: HashMap<String, u32>,
+    lexemes: Vec<Lexeme>,
+    symbols: usize,
+}
+
+fn is_regular(n: &Node) -> bool {
+    match n {
+        Node::Ref(..) => false,
+        Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
+        Node::Repeat { node, .. } => is_regular(node),
+        _ => true,
+    }
+}
+
+fn escape_char(c: char, out: &mut String) {
+    if c.is_ascii_alphanumeric() {
+        out.push(c);
+    } else {
+        out.push_str(&format!("\\x{{{:X}}}", c as u32));
+    }
+}
+
+/// Renders a regular node in Rust `regex` syntax.
+fn to_regex(n: &Node, out: &mut String) {
+    match n {
+        Node::Empty => out.push_str("(?:)"),
+        Node::Literal(s) => {
+            out.push_str("(?:");
+            s.chars().for_each(|c| escape_char(c, out));
+            out.push(')');
+        }
+        Node::Class { ranges, negated } => {
+            if ranges.is_empty() {
+                // [] matches nothing; [^] matches any character.
+                out.push_str(if *negated {
+                    "(?s:.)"
+                } else {
+                    "[^\\x{0}-\\x{10FFFF}]"
+                });
+                return;
+            }
+            out.push_str(if *negated { "[^" } else { "[" });
+            for &(lo, hi) in ranges {
+                escape_char(lo, out);
+                if hi != lo {
+                    out.push('-');
+                    escape_char(hi, out);
+                }
+            }
+            out.push(']');
+        }
+        Node::AnyChar => out.push_str("(?s:.)"),
+        Node::Regex(r) => {
+            out.push_str("(?:");
+            out.push_str(r);
+            out.push(')');
+        }
+        Node::Ref(..) => unreachable!("to_regex is only called on regular nodes"),
+        Node::Seq(v) => {
+            out.push_str("(?:");
+            v.iter().for_each(|x| to_regex(x, out));
+            out.push(')');
+        }
+        Node::Alt(v) => {
+            out.push_str("(?:");
+            for (i, x) in v.iter().enumerate() {
+                if i > 0 {
+                    out.push('|');
+                }
+                to_regex(x, out);
+            }
+            out.push(')');
+        }
+        Node::Repeat { node, min, max } => {
+            out.push_str("(?:");
+            to_regex(node, out);
+            out.push(')');
+            match max {
+                Some(m) => out.push_str(&format!("{{{min},{m}}}")),
+                None => out.push_str(&format!("{{{min},}}")),
+            }
+        }
+    }
+}
+
+impl Lowerer {
+    fn fresh(&mut self, hint: &str) -> Result<u32> {
+        if self.nonterminals.len() >= MAX_RULES {
+            return Err(Error::LimitExceeded(format!(
+                "grammar needs more than {MAX_RULES} nonterminals"
+            )));
+        }
+        let id = self.nonterminals.len() as u32;
+        self.nonterminals.push(format!("{hint}#{id}"));
+        Ok(id)
+    }
+
+    fn add_rule(&mut self, lhs: u32, rhs: Vec<Sym>) -> Result<()> {
+        self.symbols += rhs.len() + 1;
+        if self.rules.len() >= MAX_RULES || self.symbols > MAX_RHS_SYMBOLS {
+            return Err(Error::LimitExceeded(format!(
+                "grammar expands to more than {MAX_RULES} rules or {MAX_RHS_SYMBOLS} symbols"
+            )));
+        }
+        self.rules.push(Rule { lhs, rhs });
+        Ok(())
+    }
+
+    fn lexeme(&mut self, n: &Node) -> Result<Sym> {
+        let mut re = String::new();
+        to_regex(n, &mut re);
+        if let Some(&id) = self.lexeme_ids.get(&re) {
+            return Ok(Sym::T(id));
+        }
+        if self.lexemes.len() >= MAX_LEXEMES {
+            return Err(Error::LimitExceeded(format!(
+                "grammar has more than {MAX_LEXEMES} lexemes"
+            )));
+        }
+        let dfa = match ByteDfa::new(&re) {
+            Ok(d) => Some(d),
+            Err(Error::Compile(m)) if m.ends_with("matches no string") => None,
+            Err(e) => return Err(e),
+        };
+        let id = self.lexemes.len() as u32;
+        self.lexemes.push(Lexeme {
+            regex: re.clone(),
+            dfa,
+        });
+        self.lexeme_ids.insert(re, id);
+        Ok(Sym::T(id))
+    }
+
+    /// Lowers `n` to a sequence of symbols, adding rules as needed.
+    fn lower(&mut self, n: &Node, hint: &str) -> Result<Vec<Sym>> {
+        if matches!(n, Node::Empty) {
+            return Ok(Vec::new());
+        }
+        if is_regular(n) {
+            return Ok(vec![self.lexeme(n)?]);
+        }
+        match n {
+            Node::Ref(name, pos) => self.reference(name, *pos).map(|s| vec![s]),
+            Node::Seq(items) => {
+                // Maximal runs of regular items become one lexeme each.
+                let mut out = Vec::new();
+                let mut run: Vec<Node> = Vec::new();
+                for item in items {
+                    if is_regular(item) {
+                        run.push(item.clone());
+                        continue;
+                    }
+                    if !run.is_empty() {
+                        out.push(self.lexeme(&Node::seq(std::mem::take(&mut run)))?);
+                    }
+                    out.extend(self.lower(item, hint)?);
+                }
+                if !run.is_empty() {
+                    out.push(self.lexeme(&Node::seq(run))?);
+                }
+                Ok(out)
+            }
+            Node::Alt(alts) => {
+                let nt = self.fresh(hint)?;
+                for a in alts {
+                    let rhs = self.lower(a, hint)?;
+                    self.add_rule(nt, rhs)?;
+                }
+                Ok(vec![Sym::N(nt)])
+            }
+            Node::Repeat { node, min, max } => {
+                let body = self.lower(node, hint)?;
+                let mut out = Vec::new();
+                for _ in 0..*min {
+                    out.extend_from_slice(&body);
+                    if out.len() > MAX_RHS_SYMBOLS {
+                        return Err(Error::LimitExceeded(format!(
+                            "a repetition expands to more than {MAX_RHS_SYMBOLS} symbols"
+                        )));
+                    }
+                }
+                match max {
+                    None => {
+                        // N -> ε | N body   (left recursion is fine for Earley)
+                        let nt = self.fresh(hint)?;
+                        self.add_rule(nt, Vec::new())?;
+                        let mut rhs = vec![Sym::N(nt)];
+                        rhs.extend_from_slice(&body);
+                        self.add_rule(nt, rhs)?;
+                        out.push(Sym::N(nt));
+                    }
+                    Some(max) if max > min => {
+                        // N_k -> ε | body N_{k-1}, N_1 -> ε | body
+                        let mut inner: Option<u32> = None;
+                        for _ in *min..*max {
+                            let nt = self.fresh(hint)?;
+                            self.add_rule(nt, Vec::new())?;
+                            let mut rhs = body.clone();
+                            rhs.extend(inner.map(Sym::N));
+                            self.add_rule(nt, rhs)?;
+                            inner = Some(nt);
+                        }
+                        out.extend(inner.map(Sym::N));
+                    }
+                    Some(_) => {}
+                }
+                Ok(out)
+            }
+            _ => unreachable!("regular nodes are handled above"),
+        }
+    }
+
+    fn reference(&mut self, name: &str, pos: Pos) -> Result<Sym> {
+        match self.names.get(name) {
+            Some(&id) => Ok(Sym::N(id)),
+            None => Err(Error::Compile(format!(
+                "undefined rule '{name}' referenced at {pos}"
+            ))),
+        }
+    }
+}
+
+/// Lowers `ast` and prunes what can never match.
+pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
+    let mut l = Lowerer {
+        names: HashMap::new(),
+        nonterminals: vec!["<start>".into()],
+        rules: Vec::new(),
+        lexeme_ids: HashMap::new(),
+        lexemes: Vec::new(),
+        symbols: 0,
+    };
+    for r in &ast.rules {
+        if l.names.contains_key(&r.name) {
+            return Err(Error::Compile(format!(
+                "rule '{}' is defined twice (again at {})",
+                r.name, r.pos
+            )));
+        }
+        let id = l.nonterminals.len() as u32;
+        l.nonterminals.push(r.name.clone());
+        l.names.insert(r.name.clone(), id);
+    }
+    let start = match l.names.get(&ast.start) {
+        Some(&s) => s,
+        None => {
+            return Err(Error::Compile(format!(
+                "the grammar has no start rule '{}'",
+                ast.start
+            )))
+        }
+    };
+    l.add_rule(0, vec![Sym::N(start)])?;
+    for r in &ast.rules {
+        let lhs = l.names[&r.name];
+        match &r.body {
+            Node::Alt(alts) => {
+                for a in alts {
+                    let rhs = l.lower(a, &r.name)?;
+                    l.add_rule(lhs, rhs)?;
+                }
+            }
+            body => {
+                let rhs = l.lower(body, &r.name)?;
+                l.add_rule(lhs, rhs)?;
+            }
+        }
+    }
+    finish(l, ast.lexing)
+}
+
+fn finish(l: Lowerer, lexing: Lexing) -> Result<Cfg> {
+    let n = l.nonterminals.len();
+    // Productive symbols: those that derive at least one string.
+    let mut productive = vec![false; n];
+    let lex_ok: Vec<bool> = l.lexemes.iter().map(|x| x.dfa.is_some()).collect();
+    let sym_ok = |s: &Sym, productive: &[bool]| match *s {
+        Sym::T(t) => lex_ok[t as usize],
+        Sym::N(x) => productive[x as usize],
+    };
+    loop {
+        let mut changed = false;
+        for r in &l.rules {
+            if !productive[r.lhs as usize] && r.rhs.iter().all(|s| sym_ok(s, &productive)) {
+                productive[r.lhs as usize] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if !productive[0] {
+        return Err(Error::Compile("the grammar matches no string".into()));
+    }
+    let rules: Vec<Rule> = l
+        .rules
+        .into_iter()
+        .filter(|r| r.rhs.iter().all(|s| sym_ok(s, &productive)))
+        .collect();
+    let mut by_lhs = vec![Vec::new(); n];
+    for (i, r) in rules.iter().enumerate() {
+        by_lhs[r.lhs as usize].push(i as u32);
+    }
+    let lex_nullable: Vec<bool> = l.lexemes.iter().map(Lexeme::nullable).collect();
+    let mut nullable = vec![false; n];
+    loop {
+        let mut changed = false;
+        for r in &rules {
+            if !nullable[r.lhs as usize]
+                && r.rhs.iter().all(|s| match *s {
+                    Sym::T(t) => lex_nullable[t as usize],
+                    Sym::N(x) => nullable[x as usize],
+                })
+            {
+                nullable[r.lhs as usize] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    Ok(Cfg {
+        nonterminals: l.nonterminals,
+        rules,
+        by_lhs,
+        nullable,
+        lexemes: l.lexemes,
+        lexing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::gbnf;
+
+    #[test]
+    fn lowering_and_pruning() {
+        let g = gbnf::parse(
+            "root ::= \"a\" [0-9]+ (\"x\" | \"y\")? r\nr ::= \"z\" | r \"z\"\ndead ::= dead \"q\"",
+        )
+        .unwrap();
+        let cfg = lower(&g).unwrap();
+        // "a" [0-9]+ ("x"|"y")? is one lexeme; root -> that lexeme, then r.
+        let root = &cfg.rules[cfg.by_lhs[1][0] as usize];
+        assert_eq!(root.rhs.len(), 2);
+        let Sym::T(first) = root.rhs[0] else {
+            panic!("{root:?}")
+        };
+        let re = &cfg.lexemes[first as usize].regex;
+        assert!(
+            re.contains("(?:a)") && re.contains("[0-9]") && re.contains("(?:y)"),
+            "{re}"
+        );
+        assert!(cfg
+            .rules
+            .iter()
+            .all(|r| cfg.nonterminals[r.lhs as usize] != "dead"));
+        assert!(!cfg.nullable[0]);
+        let e = lower(&gbnf::parse("root ::= x").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("undefined rule 'x'") && e.contains("line 1, column 10"),
+            "{e}"
+        );
+        let e = lower(&gbnf::parse("root ::= root \"a\"").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("matches no string"), "{e}");
+        let e = lower(&gbnf::parse("a ::= \"a\"").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no start rule 'root'"), "{e}");
+    }
+}

@@ -1,0 +1,9 @@
+//! Context-free grammars: front ends (GBNF) produce an AST, `lower` turns it
+//! into a CFG over byte-DFA lexemes, and `earley` parses it at lexeme
+//! boundaries.
+
+pub mod ast;
+pub mod earley;
+pub mod gbnf;
+pub mod lower;
+pub mod walk;
