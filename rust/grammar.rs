@@ -12,11 +12,12 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::GrammarAst;
 use crate::cfg::earley::{CfgState, Chart, EarleySet};
+use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
 use crate::error::Result;
 use crate::regex_dfa::{ByteDfa, DEAD};
-use crate::trie::DfaStepper;
+use crate::trie::{DfaStepper, Offset, TrieStepper};
 use crate::vocab::Vocab;
 
 /// Default bound on the memory of cached mask rows, per compiled grammar.
@@ -44,6 +45,7 @@ enum Engine {
         cfg: Cfg,
         initial_chart: Chart,
         initial: CfgState,
+        lex_cache: LexCache,
     },
 }
 
@@ -95,16 +97,14 @@ impl CompiledGrammar {
         let cfg = lower(ast)?;
         let mut initial_chart = Chart::new();
         let initial = cfg.initial(&mut initial_chart)?;
-        Ok(Self::with_engine(
-            vocab,
-            Engine::Cfg {
-                cfg,
-                initial_chart,
-                initial,
-            },
-            kind,
-            source,
-        ))
+        let lex_cache = LexCache::new(DEFAULT_MASK_CACHE_BYTES);
+        let engine = Engine::Cfg {
+            cfg,
+            initial_chart,
+            initial,
+            lex_cache,
+        };
+        Ok(Self::with_engine(vocab, engine, kind, source))
     }
 
     pub fn vocab(&self) -> &Arc<Vocab> {
@@ -227,17 +227,8 @@ impl CompiledGrammar {
                 self.fill_regex_row(dfa, q, row);
                 Ok(())
             }
-            (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) => {
-                row.fill(0);
-                let trie = self.vocab.trie();
-                let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
-                trie.walk(0, &mut stepper, |t| {
-                    set_bit(row, t);
-                    true
-                });
-                if let Some(e) = stepper.error {
-                    return Err(e);
-                }
+            (Engine::Cfg { cfg, lex_cache, .. }, ParseState::Cfg(c)) => {
+                self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
                 if c.accepting {
                     self.set_eos(row);
                 }
@@ -245,6 +236,49 @@ impl CompiledGrammar {
             }
             _ => unreachable!("state from another grammar"),
         }
+    }
+
+    /// Lexer-only bits from the cache, then parser walks below the nodes
+    /// where a lexeme completes.
+    fn fill_cfg_row(
+        &self,
+        cfg: &Cfg,
+        lex_cache: &LexCache,
+        chart: &[Arc<EarleySet>],
+        c: &CfgState,
+        row: &mut [u32],
+    ) -> Result<()> {
+        let trie = self.vocab.trie();
+        let entry = lex_cache.get(cfg, trie, row.len(), &lex_key(&c.frontier));
+        row.copy_from_slice(&entry.inner);
+        let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
+        for &node in &entry.boundary {
+            let node = node as usize;
+            let path = trie.path(node);
+            let live = path
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| stepper.step(i + 1, b));
+            if let Some(e) = stepper.error.take() {
+                return Err(e);
+            }
+            if !live {
+                continue;
+            }
+            trie.node_tokens(node).iter().for_each(|&t| set_bit(row, t));
+            let mut below = Offset {
+                inner: &mut stepper,
+                offset: path.len(),
+            };
+            trie.walk(node, &mut below, |t| {
+                set_bit(row, t);
+                true
+            });
+            if let Some(e) = stepper.error.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn set_eos(&self, row: &mut [u32]) {

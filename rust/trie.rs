@@ -38,6 +38,33 @@ impl<F: Fn(u32, u8) -> u32> TrieStepper for DfaStepper<F> {
     }
 }
 
+/// What `walk_visits` does at a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visit {
+    Dead,
+    Live,
+    Stop,
+}
+
+/// Like `TrieStepper`, with a third outcome (`Visit::Stop`).
+pub trait VisitStepper {
+    fn visit(&mut self, depth: usize, byte: u8) -> Visit;
+}
+
+/// Runs `inner` with frame numbers shifted by `offset`, so a walk below a
+/// node at depth `offset` continues frames that a path walk filled.
+pub struct Offset<'a, S: TrieStepper> {
+    pub inner: &'a mut S,
+    pub offset: usize,
+}
+
+impl<S: TrieStepper> TrieStepper for Offset<'_, S> {
+    #[inline]
+    fn step(&mut self, depth: usize, byte: u8) -> bool {
+        self.inner.step(depth + self.offset, byte)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Node {
     /// Index of the first node after this node's subtree.
@@ -54,6 +81,8 @@ struct Node {
 pub struct TokenTrie {
     /// Node 0 is the root; a sentinel node at the end closes the token ranges.
     nodes: Vec<Node>,
+    /// Parent of each node (root: 0), to recover a node's path.
+    parent: Vec<u32>,
     tokens: Vec<u32>,
     max_depth: usize,
 }
@@ -116,8 +145,16 @@ impl TokenTrie {
             byte: 0,
         });
         // Every node's token range ends where the next node's starts.
+        let mut parent = vec![0u32; nodes.len()];
+        let mut stack: Vec<usize> = vec![0];
+        for i in 1..nodes.len() - 1 {
+            stack.truncate(nodes[i].depth as usize);
+            parent[i] = *stack.last().unwrap() as u32;
+            stack.push(i);
+        }
         Ok(TokenTrie {
             nodes,
+            parent,
             tokens,
             max_depth,
         })
@@ -129,7 +166,7 @@ impl TokenTrie {
     }
 
     #[inline]
-    fn node_tokens(&self, i: usize) -> &[u32] {
+    pub fn node_tokens(&self, i: usize) -> &[u32] {
         let a = self.nodes[i].tokens_start as usize;
         let b = self.nodes[i + 1].tokens_start as usize;
         &self.tokens[a..b]
@@ -154,6 +191,46 @@ impl TokenTrie {
             false
         });
         found
+    }
+
+    /// The bytes on the path from the root to `node`.
+    pub fn path(&self, node: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.nodes[node].depth as usize);
+        let mut i = node;
+        while i != 0 {
+            out.push(self.nodes[i].byte);
+            i = self.parent[i] as usize;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Pre-order walk from the root that lets `visit` decide per node: `Dead`
+    /// skips the subtree, `Live` reports the node's tokens to `on_token` and
+    /// descends, `Stop` reports the node to `on_stop` and skips its subtree.
+    pub fn walk_visits(
+        &self,
+        stepper: &mut impl VisitStepper,
+        mut on_token: impl FnMut(u32),
+        mut on_stop: impl FnMut(usize),
+    ) {
+        let end = self.num_nodes();
+        let nodes = &self.nodes;
+        let mut i = 1;
+        while i < end {
+            let n = nodes[i];
+            match stepper.visit(n.depth as usize, n.byte) {
+                Visit::Dead => i = n.subtree_end as usize,
+                Visit::Stop => {
+                    on_stop(i);
+                    i = n.subtree_end as usize;
+                }
+                Visit::Live => {
+                    self.node_tokens(i).iter().for_each(|&t| on_token(t));
+                    i += 1;
+                }
+            }
+        }
     }
 
     /// Longest token length: bounds the depth of any walk.
@@ -269,6 +346,27 @@ mod tests {
         let (node, _, _) = t.follow(b"a");
         assert!(t.any_below(node, &mut DfaStepper::new(1, only(b"ab"), 4)));
         assert!(!t.any_below(node, &mut DfaStepper::new(1, only(b"a"), 4)));
+    }
+
+    #[test]
+    fn paths_and_visits() {
+        let t = trie(&[b"ab", b"a", b"abc", b"b", b"ca"]);
+        let (node, _, _) = t.follow(b"abc");
+        assert_eq!(t.path(node), b"abc".to_vec());
+        struct StopAtB;
+        impl VisitStepper for StopAtB {
+            fn visit(&mut self, _: usize, byte: u8) -> Visit {
+                match byte {
+                    b'b' => Visit::Stop,
+                    b'a' => Visit::Live,
+                    _ => Visit::Dead,
+                }
+            }
+        }
+        let (mut toks, mut stops) = (Vec::new(), Vec::new());
+        t.walk_visits(&mut StopAtB, |x| toks.push(x), |n| stops.push(t.path(n)));
+        assert_eq!(toks, vec![1]);
+        assert_eq!(stops, vec![b"ab".to_vec(), b"b".to_vec()]);
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl ChartRead for [Arc<EarleySet>] {
 /// A shared prefix plus sets added locally (used by the mask walk).
 pub struct ChartView<'a> {
     pub base: &'a [Arc<EarleySet>],
-    pub ext: Vec<EarleySet>,
+    pub ext: Vec<Arc<EarleySet>>,
 }
 
 impl ChartRead for ChartView<'_> {

@@ -5,5 +5,6 @@
 pub mod ast;
 pub mod earley;
 pub mod gbnf;
+pub mod lexcache;
 pub mod lower;
 pub mod walk;

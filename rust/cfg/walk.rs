@@ -3,6 +3,7 @@
 //! local chart sets back to the parent's frame first, so the walk needs no
 //! copies of parser state.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::earley::{CfgState, ChartView, EarleySet, Scan};
@@ -24,9 +25,15 @@ pub struct CfgStepper<'a> {
     scans: Vec<Scan>,
     frames: Vec<Frame>,
     scratch: Vec<Scan>,
+    /// Completions from the base chart, by completed (lexeme, origin) list:
+    /// many trie nodes complete the same lexemes, and the resulting Earley
+    /// set depends only on which.
+    memo: HashMap<Vec<(u32, u32)>, Completed>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
+
+type Completed = (Arc<EarleySet>, Vec<Scan>, bool);
 
 impl<'a> CfgStepper<'a> {
     /// A stepper whose frame 0 is `st` (over the first `st.sets` sets of `chart`).
@@ -56,6 +63,7 @@ impl<'a> CfgStepper<'a> {
             scans: st.frontier.clone(),
             frames,
             scratch: Vec::new(),
+            memo: HashMap::new(),
             error: None,
         }
     }
@@ -68,6 +76,23 @@ impl<'a> CfgStepper<'a> {
             frontier: self.scans[f.scans_start..f.scans_end].to_vec(),
             accepting: f.accepting,
         }
+    }
+}
+
+impl CfgStepper<'_> {
+    fn complete(&mut self, sets: u32, done: Vec<(u32, u32)>) -> crate::error::Result<Completed> {
+        let from_base = sets as usize == self.chart.base.len();
+        if from_base {
+            if let Some(hit) = self.memo.get(&done) {
+                return Ok(hit.clone());
+            }
+        }
+        let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, &done)?;
+        let result = (Arc::new(set), started, acc);
+        if from_base {
+            self.memo.insert(done, result.clone());
+        }
+        Ok(result)
     }
 }
 
@@ -91,11 +116,11 @@ impl TrieStepper for CfgStepper<'_> {
         let mut sets = parent.sets;
         let mut accepting = false;
         if !done.is_empty() {
-            match self.cfg.complete_lexemes(&self.chart, sets, &done) {
+            match self.complete(parent.sets, done) {
                 Ok((set, started, acc)) => {
                     self.chart.ext.push(set);
                     sets += 1;
-                    out.extend(started);
+                    out.extend_from_slice(&started);
                     accepting = acc;
                 }
                 Err(e) => {

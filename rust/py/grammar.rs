@@ -34,10 +34,20 @@ impl PyGrammar {
         self.inner.num_states()
     }
 
+    /// The grammar's syntax: "regex" or "gbnf".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
     fn __repr__(&self) -> String {
+        let src = self.inner.source();
+        let short: String = src.chars().take(60).collect();
+        let more = if short.len() < src.len() { "..." } else { "" };
         format!(
-            "Grammar(regex={:?}, num_states={})",
-            self.inner.source(),
+            "Grammar(kind={:?}, source={:?}{more}, size={})",
+            self.inner.kind(),
+            short,
             self.inner.num_states()
         )
     }

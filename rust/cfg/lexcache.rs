@@ -1,0 +1,126 @@
+//! Token sets that depend only on the lexer, computed once per lexer state.
+//!
+//! For a frontier of lexeme scans, a token whose bytes never complete a
+//! lexeme is allowed exactly when some scan survives all its bytes: that only
+//! depends on the `(lexeme, DFA state)` pairs, not on the parser. So for each
+//! such key we walk the trie once, stepping DFAs only, and keep (a) the bits
+//! of those tokens and (b) the "boundary" nodes where some lexeme completes
+//! for the first time on the path. A mask is then a copy of (a) plus parser
+//! walks below the nodes in (b) only (DESIGN.md §5: precomputed token sets).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::earley::Scan;
+use super::lower::Cfg;
+use crate::bitmask::set_bit;
+use crate::regex_dfa::DEAD;
+use crate::trie::{TokenTrie, Visit, VisitStepper};
+
+/// The lexer-only part of a mask.
+#[derive(Debug)]
+pub struct LexEntry {
+    pub inner: Box<[u32]>,
+    pub boundary: Vec<u32>,
+}
+
+/// A frontier with origins dropped: what the lexer-only part depends on.
+pub type LexKey = Vec<(u32, u32)>;
+
+pub fn lex_key(frontier: &[Scan]) -> LexKey {
+    let mut k: LexKey = frontier.iter().map(|s| (s.lexeme, s.state)).collect();
+    k.sort_unstable();
+    k.dedup();
+    k
+}
+
+#[derive(Debug)]
+pub struct LexCache {
+    map: RwLock<HashMap<LexKey, Arc<LexEntry>>>,
+    bytes: AtomicUsize,
+    limit: usize,
+}
+
+impl LexCache {
+    pub fn new(limit: usize) -> Self {
+        LexCache {
+            map: RwLock::new(HashMap::new()),
+            bytes: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// The entry for `key`, computed (and kept while under the memory bound) on a miss.
+    pub fn get(&self, cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey) -> Arc<LexEntry> {
+        if let Some(e) = self.map.read().unwrap_or_else(|e| e.into_inner()).get(key) {
+            return e.clone();
+        }
+        let entry = Arc::new(build(cfg, trie, words, key));
+        let size = entry.inner.len() * 4 + entry.boundary.len() * 4 + key.len() * 8;
+        if self.bytes.fetch_add(size, Ordering::Relaxed) + size <= self.limit {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            return map.entry(key.clone()).or_insert(entry).clone();
+        }
+        self.bytes.fetch_sub(size, Ordering::Relaxed);
+        entry
+    }
+}
+
+/// Steps only the lexemes' DFAs; stops where one completes.
+struct ScanOnly<'a> {
+    cfg: &'a Cfg,
+    pairs: Vec<(u32, u32)>,
+    /// `ends[d]`: end of frame d's pairs in `pairs` (frame d starts at ends[d-1]).
+    ends: Vec<usize>,
+}
+
+impl VisitStepper for ScanOnly<'_> {
+    fn visit(&mut self, depth: usize, byte: u8) -> Visit {
+        let start = if depth >= 2 { self.ends[depth - 2] } else { 0 };
+        let end = self.ends[depth - 1];
+        self.pairs.truncate(end);
+        let mut completed = false;
+        for i in start..end {
+            let (l, q) = self.pairs[i];
+            let dfa = self.cfg.lexemes[l as usize]
+                .dfa
+                .as_ref()
+                .expect("scans have DFAs");
+            let q2 = dfa.step(q, byte);
+            if q2 != DEAD {
+                completed |= dfa.is_accepting(q2);
+                self.pairs.push((l, q2));
+            }
+        }
+        self.ends[depth] = self.pairs.len();
+        if completed {
+            Visit::Stop
+        } else if self.pairs.len() == end {
+            Visit::Dead
+        } else {
+            Visit::Live
+        }
+    }
+}
+
+fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey) -> LexEntry {
+    let mut inner = vec![0u32; words];
+    let mut boundary = Vec::new();
+    let mut ends = vec![0usize; trie.max_depth() + 2];
+    ends[0] = key.len();
+    let mut stepper = ScanOnly {
+        cfg,
+        pairs: key.clone(),
+        ends,
+    };
+    trie.walk_visits(
+        &mut stepper,
+        |t| set_bit(&mut inner, t),
+        |n| boundary.push(n as u32),
+    );
+    LexEntry {
+        inner: inner.into_boxed_slice(),
+        boundary,
+    }
+}
