@@ -40,6 +40,9 @@ pub enum Node {
         min: u32,
         max: Option<u32>,
     },
+    /// A template instantiation (Lark `name{arg, ...}`); front ends expand
+    /// these before lowering.
+    Call(String, Vec<Node>, Pos),
 }
 
 impl Node {
@@ -73,11 +76,27 @@ pub struct RuleDef {
 pub enum Lexing {
     /// Every split the grammar allows (character-level CFG semantics; GBNF).
     AllSplits,
+    /// Longest match over the lexemes the parser expects, ties broken by
+    /// terminal priority (Lark's semantics); `%ignore`d lexemes may appear
+    /// between any two lexemes.
+    Longest,
+}
+
+/// A named terminal (Lark `NAME: ...`): regular, becomes one lexeme.
+#[derive(Clone, Debug)]
+pub struct TermDef {
+    pub name: String,
+    pub body: Node,
+    pub priority: i32,
+    pub pos: Pos,
 }
 
 #[derive(Clone, Debug)]
 pub struct GrammarAst {
     pub rules: Vec<RuleDef>,
+    pub terminals: Vec<TermDef>,
+    /// Lexemes that may appear between any two lexemes (Lark `%ignore`).
+    pub ignore: Vec<Node>,
     pub start: String,
     pub lexing: Lexing,
 }

@@ -13,6 +13,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use super::ast::Lexing;
 use super::lower::{Cfg, Sym};
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -171,6 +172,10 @@ impl Cfg {
                 )));
             }
         }
+        if self.lexing == Lexing::Longest {
+            // %ignore'd lexemes may start wherever a lexeme may.
+            waiting.extend_from_slice(&self.ignore);
+        }
         waiting.sort_unstable();
         waiting.dedup();
         let frontier = waiting
@@ -241,7 +246,12 @@ impl Cfg {
         let mut kernel = Vec::new();
         let mut seen = HashSet::new();
         for &(l, o) in done {
+            let ignored = self.ignore.contains(&l);
             for p in &chart.set(o).items {
+                if ignored && seen.insert(*p) {
+                    // An ignored lexeme leaves the parse where it was.
+                    kernel.push(*p);
+                }
                 if self.next_sym(p) == Some(Sym::T(l)) {
                     let x = Item {
                         dot: p.dot + 1,
@@ -280,33 +290,122 @@ impl Cfg {
 
     fn step(&self, chart: &mut Chart, st: &CfgState, byte: u8) -> Result<Option<CfgState>> {
         let mut frontier = Vec::with_capacity(st.frontier.len());
-        let done = self.step_scans(&st.frontier, byte, &mut frontier);
-        let mut accepting = false;
-        let mut sets = st.sets;
-        if !done.is_empty() {
-            let (set, started, acc) = self.complete_lexemes(&chart[..], sets, &done)?;
-            chart.push(Arc::new(set));
-            sets += 1;
-            frontier.extend(started);
-            accepting = acc;
-        }
-        frontier.sort_unstable();
-        frontier.dedup();
-        if frontier.len() > MAX_FRONTIER {
+        let base: &[Arc<EarleySet>] = chart;
+        let stepped = self.step_frontier(
+            &st.frontier,
+            st.sets,
+            byte,
+            &mut frontier,
+            &mut |sets, done| {
+                let (set, started, acc) = self.complete_lexemes(base, sets, done)?;
+                Ok((Arc::new(set), started, acc))
+            },
+        )?;
+        Ok(stepped.map(|(set, accepting)| {
+            let sets = st.sets + set.is_some() as u32;
+            if let Some(set) = set {
+                chart.push(set);
+            }
+            CfgState {
+                sets,
+                frontier,
+                accepting,
+            }
+        }))
+    }
+
+    /// Steps `frontier` (over a chart of `sets` sets) by `byte`, writing the
+    /// new frontier to `out`. `complete(sets, done)` builds the Earley set for
+    /// completed `(lexeme, origin)` pairs. Returns None if the byte is refused,
+    /// else the new set to push (if any) and whether the grammar accepts here.
+    ///
+    /// All-splits lexing completes every lexeme that accepts after the byte.
+    /// Longest-match lexing completes lexemes only when no scan can take the
+    /// byte: then the scans that accepted before it end (highest priority
+    /// first), and the byte must start a new lexeme.
+    pub fn step_frontier(
+        &self,
+        frontier: &[Scan],
+        sets: u32,
+        byte: u8,
+        out: &mut Vec<Scan>,
+        complete: &mut impl FnMut(u32, &[(u32, u32)]) -> Result<Completed>,
+    ) -> Result<Option<(Option<Arc<EarleySet>>, bool)>> {
+        let done = self.step_scans(frontier, byte, out);
+        let (set, accepting) = match self.lexing {
+            Lexing::AllSplits => {
+                if done.is_empty() {
+                    (None, false)
+                } else {
+                    let (set, started, acc) = complete(sets, &done)?;
+                    out.extend_from_slice(&started);
+                    (Some(set), acc)
+                }
+            }
+            Lexing::Longest => {
+                if !out.is_empty() {
+                    (None, false)
+                } else {
+                    let ended = self.longest_done(frontier);
+                    if ended.is_empty() {
+                        return Ok(None);
+                    }
+                    let (set, started, _) = complete(sets, &ended)?;
+                    self.step_scans(&started, byte, out);
+                    (Some(set), false)
+                }
+            }
+        };
+        out.sort_unstable();
+        out.dedup();
+        if out.len() > MAX_FRONTIER {
             return Err(Error::LimitExceeded(format!(
                 "more than {MAX_FRONTIER} lexemes in progress at once (grammar too ambiguous)"
             )));
         }
-        if frontier.is_empty() && !accepting {
+        if out.is_empty() && !accepting {
             return Ok(None);
         }
-        Ok(Some(CfgState {
-            sets,
-            frontier,
-            accepting,
-        }))
+        Ok(Some((set, accepting)))
+    }
+
+    /// Longest-match: the scans that end here if the next byte ends them:
+    /// those in an accepting state, keeping only the highest priority.
+    fn longest_done(&self, frontier: &[Scan]) -> Vec<(u32, u32)> {
+        let accepting = frontier.iter().filter(|s| {
+            let dfa = self.lexemes[s.lexeme as usize]
+                .dfa
+                .as_ref()
+                .expect("scans have DFAs");
+            dfa.is_accepting(s.state)
+        });
+        let best = accepting
+            .clone()
+            .map(|s| self.lexemes[s.lexeme as usize].priority)
+            .max();
+        accepting
+            .filter(|s| Some(self.lexemes[s.lexeme as usize].priority) == best)
+            .map(|s| (s.lexeme, s.origin))
+            .collect()
+    }
+
+    /// Whether the grammar accepts at `st`: for longest-match lexing, if the
+    /// text ended here the accepting scans would end, so complete them virtually.
+    pub fn accepts_at_end(&self, chart: &(impl ChartRead + ?Sized), st: &CfgState) -> Result<bool> {
+        if self.lexing == Lexing::AllSplits || st.accepting {
+            return Ok(st.accepting);
+        }
+        let ended = self.longest_done(&st.frontier);
+        if ended.is_empty() {
+            return Ok(false);
+        }
+        Ok(self.complete_lexemes(chart, st.sets, &ended)?.2)
     }
 }
+
+/// An Earley set made by completing lexemes, the scans it starts, and
+/// whether it accepts.
+pub type Completed = (Arc<EarleySet>, Vec<Scan>, bool);
 
 #[cfg(test)]
 mod tests {

@@ -340,6 +340,8 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     }
     Ok(GrammarAst {
         rules,
+        terminals: Vec::new(),
+        ignore: Vec::new(),
         start: "root".into(),
         lexing: Lexing::AllSplits,
     })

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::ast::Lexing;
 use super::earley::Scan;
 use super::lower::Cfg;
 use crate::bitmask::set_bit;
@@ -80,26 +81,36 @@ impl VisitStepper for ScanOnly<'_> {
         let start = if depth >= 2 { self.ends[depth - 2] } else { 0 };
         let end = self.ends[depth - 1];
         self.pairs.truncate(end);
-        let mut completed = false;
+        let mut accepted_after = false;
+        let mut accepted_before = false;
         for i in start..end {
             let (l, q) = self.pairs[i];
             let dfa = self.cfg.lexemes[l as usize]
                 .dfa
                 .as_ref()
                 .expect("scans have DFAs");
+            accepted_before |= dfa.is_accepting(q);
             let q2 = dfa.step(q, byte);
             if q2 != DEAD {
-                completed |= dfa.is_accepting(q2);
+                accepted_after |= dfa.is_accepting(q2);
                 self.pairs.push((l, q2));
             }
         }
         self.ends[depth] = self.pairs.len();
-        if completed {
+        let survived = self.pairs.len() > end;
+        // Where a lexeme may complete, the parser decides: stop and leave it
+        // to the fill. All-splits completes after the byte; longest-match
+        // only when no scan takes the byte.
+        let completes = match self.cfg.lexing {
+            Lexing::AllSplits => accepted_after,
+            Lexing::Longest => !survived && accepted_before,
+        };
+        if completes {
             Visit::Stop
-        } else if self.pairs.len() == end {
-            Visit::Dead
-        } else {
+        } else if survived {
             Visit::Live
+        } else {
+            Visit::Dead
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::ast::{GrammarAst, Lexing, Node, Pos};
+use super::ast::{GrammarAst, Lexing, Node, Pos, TermDef};
 use crate::error::{Error, Result};
 use crate::regex_dfa::ByteDfa;
 
@@ -35,6 +35,8 @@ pub struct Rule {
 #[derive(Debug)]
 pub struct Lexeme {
     pub regex: String,
+    /// Breaks ties between lexemes that end at the same place (longest-match lexing).
+    pub priority: i32,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<ByteDfa>,
 }
@@ -53,6 +55,8 @@ pub struct Cfg {
     pub by_lhs: Vec<Vec<u32>>,
     pub nullable: Vec<bool>,
     pub lexemes: Vec<Lexeme>,
+    /// Lexemes skipped between any two lexemes (longest-match lexing only).
+    pub ignore: Vec<u32>,
     pub lexing: Lexing,
 }
 
@@ -62,8 +66,11 @@ impl Cfg {
     }
 }
 
-struct Lowerer {
+struct Lowerer<'a> {
     names: HashMap<String, u32>,
+    terminals: HashMap<String, &'a TermDef>,
+    terminal_ids: HashMap<String, u32>,
+    lexing: Lexing,
     nonterminals: Vec<String>,
     rules: Vec<Rule>,
     lexeme_ids: HashMap<String, u32>,
@@ -73,7 +80,7 @@ struct Lowerer {
 
 fn is_regular(n: &Node) -> bool {
     match n {
-        Node::Ref(..) => false,
+        Node::Ref(..) | Node::Call(..) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
         _ => true,
@@ -123,7 +130,7 @@ fn to_regex(n: &Node, out: &mut String) {
             out.push_str(r);
             out.push(')');
         }
-        Node::Ref(..) => unreachable!("to_regex is only called on regular nodes"),
+        Node::Ref(..) | Node::Call(..) => unreachable!("to_regex is only called on regular nodes"),
         Node::Seq(v) => {
             out.push_str("(?:");
             v.iter().for_each(|x| to_regex(x, out));
@@ -151,7 +158,7 @@ fn to_regex(n: &Node, out: &mut String) {
     }
 }
 
-impl Lowerer {
+impl Lowerer<'_> {
     fn fresh(&mut self, hint: &str) -> Result<u32> {
         if self.nonterminals.len() >= MAX_RULES {
             return Err(Error::LimitExceeded(format!(
@@ -175,9 +182,15 @@ impl Lowerer {
     }
 
     fn lexeme(&mut self, n: &Node) -> Result<Sym> {
+        self.lexeme_with(n, 0, None)
+    }
+
+    /// The lexeme for regular node `n` (distinct per priority).
+    fn lexeme_with(&mut self, n: &Node, priority: i32, name: Option<&str>) -> Result<Sym> {
         let mut re = String::new();
         to_regex(n, &mut re);
-        if let Some(&id) = self.lexeme_ids.get(&re) {
+        let key = format!("{priority}\u{0}{re}");
+        if let Some(&id) = self.lexeme_ids.get(&key) {
             return Ok(Sym::T(id));
         }
         if self.lexemes.len() >= MAX_LEXEMES {
@@ -190,12 +203,18 @@ impl Lowerer {
             Err(Error::Compile(m)) if m.ends_with("matches no string") => None,
             Err(e) => return Err(e),
         };
+        if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
+        {
+            let what = name.map_or_else(|| format!("/{re}/"), |n| format!("terminal {n}"));
+            return Err(Error::Compile(format!("{what} matches the empty string")));
+        }
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
-            regex: re.clone(),
+            regex: re,
+            priority,
             dfa,
         });
-        self.lexeme_ids.insert(re, id);
+        self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
     }
 
@@ -204,7 +223,13 @@ impl Lowerer {
         if matches!(n, Node::Empty) {
             return Ok(Vec::new());
         }
-        if is_regular(n) {
+        let leaf = matches!(
+            n,
+            Node::Literal(_) | Node::Class { .. } | Node::AnyChar | Node::Regex(_)
+        );
+        // With longest-match lexing each terminal is its own lexeme (ignored
+        // text may sit between them), so only leaves become lexemes.
+        if leaf || (self.lexing == Lexing::AllSplits && is_regular(n)) {
             return Ok(vec![self.lexeme(n)?]);
         }
         match n {
@@ -214,7 +239,7 @@ impl Lowerer {
                 let mut out = Vec::new();
                 let mut run: Vec<Node> = Vec::new();
                 for item in items {
-                    if is_regular(item) {
+                    if self.lexing == Lexing::AllSplits && is_regular(item) {
                         run.push(item.clone());
                         continue;
                     }
@@ -274,17 +299,70 @@ impl Lowerer {
                 }
                 Ok(out)
             }
+            Node::Call(name, _, pos) => Err(Error::Compile(format!(
+                "template '{name}' used at {pos} was not expanded"
+            ))),
             _ => unreachable!("regular nodes are handled above"),
         }
     }
 
     fn reference(&mut self, name: &str, pos: Pos) -> Result<Sym> {
-        match self.names.get(name) {
-            Some(&id) => Ok(Sym::N(id)),
-            None => Err(Error::Compile(format!(
-                "undefined rule '{name}' referenced at {pos}"
-            ))),
+        if let Some(&id) = self.names.get(name) {
+            return Ok(Sym::N(id));
         }
+        if self.terminals.contains_key(name) {
+            return self.terminal(name);
+        }
+        Err(Error::Compile(format!(
+            "undefined rule '{name}' referenced at {pos}"
+        )))
+    }
+
+    /// The lexeme of a named terminal, its body's terminal references inlined.
+    fn terminal(&mut self, name: &str) -> Result<Sym> {
+        if let Some(&id) = self.terminal_ids.get(name) {
+            return Ok(Sym::T(id));
+        }
+        let def = self.terminals[name];
+        let body = self.inline_terminals(&def.body, &mut vec![name.to_string()])?;
+        let sym = self.lexeme_with(&body, def.priority, Some(name))?;
+        if let Sym::T(id) = sym {
+            self.terminal_ids.insert(name.to_string(), id);
+        }
+        Ok(sym)
+    }
+
+    fn inline_terminals(&self, n: &Node, stack: &mut Vec<String>) -> Result<Node> {
+        let all = |v: &[Node], stack: &mut Vec<String>| -> Result<Vec<Node>> {
+            v.iter().map(|x| self.inline_terminals(x, stack)).collect()
+        };
+        Ok(match n {
+            Node::Ref(name, pos) => {
+                let Some(def) = self.terminals.get(name.as_str()) else {
+                    return Err(Error::Compile(format!(
+                        "terminal {} refers to '{name}' at {pos}, which is not a terminal",
+                        stack[0]
+                    )));
+                };
+                if stack.contains(name) {
+                    return Err(Error::Compile(format!(
+                        "terminal {name} is defined in terms of itself (at {pos})"
+                    )));
+                }
+                stack.push(name.clone());
+                let body = self.inline_terminals(&def.body, stack)?;
+                stack.pop();
+                body
+            }
+            Node::Seq(v) => Node::Seq(all(v, stack)?),
+            Node::Alt(v) => Node::Alt(all(v, stack)?),
+            Node::Repeat { node, min, max } => Node::Repeat {
+                node: Box::new(self.inline_terminals(node, stack)?),
+                min: *min,
+                max: *max,
+            },
+            other => other.clone(),
+        })
     }
 }
 
@@ -292,6 +370,9 @@ impl Lowerer {
 pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     let mut l = Lowerer {
         names: HashMap::new(),
+        terminals: ast.terminals.iter().map(|t| (t.name.clone(), t)).collect(),
+        terminal_ids: HashMap::new(),
+        lexing: ast.lexing,
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
         lexeme_ids: HashMap::new(),
@@ -334,10 +415,22 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
-    finish(l, ast.lexing)
+    let mut ignore = Vec::new();
+    for n in &ast.ignore {
+        for sym in l.lower(n, "%ignore")? {
+            match sym {
+                Sym::T(t) => ignore.push(t),
+                Sym::N(_) => {
+                    return Err(Error::Compile("%ignore takes terminals, not rules".into()));
+                }
+            }
+        }
+    }
+    finish(l, ignore)
 }
 
-fn finish(l: Lowerer, lexing: Lexing) -> Result<Cfg> {
+fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
+    let lexing = l.lexing;
     let n = l.nonterminals.len();
     // Productive symbols: those that derive at least one string.
     let mut productive = vec![false; n];
@@ -395,6 +488,7 @@ fn finish(l: Lowerer, lexing: Lexing) -> Result<Cfg> {
         by_lhs,
         nullable,
         lexemes: l.lexemes,
+        ignore,
         lexing,
     })
 }

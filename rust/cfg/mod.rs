@@ -5,6 +5,7 @@
 pub mod ast;
 pub mod earley;
 pub mod gbnf;
+pub mod lark;
 pub mod lexcache;
 pub mod lower;
 pub mod walk;

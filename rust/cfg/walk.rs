@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::earley::{CfgState, ChartView, EarleySet, Scan};
+use super::earley::{CfgState, ChartView, Completed, EarleySet, Scan};
 use super::lower::Cfg;
 use crate::error::Error;
 use crate::trie::TrieStepper;
@@ -32,8 +32,6 @@ pub struct CfgStepper<'a> {
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
-
-type Completed = (Arc<EarleySet>, Vec<Scan>, bool);
 
 impl<'a> CfgStepper<'a> {
     /// A stepper whose frame 0 is `st` (over the first `st.sets` sets of `chart`).
@@ -80,17 +78,17 @@ impl<'a> CfgStepper<'a> {
 }
 
 impl CfgStepper<'_> {
-    fn complete(&mut self, sets: u32, done: Vec<(u32, u32)>) -> crate::error::Result<Completed> {
+    fn complete(&mut self, sets: u32, done: &[(u32, u32)]) -> crate::error::Result<Completed> {
         let from_base = sets as usize == self.chart.base.len();
         if from_base {
-            if let Some(hit) = self.memo.get(&done) {
+            if let Some(hit) = self.memo.get(done) {
                 return Ok(hit.clone());
             }
         }
-        let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, &done)?;
+        let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, done)?;
         let result = (Arc::new(set), started, acc);
         if from_base {
-            self.memo.insert(done, result.clone());
+            self.memo.insert(done.to_vec(), result.clone());
         }
         Ok(result)
     }
@@ -108,30 +106,34 @@ impl TrieStepper for CfgStepper<'_> {
             .truncate(parent.sets as usize - self.chart.base.len());
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        let done = self.cfg.step_scans(
-            &self.scans[parent.scans_start..parent.scans_end],
+        let frontier = std::mem::take(&mut self.scans);
+        let cfg = self.cfg;
+        let stepped = cfg.step_frontier(
+            &frontier[parent.scans_start..parent.scans_end],
+            parent.sets,
             byte,
             &mut out,
+            &mut |sets, done| self.complete(sets, done),
         );
-        let mut sets = parent.sets;
-        let mut accepting = false;
-        if !done.is_empty() {
-            match self.complete(parent.sets, done) {
-                Ok((set, started, acc)) => {
+        self.scans = frontier;
+        let (sets, accepting) = match stepped {
+            Ok(Some((set, acc))) => {
+                let sets = parent.sets + set.is_some() as u32;
+                if let Some(set) = set {
                     self.chart.ext.push(set);
-                    sets += 1;
-                    out.extend_from_slice(&started);
-                    accepting = acc;
                 }
-                Err(e) => {
-                    self.error = Some(e);
-                    self.scratch = out;
-                    return false;
-                }
+                (sets, acc)
             }
-        }
-        out.sort_unstable();
-        out.dedup();
+            Ok(None) => {
+                self.scratch = out;
+                return false;
+            }
+            Err(e) => {
+                self.error = Some(e);
+                self.scratch = out;
+                return false;
+            }
+        };
         let start = self.scans.len();
         self.scans.extend_from_slice(&out);
         self.scratch = out;

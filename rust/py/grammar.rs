@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 
 use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
-use crate::cfg::gbnf;
+use crate::cfg::{gbnf, lark};
 use crate::grammar::CompiledGrammar;
 use pyo3::exceptions::PyValueError;
 
@@ -66,7 +66,8 @@ pub fn compile_regex(
 }
 
 /// Compiles a context-free grammar. `syntax` is "gbnf" (llama.cpp's format;
-/// the start rule is `root`) or "auto", which recognises GBNF by its `::=`.
+/// the start rule is `root`), "lark" (start rule `start`) or "auto", which
+/// takes text with `::=` rules for GBNF and anything else for Lark.
 #[pyfunction]
 #[pyo3(signature = (tokenizer, source, syntax="auto"))]
 pub fn compile_grammar(
@@ -75,27 +76,23 @@ pub fn compile_grammar(
     source: &str,
     syntax: &str,
 ) -> PyResult<PyGrammar> {
-    let syntax =
-        match syntax {
-            "auto" if source.contains("::=") => "gbnf",
-            "auto" => return Err(PyValueError::new_err(
-                "could not recognise the grammar syntax: GBNF rules use '::='; pass syntax='gbnf'",
-            )),
-            "gbnf" => "gbnf",
-            "lark" => {
-                return Err(PyValueError::new_err(
-                    "Lark syntax is not supported yet; GBNF is (syntax='gbnf')",
-                ))
-            }
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown syntax {other:?}; expected 'auto' or 'gbnf'"
-                )))
-            }
-        };
+    let syntax: &'static str = match syntax {
+        "auto" if source.contains("::=") => "gbnf",
+        "auto" | "lark" => "lark",
+        "gbnf" => "gbnf",
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown syntax {other:?}; expected 'auto', 'gbnf' or 'lark'"
+            )))
+        }
+    };
     let vocab = tokenizer.vocab.clone();
     let g = detached(py, || {
-        let ast = gbnf::parse(source)?;
+        let ast = if syntax == "gbnf" {
+            gbnf::parse(source)?
+        } else {
+            lark::parse(source)?
+        };
         CompiledGrammar::from_ast(vocab, &ast, syntax, source)
     })?
     .map_err(to_py_err)?;

@@ -1,0 +1,843 @@
+//! Lark grammars (as used by Lark and llguidance-style requests): `start`,
+//! lowercase rules and UPPERCASE terminals, `"strings"i`, `/regex/flags`,
+//! `"a".."z"`, groups, `[optional]`, `? * +`, `~ n` / `~ n..m`, priorities
+//! (`NAME.2:`), `?rule`/`!rule` modifiers and `-> alias` (no effect on the
+//! language), templates (`name{x}: ...`, `name{arg}`), `%import common.X`,
+//! `%ignore`, `%override`, `%extend`. Lexing is longest-match over the
+//! terminals the parser expects, ties broken by priority. `%declare`d
+//! terminals (post-lexer tokens such as Python's _INDENT) are refused.
+
+use std::collections::HashMap;
+
+use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef, TermDef};
+use crate::error::{Error, Result};
+
+/// Bound on `~ n..m` counts.
+pub const MAX_REPEAT: u32 = 10_000;
+/// Bound on nested template instantiations.
+pub const MAX_TEMPLATE_DEPTH: usize = 64;
+
+/// Definitions for `%import common.X`, written for maskpar (names as in
+/// Lark's `common` module).
+const COMMON: &str = r#"
+DIGIT: "0".."9"
+HEXDIGIT: "a".."f" | "A".."F" | DIGIT
+INT: DIGIT+
+SIGNED_INT: ["+" | "-"] INT
+DECIMAL: INT "." INT? | "." INT
+_EXP: ("e" | "E") SIGNED_INT
+FLOAT: INT _EXP | DECIMAL _EXP?
+SIGNED_FLOAT: ["+" | "-"] FLOAT
+NUMBER: FLOAT | INT
+SIGNED_NUMBER: ["+" | "-"] NUMBER
+ESCAPED_STRING: "\"" /([^"\\\n]|\\.)*/ "\""
+LCASE_LETTER: "a".."z"
+UCASE_LETTER: "A".."Z"
+LETTER: UCASE_LETTER | LCASE_LETTER
+WORD: LETTER+
+CNAME: ("_" | LETTER) ("_" | LETTER | DIGIT)*
+WS_INLINE: (" " | /\t/)+
+WS: /[ \t\f\r\n]/+
+CR: /\r/
+LF: /\n/
+NEWLINE: (CR? LF)+
+SH_COMMENT: /#[^\n]*/
+CPP_COMMENT: /\/\/[^\n]*/
+C_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//
+SQL_COMMENT: /--[^\n]*/
+"#;
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+fn is_terminal_name(name: &str) -> bool {
+    name.trim_start_matches('_')
+        .starts_with(|c: char| c.is_ascii_uppercase())
+}
+
+struct Template {
+    params: Vec<String>,
+    body: Node,
+    pos: Pos,
+}
+
+#[derive(Default)]
+struct Defs {
+    rules: Vec<RuleDef>,
+    terminals: Vec<TermDef>,
+    templates: HashMap<String, Template>,
+    ignore: Vec<Node>,
+    declared: Vec<String>,
+    imports: Vec<(String, String, Pos)>,
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn here(&self) -> Pos {
+        let before = &self.src[..self.pos];
+        let line = before.matches('\n').count() as u32 + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+        Pos { line, col }
+    }
+
+    fn err<T>(&self, msg: impl std::fmt::Display) -> Result<T> {
+        Err(Error::Compile(format!(
+            "Lark syntax error at {}: {msg}",
+            self.here()
+        )))
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.rest().chars().next()
+    }
+
+    fn rest(&self) -> &'a str {
+        &self.src[self.pos..]
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    fn eat(&mut self, s: &str) -> bool {
+        if self.rest().starts_with(s) {
+            self.pos += s.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Skips blanks and `//` comments, and newlines when `newlines`.
+    fn space(&mut self, newlines: bool) {
+        loop {
+            match self.peek() {
+                Some(' ' | '\t' | '\r') => {
+                    self.bump();
+                }
+                Some('\n') if newlines => {
+                    self.bump();
+                }
+                Some('#') => self.skip_line(),
+                Some('/') if self.rest().starts_with("//") => self.skip_line(),
+                _ => return,
+            }
+        }
+    }
+
+    fn skip_line(&mut self) {
+        while !matches!(self.peek(), None | Some('\n')) {
+            self.bump();
+        }
+    }
+
+    fn name(&mut self) -> Option<String> {
+        let n: String = self
+            .rest()
+            .chars()
+            .take_while(|&c| is_name_char(c))
+            .collect();
+        if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
+            return None;
+        }
+        self.pos += n.len();
+        Some(n)
+    }
+
+    fn number(&mut self) -> Result<i64> {
+        let neg = self.eat("-");
+        let digits: String = self
+            .rest()
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
+        if digits.is_empty() {
+            return self.err("expected a number");
+        }
+        self.pos += digits.len();
+        let v: i64 = digits
+            .parse()
+            .map_err(|_| Error::Compile(format!("number {digits} is too large")))?;
+        Ok(if neg { -v } else { v })
+    }
+
+    fn statements(&mut self, defs: &mut Defs) -> Result<()> {
+        loop {
+            self.space(true);
+            if self.peek().is_none() {
+                return Ok(());
+            }
+            if self.eat("%") {
+                self.directive(defs)?;
+            } else {
+                self.definition(defs, false)?;
+            }
+            self.space(false);
+            match self.peek() {
+                None | Some('\n') => {}
+                Some(c) => return self.err(format!("unexpected '{c}' (expected end of line)")),
+            }
+        }
+    }
+
+    fn directive(&mut self, defs: &mut Defs) -> Result<()> {
+        let pos = self.here();
+        let Some(word) = self.name() else {
+            return self.err("expected a directive name");
+        };
+        self.space(false);
+        match word.as_str() {
+            "ignore" => {
+                let n = self.expansions(false)?;
+                defs.ignore.push(n);
+            }
+            "import" => self.import(defs, pos)?,
+            "declare" => {
+                while let Some(n) = self.name() {
+                    defs.declared.push(n);
+                    self.space(false);
+                }
+            }
+            "override" | "extend" => {
+                let mut tmp = Defs::default();
+                self.definition(&mut tmp, true)?;
+                merge(defs, tmp, word == "extend", pos)?;
+            }
+            other => return self.err(format!("unknown directive %{other}")),
+        }
+        Ok(())
+    }
+
+    fn import(&mut self, defs: &mut Defs, pos: Pos) -> Result<()> {
+        let mut path = Vec::new();
+        loop {
+            let Some(n) = self.name() else {
+                return self.err("expected a module path after %import");
+            };
+            path.push(n);
+            if !self.eat(".") {
+                break;
+            }
+        }
+        self.space(false);
+        let module = &path[0];
+        if module != "common" {
+            return Err(Error::Compile(format!(
+                "%import at {pos}: only the 'common' module can be imported, not '{}'",
+                path.join(".")
+            )));
+        }
+        if path.len() == 2 {
+            let name = path[1].clone();
+            let alias = if self.eat("->") {
+                self.space(false);
+                match self.name() {
+                    Some(a) => a,
+                    None => return self.err("expected a name after '->'"),
+                }
+            } else {
+                name.clone()
+            };
+            defs.imports.push((name, alias, pos));
+        } else if path.len() == 1 && self.eat("(") {
+            loop {
+                self.space(true);
+                let Some(n) = self.name() else {
+                    return self.err("expected a name in %import (...)");
+                };
+                defs.imports.push((n.clone(), n, pos));
+                self.space(true);
+                if self.eat(")") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return self.err("expected ',' or ')'");
+                }
+            }
+        } else {
+            return self.err("expected %import common.NAME or %import common (NAME, ...)");
+        }
+        Ok(())
+    }
+
+    fn definition(&mut self, defs: &mut Defs, directive: bool) -> Result<()> {
+        let pos = self.here();
+        while self.eat("?") || self.eat("!") {}
+        let Some(name) = self.name() else {
+            let what = if directive {
+                "a rule or terminal after the directive"
+            } else {
+                "a rule or terminal name"
+            };
+            return self.err(format!("expected {what}"));
+        };
+        let mut params = Vec::new();
+        if self.eat("{") {
+            loop {
+                self.space(false);
+                let Some(p) = self.name() else {
+                    return self.err("expected a template parameter");
+                };
+                params.push(p);
+                self.space(false);
+                if self.eat("}") {
+                    break;
+                }
+                if !self.eat(",") {
+                    return self.err("expected ',' or '}'");
+                }
+            }
+        }
+        let mut priority = 0;
+        if self.eat(".") {
+            priority = self.number()?;
+        }
+        self.space(false);
+        if !self.eat(":") {
+            return self.err(format!("expected ':' after '{name}'"));
+        }
+        self.space(false);
+        let body = self.expansions(false)?;
+        if !params.is_empty() {
+            defs.templates.insert(name, Template { params, body, pos });
+        } else if is_terminal_name(&name) {
+            let priority =
+                i32::try_from(priority).unwrap_or(if priority < 0 { i32::MIN } else { i32::MAX });
+            defs.terminals.push(TermDef {
+                name,
+                body,
+                priority,
+                pos,
+            });
+        } else {
+            defs.rules.push(RuleDef { name, body, pos });
+        }
+        Ok(())
+    }
+
+    /// Alternatives; a line starting with '|' continues them.
+    fn expansions(&mut self, nested: bool) -> Result<Node> {
+        let mut alts = vec![self.alias(nested)?];
+        loop {
+            let save = self.pos;
+            self.space(true);
+            if !self.eat("|") {
+                self.pos = save;
+                break;
+            }
+            self.space(nested);
+            alts.push(self.alias(nested)?);
+        }
+        Ok(Node::alt(alts))
+    }
+
+    fn alias(&mut self, nested: bool) -> Result<Node> {
+        let e = self.expansion(nested)?;
+        if self.eat("->") {
+            self.space(false);
+            if self.name().is_none() {
+                return self.err("expected a name after '->'");
+            }
+            self.space(nested);
+        }
+        Ok(e)
+    }
+
+    fn expansion(&mut self, nested: bool) -> Result<Node> {
+        let mut items = Vec::new();
+        while let Some(atom) = self.atom()? {
+            self.space(nested);
+            let item = self.postfix(atom, nested)?;
+            items.push(item);
+        }
+        Ok(Node::seq(items))
+    }
+
+    fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
+        loop {
+            let (min, max) = match self.peek() {
+                Some('*') => (0, None),
+                Some('+') => (1, None),
+                Some('?') => (0, Some(1)),
+                Some('~') => {
+                    self.bump();
+                    self.space(false);
+                    let lo = self.count()?;
+                    let hi = if self.eat("..") { self.count()? } else { lo };
+                    if hi < lo {
+                        return self.err(format!("repetition ~ {lo}..{hi} has max < min"));
+                    }
+                    self.space(nested);
+                    item = Node::Repeat {
+                        node: Box::new(item),
+                        min: lo,
+                        max: Some(hi),
+                    };
+                    continue;
+                }
+                _ => return Ok(item),
+            };
+            self.bump();
+            self.space(nested);
+            item = Node::Repeat {
+                node: Box::new(item),
+                min,
+                max,
+            };
+        }
+    }
+
+    fn count(&mut self) -> Result<u32> {
+        let n = self.number()?;
+        match u32::try_from(n) {
+            Ok(v) if v <= MAX_REPEAT => Ok(v),
+            _ => Err(Error::LimitExceeded(format!(
+                "repetition count {n} at {} exceeds the limit {MAX_REPEAT}",
+                self.here()
+            ))),
+        }
+    }
+
+    /// One item, or None where the expansion ends.
+    fn atom(&mut self) -> Result<Option<Node>> {
+        let pos = self.here();
+        Ok(Some(match self.peek() {
+            Some('(') => {
+                self.bump();
+                self.space(true);
+                let inner = self.expansions(true)?;
+                self.space(true);
+                if !self.eat(")") {
+                    return self.err("expected ')'");
+                }
+                inner
+            }
+            Some('[') => {
+                self.bump();
+                self.space(true);
+                let inner = self.expansions(true)?;
+                self.space(true);
+                if !self.eat("]") {
+                    return self.err("expected ']'");
+                }
+                Node::Repeat {
+                    node: Box::new(inner),
+                    min: 0,
+                    max: Some(1),
+                }
+            }
+            Some('"') => {
+                let (s, insensitive) = self.string()?;
+                if self.rest().starts_with("..") {
+                    self.pos += 2;
+                    let (hi, _) = self.string()?;
+                    let (mut a, mut b) = (s.chars(), hi.chars());
+                    match (a.next(), a.next(), b.next(), b.next()) {
+                        (Some(lo), None, Some(hi), None) if lo <= hi => Node::Class {
+                            ranges: vec![(lo, hi)],
+                            negated: false,
+                        },
+                        _ => return self.err("a range needs two single characters, low..high"),
+                    }
+                } else if insensitive {
+                    let mut re = String::from("(?i:");
+                    s.chars().for_each(|c| push_escaped(c, &mut re));
+                    re.push(')');
+                    Node::Regex(re)
+                } else {
+                    Node::Literal(s)
+                }
+            }
+            Some('/') if !self.rest().starts_with("//") => Node::Regex(self.regex()?),
+            Some(c) if is_name_char(c) && !c.is_ascii_digit() => {
+                let save = self.pos;
+                let name = self.name().unwrap();
+                // `name:` starts the next definition (only possible after a newline).
+                let mut look = self.pos;
+                let bytes = self.src.as_bytes();
+                while look < bytes.len() && (bytes[look] == b' ' || bytes[look] == b'\t') {
+                    look += 1;
+                }
+                if look < bytes.len() && bytes[look] == b':' {
+                    self.pos = save;
+                    return Ok(None);
+                }
+                if self.eat("{") {
+                    let mut args = Vec::new();
+                    loop {
+                        self.space(true);
+                        args.push(self.expansions(true)?);
+                        self.space(true);
+                        if self.eat("}") {
+                            break;
+                        }
+                        if !self.eat(",") {
+                            return self.err("expected ',' or '}' in template arguments");
+                        }
+                    }
+                    Node::Call(name, args, pos)
+                } else {
+                    Node::Ref(name, pos)
+                }
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    /// A string literal and whether it has the `i` flag.
+    fn string(&mut self) -> Result<(String, bool)> {
+        self.bump(); // "
+        let mut s = String::new();
+        loop {
+            match self.bump() {
+                None | Some('\n') => return self.err("unterminated string"),
+                Some('"') => break,
+                Some('\\') => s.push(self.escape()?),
+                Some(c) => s.push(c),
+            }
+        }
+        let insensitive = self.peek() == Some('i') && !self.rest()[1..].starts_with(is_name_char);
+        if insensitive {
+            self.bump();
+        }
+        Ok((s, insensitive))
+    }
+
+    fn escape(&mut self) -> Result<char> {
+        let hex = |p: &mut Self, n: usize| -> Result<char> {
+            let digits: String = p.rest().chars().take(n).collect();
+            if digits.len() != n || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
+                return p.err(format!("expected {n} hex digits after escape"));
+            }
+            p.pos += n;
+            let v = u32::from_str_radix(&digits, 16).unwrap();
+            char::from_u32(v).map_or_else(|| p.err(format!("invalid code point {v:#x}")), Ok)
+        };
+        match self.bump() {
+            Some('n') => Ok('\n'),
+            Some('r') => Ok('\r'),
+            Some('t') => Ok('\t'),
+            Some('f') => Ok('\x0c'),
+            Some('v') => Ok('\x0b'),
+            Some('0') => Ok('\0'),
+            Some('x') => hex(self, 2),
+            Some('u') => hex(self, 4),
+            Some('U') => hex(self, 8),
+            Some(c) if !c.is_ascii_alphanumeric() => Ok(c),
+            Some(c) => self.err(format!("unknown escape '\\{c}' in string")),
+            None => self.err("unterminated escape"),
+        }
+    }
+
+    /// `/.../flags` as a Rust regex (Python syntax translated where it differs).
+    fn regex(&mut self) -> Result<String> {
+        let start = self.here();
+        self.bump(); // /
+        let mut body = String::new();
+        loop {
+            match self.bump() {
+                None | Some('\n') => return self.err("unterminated regular expression"),
+                Some('/') => break,
+                Some('\\') => match self.bump() {
+                    Some('/') => body.push('/'),
+                    Some('Z') => body.push_str("\\z"),
+                    Some(c) => {
+                        body.push('\\');
+                        body.push(c);
+                    }
+                    None => return self.err("unterminated regular expression"),
+                },
+                Some(c) => body.push(c),
+            }
+        }
+        let flags: String = self
+            .rest()
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase())
+            .collect();
+        self.pos += flags.len();
+        if let Some(bad) = flags.chars().find(|c| !"imsux".contains(*c)) {
+            return Err(Error::Compile(format!(
+                "regex at {start}: unsupported flag '{bad}'"
+            )));
+        }
+        if body.contains("(?=")
+            || body.contains("(?!")
+            || body.contains("(?<=")
+            || body.contains("(?<!")
+        {
+            return Err(Error::Compile(format!(
+                "regex /{body}/ at {start}: lookaround assertions cannot be compiled to a DFA"
+            )));
+        }
+        // Validate now, so the error points at the grammar text.
+        let probe = if flags.is_empty() {
+            body.clone()
+        } else {
+            format!("(?{flags}:{body})")
+        };
+        if let Err(e) = regex_automata::util::syntax::parse(&probe) {
+            return Err(Error::Compile(format!("regex /{body}/ at {start}: {e}")));
+        }
+        Ok(probe)
+    }
+}
+
+fn push_escaped(c: char, out: &mut String) {
+    if c.is_ascii_alphanumeric() {
+        out.push(c);
+    } else {
+        out.push_str(&format!("\\x{{{:X}}}", c as u32));
+    }
+}
+
+/// `%override` replaces a definition, `%extend` adds alternatives to it.
+fn merge(defs: &mut Defs, new: Defs, extend: bool, pos: Pos) -> Result<()> {
+    for r in new.rules {
+        let Some(old) = defs.rules.iter_mut().find(|o| o.name == r.name) else {
+            return Err(Error::Compile(format!(
+                "%override/%extend at {pos}: no rule '{}'",
+                r.name
+            )));
+        };
+        old.body = if extend {
+            Node::alt(vec![old.body.clone(), r.body])
+        } else {
+            r.body
+        };
+    }
+    for t in new.terminals {
+        let Some(old) = defs.terminals.iter_mut().find(|o| o.name == t.name) else {
+            return Err(Error::Compile(format!(
+                "%override/%extend at {pos}: no terminal '{}'",
+                t.name
+            )));
+        };
+        old.body = if extend {
+            Node::alt(vec![old.body.clone(), t.body])
+        } else {
+            t.body
+        };
+        old.priority = t.priority;
+    }
+    Ok(())
+}
+
+/// Replaces template calls by instantiated rules (memoized per argument list).
+struct Expander<'a> {
+    templates: &'a HashMap<String, Template>,
+    made: HashMap<String, String>,
+    new_rules: Vec<RuleDef>,
+}
+
+fn key_of(n: &Node) -> String {
+    format!("{n:?}")
+}
+
+impl Expander<'_> {
+    fn expand(&mut self, n: &Node, env: &HashMap<String, Node>, depth: usize) -> Result<Node> {
+        Ok(match n {
+            Node::Ref(name, _) if env.contains_key(name) => env[name].clone(),
+            Node::Call(name, args, pos) => {
+                if depth > MAX_TEMPLATE_DEPTH {
+                    return Err(Error::LimitExceeded(format!(
+                        "templates nest deeper than {MAX_TEMPLATE_DEPTH} (at {pos})"
+                    )));
+                }
+                let Some(t) = self.templates.get(name) else {
+                    return Err(Error::Compile(format!(
+                        "undefined template '{name}' used at {pos}"
+                    )));
+                };
+                if t.params.len() != args.len() {
+                    return Err(Error::Compile(format!(
+                        "template '{name}' (defined at {}) takes {} arguments, got {} at {pos}",
+                        t.pos,
+                        t.params.len(),
+                        args.len()
+                    )));
+                }
+                let args: Vec<Node> = args
+                    .iter()
+                    .map(|a| self.expand(a, env, depth + 1))
+                    .collect::<Result<_>>()?;
+                let key = format!(
+                    "{name}{{{}}}",
+                    args.iter().map(key_of).collect::<Vec<_>>().join(",")
+                );
+                if let Some(rule) = self.made.get(&key) {
+                    return Ok(Node::Ref(rule.clone(), *pos));
+                }
+                let rule = format!("{name}#{}", self.made.len());
+                self.made.insert(key, rule.clone());
+                let inner: HashMap<String, Node> = t.params.iter().cloned().zip(args).collect();
+                let body = self.expand(&t.body.clone(), &inner, depth + 1)?;
+                self.new_rules.push(RuleDef {
+                    name: rule.clone(),
+                    body,
+                    pos: *pos,
+                });
+                Node::Ref(rule, *pos)
+            }
+            Node::Seq(v) => Node::Seq(
+                v.iter()
+                    .map(|x| self.expand(x, env, depth))
+                    .collect::<Result<_>>()?,
+            ),
+            Node::Alt(v) => Node::Alt(
+                v.iter()
+                    .map(|x| self.expand(x, env, depth))
+                    .collect::<Result<_>>()?,
+            ),
+            Node::Repeat { node, min, max } => Node::Repeat {
+                node: Box::new(self.expand(node, env, depth)?),
+                min: *min,
+                max: *max,
+            },
+            other => other.clone(),
+        })
+    }
+}
+
+fn common_terminals() -> Vec<TermDef> {
+    let mut defs = Defs::default();
+    let mut p = Parser {
+        src: COMMON,
+        pos: 0,
+    };
+    p.statements(&mut defs)
+        .expect("the built-in common terminals parse");
+    defs.terminals
+}
+
+/// Renames references to common terminals into their `common::` namespace.
+fn namespaced(n: &Node) -> Node {
+    match n {
+        Node::Ref(name, pos) => Node::Ref(format!("common::{name}"), *pos),
+        Node::Seq(v) => Node::Seq(v.iter().map(namespaced).collect()),
+        Node::Alt(v) => Node::Alt(v.iter().map(namespaced).collect()),
+        Node::Repeat { node, min, max } => Node::Repeat {
+            node: Box::new(namespaced(node)),
+            min: *min,
+            max: *max,
+        },
+        other => other.clone(),
+    }
+}
+
+/// Parses Lark text; the start rule is `start`.
+pub fn parse(src: &str) -> Result<GrammarAst> {
+    let mut defs = Defs::default();
+    Parser { src, pos: 0 }.statements(&mut defs)?;
+    if !defs.declared.is_empty() {
+        return Err(Error::Compile(format!(
+            "%declare'd terminals ({}) come from a post-lexer (e.g. indentation tracking) and \
+             cannot be compiled into a token mask",
+            defs.declared.join(", ")
+        )));
+    }
+    if !defs.imports.is_empty() {
+        let common = common_terminals();
+        for t in &common {
+            defs.terminals.push(TermDef {
+                name: format!("common::{}", t.name),
+                body: namespaced(&t.body),
+                ..t.clone()
+            });
+        }
+        for (name, alias, pos) in std::mem::take(&mut defs.imports) {
+            if !common.iter().any(|t| t.name == name) {
+                return Err(Error::Compile(format!(
+                    "%import at {pos}: common has no terminal '{name}'"
+                )));
+            }
+            defs.terminals.push(TermDef {
+                name: alias,
+                body: Node::Ref(format!("common::{name}"), pos),
+                priority: 0,
+                pos,
+            });
+        }
+    }
+    let mut ex = Expander {
+        templates: &defs.templates,
+        made: HashMap::new(),
+        new_rules: Vec::new(),
+    };
+    let empty = HashMap::new();
+    let mut rules = Vec::with_capacity(defs.rules.len());
+    for r in &defs.rules {
+        rules.push(RuleDef {
+            body: ex.expand(&r.body, &empty, 0)?,
+            ..r.clone()
+        });
+    }
+    rules.append(&mut ex.new_rules);
+    let ignore = defs
+        .ignore
+        .iter()
+        .map(|n| ex.expand(n, &empty, 0))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(GrammarAst {
+        rules,
+        terminals: defs.terminals,
+        ignore,
+        start: "start".into(),
+        lexing: Lexing::Longest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rules_terminals_directives_and_templates() {
+        let g = parse(
+            "start: list\n?list: \"[\" _sep{item, \",\"}? \"]\" -> lst\n_sep{x, s}: x (s x)*\n\
+             item: NUMBER | WORD | /[a-z]+/i\nWORD.2: \"a\"..\"z\"+\n%import common.NUMBER\n%import common.WS\n%ignore WS\n",
+        )
+        .unwrap();
+        assert_eq!(g.start, "start");
+        assert!(g.rules.iter().any(|r| r.name.starts_with("_sep#")));
+        let word = g.terminals.iter().find(|t| t.name == "WORD").unwrap();
+        assert_eq!(word.priority, 2);
+        assert_eq!(g.ignore.len(), 1);
+    }
+
+    #[test]
+    fn continuation_lines_and_comments() {
+        let g = parse("start: a\n    | b // comment\n    | \"c\"\na: \"a\"\nb: \"b\"").unwrap();
+        assert!(matches!(&g.rules[0].body, Node::Alt(v) if v.len() == 3));
+    }
+
+    #[test]
+    fn errors() {
+        let e = parse("start: \"a\"\nfoo: (\"b\"").unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("expected ')'"), "{e}");
+        assert!(parse("%declare _INDENT\nstart: _INDENT")
+            .unwrap_err()
+            .to_string()
+            .contains("post-lexer"));
+        assert!(parse("start: /a(?=b)/")
+            .unwrap_err()
+            .to_string()
+            .contains("lookaround"));
+        assert!(parse("%import common.NOPE\nstart: NOPE")
+            .unwrap_err()
+            .to_string()
+            .contains("no terminal"));
+        assert!(parse("%import .foo.BAR\nstart: \"a\"").is_err());
+        assert!(parse("start: t{\"a\"}")
+            .unwrap_err()
+            .to_string()
+            .contains("undefined template"));
+    }
+}
