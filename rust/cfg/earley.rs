@@ -285,6 +285,15 @@ impl Cfg {
                 }
             }
         }
+        if !bytes.is_empty() && self.lexing == Lexing::Longest {
+            match self.accepts_at_end(&chart[..], &cur) {
+                Ok(acc) => cur.accepting = acc,
+                Err(e) => {
+                    chart.truncate(st.sets as usize);
+                    return Err(e);
+                }
+            }
+        }
         Ok(Some(cur))
     }
 
