@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::earley::{CfgState, ChartView, Completed, EarleySet, Scan};
+use super::earley::{CfgState, ChartRead, ChartView, Completed, EarleySet, Scan};
 use super::lower::Cfg;
 use crate::error::Error;
 use crate::trie::TrieStepper;
@@ -25,10 +25,10 @@ pub struct CfgStepper<'a> {
     scans: Vec<Scan>,
     frames: Vec<Frame>,
     scratch: Vec<Scan>,
-    /// Completions from the base chart, by completed (lexeme, origin) list:
-    /// many trie nodes complete the same lexemes, and the resulting Earley
-    /// set depends only on which.
-    memo: HashMap<Vec<(u32, u32)>, Completed>,
+    /// Completions by (chart view, completed (lexeme, origin) list): many trie
+    /// nodes complete the same lexemes from the same chart, and the resulting
+    /// Earley set depends only on those.
+    memo: HashMap<(usize, u32, Vec<(u32, u32)>), Completed>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
@@ -79,17 +79,16 @@ impl<'a> CfgStepper<'a> {
 
 impl CfgStepper<'_> {
     fn complete(&mut self, sets: u32, done: &[(u32, u32)]) -> crate::error::Result<Completed> {
-        let from_base = sets as usize == self.chart.base.len();
-        if from_base {
-            if let Some(hit) = self.memo.get(done) {
-                return Ok(hit.clone());
-            }
+        // The newest set identifies the whole chart view: sets made during the
+        // walk come from this memo, so equal pointers mean equal charts.
+        let top = self.chart.set(sets - 1) as *const EarleySet as usize;
+        let key = (top, sets, done.to_vec());
+        if let Some(hit) = self.memo.get(&key) {
+            return Ok(hit.clone());
         }
         let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, done)?;
         let result = (Arc::new(set), started, acc);
-        if from_base {
-            self.memo.insert(done.to_vec(), result.clone());
-        }
+        self.memo.insert(key, result.clone());
         Ok(result)
     }
 }
