@@ -11,6 +11,9 @@ use super::lower::Cfg;
 use crate::error::Error;
 use crate::trie::TrieStepper;
 
+/// (address of the chart view's newest set, number of sets, completed lexemes).
+type MemoKey = (usize, u32, Vec<(u32, u32)>);
+
 #[derive(Clone, Copy)]
 struct Frame {
     scans_start: usize,
@@ -28,7 +31,7 @@ pub struct CfgStepper<'a> {
     /// Completions by (chart view, completed (lexeme, origin) list): many trie
     /// nodes complete the same lexemes from the same chart, and the resulting
     /// Earley set depends only on those.
-    memo: HashMap<(usize, u32, Vec<(u32, u32)>), Completed>,
+    memo: HashMap<MemoKey, Completed>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
