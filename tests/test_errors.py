@@ -25,8 +25,8 @@ def g():
     [
         ("a(", "invalid regex"),
         ("[z-a]", "invalid regex"),
-        ("[^\\x00-\\x{10FFFF}]", ""),
-        ("\\b\\w+\\b", ""),
+        ("[^\\x00-\\x{10FFFF}]", "matches no string"),
+        ("\\b\\w+\\b", "[Uu]nicode word boundar"),
     ],
 )
 def test_invalid_regex(g, pattern, msg):

@@ -52,7 +52,11 @@ class Grammar:
     @property
     def source(self) -> str: ...
     @property
-    def num_states(self) -> int: ...
+    def num_states(self) -> int:
+        """DFA states (regex) or rules (grammars): a measure of size."""
+    @property
+    def kind(self) -> str:
+        """"regex", "gbnf" or "lark"."""
 
 class Matcher:
     """Per-request grammar state (one per request; not for concurrent use)."""
@@ -85,6 +89,11 @@ class Matcher:
 
 def compile_regex(tokenizer: Tokenizer, pattern: str) -> Grammar:
     """Compiles a regex (Rust ``regex`` syntax) with full-match semantics."""
+
+def compile_grammar(tokenizer: Tokenizer, source: str, syntax: str = "auto") -> Grammar:
+    """Compiles a context-free grammar: ``syntax`` is "gbnf" (start rule
+    ``root``), "lark" (start rule ``start``) or "auto" (GBNF if the text has
+    ``::=`` rules, else Lark). Errors name the line and column."""
 
 def fill_next_token_bitmask_par(
     matchers: Sequence[tuple[Matcher, int]],
