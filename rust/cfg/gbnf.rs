@@ -3,15 +3,28 @@
 //! `{m,n}`, `{,n}`, string literals, character classes (with negation,
 //! ranges and escapes), `.`, `#` comments; the start rule is `root`.
 
-use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
+use super::ast::{GrammarAst, Lexing, Node, RuleDef};
+use super::cursor::Cursor;
 use crate::error::{Error, Result};
 
 /// Bound on `{m,n}` counts, so a tiny grammar cannot expand into a huge one.
 pub const MAX_REPEAT: u32 = 10_000;
 
 struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
+    c: Cursor<'a>,
+}
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.c
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.c
+    }
 }
 
 fn is_name_char(c: char) -> bool {
@@ -19,34 +32,6 @@ fn is_name_char(c: char) -> bool {
 }
 
 impl<'a> Parser<'a> {
-    fn here(&self) -> Pos {
-        let before = &self.src[..self.pos];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
-        Pos { line, col }
-    }
-
-    fn err<T>(&self, msg: impl std::fmt::Display) -> Result<T> {
-        Err(Error::Compile(format!(
-            "GBNF syntax error at {}: {msg}",
-            self.here()
-        )))
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.src[self.pos..].chars().next()
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += c.len_utf8();
-        Some(c)
-    }
-
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
     /// Skips blanks and comments; newlines too when `newlines` (inside groups,
     /// after `::=` and `|`), since outside them a newline ends a rule.
     fn space(&mut self, newlines: bool) {
@@ -258,23 +243,14 @@ impl<'a> Parser<'a> {
     }
 
     fn escape(&mut self) -> Result<char> {
-        let hex = |p: &mut Self, n: usize| -> Result<char> {
-            let digits: String = p.rest().chars().take(n).collect();
-            if digits.len() != n || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-                return p.err(format!("expected {n} hex digits after escape"));
-            }
-            p.pos += n;
-            let v = u32::from_str_radix(&digits, 16).unwrap();
-            char::from_u32(v).map_or_else(|| p.err(format!("invalid code point {v:#x}")), Ok)
-        };
         match self.bump() {
             Some('n') => Ok('\n'),
             Some('r') => Ok('\r'),
             Some('t') => Ok('\t'),
             Some('0') => Ok('\0'),
-            Some('x') => hex(self, 2),
-            Some('u') => hex(self, 4),
-            Some('U') => hex(self, 8),
+            Some('x') => self.hex_escape(2),
+            Some('u') => self.hex_escape(4),
+            Some('U') => self.hex_escape(8),
             Some(
                 c @ ('\\' | '"' | '[' | ']' | '-' | '^' | '\'' | '/' | '.' | '*' | '+' | '?' | '('
                 | ')' | '{' | '}' | '|'),
@@ -333,7 +309,9 @@ impl<'a> Parser<'a> {
 
 /// Parses GBNF text; the start rule is `root`.
 pub fn parse(src: &str) -> Result<GrammarAst> {
-    let mut p = Parser { src, pos: 0 };
+    let mut p = Parser {
+        c: Cursor::new(src, "GBNF"),
+    };
     let rules = p.grammar()?;
     if rules.is_empty() {
         return Err(Error::Compile("GBNF grammar has no rules".into()));

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef, TermDef};
+use super::cursor::Cursor;
 use crate::error::{Error, Result};
 
 /// Bound on `~ n..m` counts.
@@ -73,48 +74,23 @@ struct Defs {
 }
 
 struct Parser<'a> {
-    src: &'a str,
-    pos: usize,
+    c: Cursor<'a>,
+}
+
+impl<'a> std::ops::Deref for Parser<'a> {
+    type Target = Cursor<'a>;
+    fn deref(&self) -> &Cursor<'a> {
+        &self.c
+    }
+}
+
+impl std::ops::DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.c
+    }
 }
 
 impl<'a> Parser<'a> {
-    fn here(&self) -> Pos {
-        let before = &self.src[..self.pos];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
-        Pos { line, col }
-    }
-
-    fn err<T>(&self, msg: impl std::fmt::Display) -> Result<T> {
-        Err(Error::Compile(format!(
-            "Lark syntax error at {}: {msg}",
-            self.here()
-        )))
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.rest().chars().next()
-    }
-
-    fn rest(&self) -> &'a str {
-        &self.src[self.pos..]
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.pos += c.len_utf8();
-        Some(c)
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        if self.rest().starts_with(s) {
-            self.pos += s.len();
-            true
-        } else {
-            false
-        }
-    }
-
     /// Skips blanks and `//` comments, and newlines when `newlines`.
     fn space(&mut self, newlines: bool) {
         loop {
@@ -511,15 +487,6 @@ impl<'a> Parser<'a> {
     }
 
     fn escape(&mut self) -> Result<char> {
-        let hex = |p: &mut Self, n: usize| -> Result<char> {
-            let digits: String = p.rest().chars().take(n).collect();
-            if digits.len() != n || !digits.chars().all(|c| c.is_ascii_hexdigit()) {
-                return p.err(format!("expected {n} hex digits after escape"));
-            }
-            p.pos += n;
-            let v = u32::from_str_radix(&digits, 16).unwrap();
-            char::from_u32(v).map_or_else(|| p.err(format!("invalid code point {v:#x}")), Ok)
-        };
         match self.bump() {
             Some('n') => Ok('\n'),
             Some('r') => Ok('\r'),
@@ -527,9 +494,9 @@ impl<'a> Parser<'a> {
             Some('f') => Ok('\x0c'),
             Some('v') => Ok('\x0b'),
             Some('0') => Ok('\0'),
-            Some('x') => hex(self, 2),
-            Some('u') => hex(self, 4),
-            Some('U') => hex(self, 8),
+            Some('x') => self.hex_escape(2),
+            Some('u') => self.hex_escape(4),
+            Some('U') => self.hex_escape(8),
             Some(c) if !c.is_ascii_alphanumeric() => Ok(c),
             Some(c) => self.err(format!("unknown escape '\\{c}' in string")),
             None => self.err("unterminated escape"),
@@ -709,8 +676,7 @@ impl Expander<'_> {
 fn common_terminals() -> Vec<TermDef> {
     let mut defs = Defs::default();
     let mut p = Parser {
-        src: COMMON,
-        pos: 0,
+        c: Cursor::new(COMMON, "Lark"),
     };
     p.statements(&mut defs)
         .expect("the built-in common terminals parse");
@@ -735,7 +701,10 @@ fn namespaced(n: &Node) -> Node {
 /// Parses Lark text; the start rule is `start`.
 pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut defs = Defs::default();
-    Parser { src, pos: 0 }.statements(&mut defs)?;
+    Parser {
+        c: Cursor::new(src, "Lark"),
+    }
+    .statements(&mut defs)?;
     if !defs.declared.is_empty() {
         return Err(Error::Compile(format!(
             "%declare'd terminals ({}) come from a post-lexer (e.g. indentation tracking) and \

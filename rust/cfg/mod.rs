@@ -3,6 +3,7 @@
 //! boundaries.
 
 pub mod ast;
+pub mod cursor;
 pub mod earley;
 pub mod gbnf;
 pub mod lark;
