@@ -22,6 +22,9 @@ use crate::vocab::Vocab;
 
 /// Default bound on the memory of cached mask rows, per compiled grammar.
 pub const DEFAULT_MASK_CACHE_BYTES: usize = 256 << 20;
+/// Bound on the work spent grouping regex states by mask at compile time
+/// (states x byte classes x rounds); past it every state gets its own row.
+pub const MASK_CLASS_WORK_LIMIT: usize = 200_000_000;
 /// Bound on forced bytes computed in one call.
 pub const MAX_FORCED_BYTES: usize = 4096;
 
@@ -56,22 +59,29 @@ pub struct CompiledGrammar {
     kind: &'static str,
     source: String,
     cache: Vec<OnceLock<Box<[u32]>>>,
+    /// Regex DFA state -> mask class (states with equal masks share a row).
+    mask_class: Vec<u32>,
     cache_bytes: AtomicUsize,
     cache_limit: usize,
 }
 
 impl CompiledGrammar {
     fn with_engine(vocab: Arc<Vocab>, engine: Engine, kind: &'static str, source: &str) -> Self {
-        let cached_states = match &engine {
-            Engine::Regex(dfa) => dfa.num_states(),
-            Engine::Cfg { .. } => 0,
+        let max_len = vocab.trie().max_depth();
+        let mask_class = match &engine {
+            Engine::Regex(dfa) => dfa
+                .mask_classes(max_len, MASK_CLASS_WORK_LIMIT)
+                .unwrap_or_else(|| (0..dfa.num_states() as u32).collect()),
+            Engine::Cfg { .. } => Vec::new(),
         };
+        let cached_states = mask_class.iter().max().map_or(0, |&m| m as usize + 1);
         CompiledGrammar {
             vocab,
             engine,
             kind,
             source: source.to_string(),
             cache: (0..cached_states).map(|_| OnceLock::new()).collect(),
+            mask_class,
             cache_bytes: AtomicUsize::new(0),
             cache_limit: DEFAULT_MASK_CACHE_BYTES,
         }
@@ -208,7 +218,7 @@ impl CompiledGrammar {
     pub fn is_cached(&self, s: &State) -> bool {
         match &s.parse {
             _ if s.terminated => true,
-            ParseState::Dfa(q) => self.cache[*q as usize].get().is_some(),
+            ParseState::Dfa(q) => self.cache[self.cache_slot(*q)].get().is_some(),
             ParseState::Cfg(_) => false,
         }
     }
@@ -281,6 +291,13 @@ impl CompiledGrammar {
         Ok(())
     }
 
+    /// The mask-cache slot of DFA state `q`: its mask class.
+    fn cache_slot(&self, q: u32) -> usize {
+        self.mask_class
+            .get(q as usize)
+            .map_or(q as usize, |&c| c as usize)
+    }
+
     fn set_eos(&self, row: &mut [u32]) {
         for &e in self.vocab.eos_token_ids() {
             set_bit(row, e);
@@ -288,7 +305,7 @@ impl CompiledGrammar {
     }
 
     fn fill_regex_row(&self, dfa: &ByteDfa, q: u32, row: &mut [u32]) {
-        let slot = &self.cache[q as usize];
+        let slot = &self.cache[self.cache_slot(q)];
         if let Some(cached) = slot.get() {
             row.copy_from_slice(cached);
             return;

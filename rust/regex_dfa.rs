@@ -177,6 +177,58 @@ impl ByteDfa {
     pub fn forced_byte(&self, state: u32) -> Option<u8> {
         self.forced_byte[state as usize]
     }
+
+    /// Groups states whose token masks must be equal: states that agree on
+    /// acceptance, and on liveness after every string of at most `max_len`
+    /// bytes (Moore's partition refinement, stopped after `max_len` rounds or
+    /// when stable). A mask only asks whether each token's bytes (at most
+    /// `max_len` of them) lead to a live state, so one row serves a class.
+    /// Returns a class per state (the dead state in class 0), or None when
+    /// the refinement would cost more than `work_limit` steps.
+    pub fn mask_classes(&self, max_len: usize, work_limit: usize) -> Option<Vec<u32>> {
+        let n = self.num_states();
+        let rounds = max_len.min(n);
+        if n.saturating_mul(self.stride).saturating_mul(rounds.max(1)) > work_limit {
+            return None;
+        }
+        // Round 0: dead / live-not-accepting / accepting.
+        let mut class: Vec<u32> = (0..n)
+            .map(|s| {
+                if s == 0 {
+                    0
+                } else if self.accepting[s] {
+                    2
+                } else {
+                    1
+                }
+            })
+            .collect();
+        let mut count = class
+            .iter()
+            .copied()
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        for _ in 0..rounds {
+            let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+            let mut next = vec![0u32; n];
+            for s in 0..n {
+                let mut sig = Vec::with_capacity(self.stride + 1);
+                sig.push(class[s]);
+                sig.extend(
+                    (0..self.stride).map(|c| class[self.trans[s * self.stride + c] as usize]),
+                );
+                let fresh = ids.len() as u32;
+                next[s] = *ids.entry(sig).or_insert(fresh);
+            }
+            let new_count = ids.len();
+            class = next;
+            if new_count == count {
+                break;
+            }
+            count = new_count;
+        }
+        Some(class)
+    }
 }
 
 fn build_dense(pattern: &str) -> Result<dense::DFA<Vec<u32>>> {
@@ -292,6 +344,24 @@ mod tests {
         let e = ByteDfa::new("[ab]*a[ab]{24}").map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("limit"), "{e}");
         assert!(matches!(e, Error::LimitExceeded(_) | Error::Compile(_)));
+    }
+
+    #[test]
+    fn mask_classes_merge_states_that_tokens_cannot_tell_apart() {
+        // After k < 20 letters, the states differ only in how many more may
+        // come; with tokens of at most 3 bytes, states with >= 3 left agree.
+        let d = ByteDfa::new("[a-z]{1,20}").unwrap();
+        let classes = d.mask_classes(3, usize::MAX).unwrap();
+        let mut s = d.start();
+        let mut seen = Vec::new();
+        for _ in 0..20 {
+            s = d.step(s, b'a');
+            seen.push(classes[s as usize]);
+        }
+        let distinct: std::collections::HashSet<_> = seen.iter().collect();
+        assert!(distinct.len() <= 5, "{seen:?}");
+        assert_ne!(seen[0], seen[19]); // the last state accepts but allows nothing more
+        assert!(d.mask_classes(3, 10).is_none());
     }
 
     #[test]

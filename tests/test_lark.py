@@ -1,0 +1,679 @@
+"""Lark grammars: the syncode corpus compiles (Python's is refused, naming the
+cause); maskpar's accept/reject verdicts on real programs equal the `lark`
+package's; generated conflict-free grammars agree with lark's Earley parser on
+derived and mutated strings under arbitrary token boundaries; templates,
+imports, priorities, %override/%extend and error messages."""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import re
+
+import lark
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import maskpar
+from conftest import LLAMA3_EOS, new_bitmask
+
+GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "grammars")
+SYNCODE = os.path.join(GRAMMARS, "syncode", "syncode", "parsers", "grammars")
+EOS = LLAMA3_EOS[1]
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def syncode(name: str) -> str:
+    fname = "invariants.lark" if name == "invariants" else f"{name}_grammar.lark"
+    return read(os.path.join(SYNCODE, fname))
+
+
+def lark_oracle(src: str) -> lark.Lark:
+    """lark's LALR parser (contextual lexer) if the grammar is LALR, else Earley + basic lexer."""
+    try:
+        return lark.Lark(src, start="start", parser="lalr")
+    except lark.exceptions.GrammarError:
+        return lark.Lark(src, start="start", parser="earley", lexer="basic")
+
+
+def oracle_accepts(oracle: lark.Lark, text: str) -> bool:
+    try:
+        oracle.parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
+
+
+def bit(bitmask, t: int) -> bool:
+    return bool((int(bitmask[0, t // 32]) >> (t % 32)) & 1)
+
+
+def maskpar_accepts(g: maskpar.Grammar, ids: list[int], eos: int, check_mask: bool = False) -> bool:
+    """Every token consumed, then EOS. With check_mask, each token's mask bit
+    (before it is offered) must equal whether it is consumed."""
+    m = maskpar.Matcher(g)
+    bm = new_bitmask(1, g.vocab_size)
+    for t in [*ids, eos]:
+        if check_mask:
+            bm.fill(0)
+            m.fill_next_token_bitmask(bm, 0)
+            allowed = bit(bm, t)
+        ok = m.consume_token(t)
+        if check_mask:
+            assert allowed == ok, (t, m.num_consumed)
+        if not ok:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------
+# 1. The corpus compiles; Python's grammars are refused, naming the cause.
+
+CORPUS = ["c", "calc", "go", "java", "json", "sql", "invariants", "prover9", "tiny"]
+
+
+@pytest.mark.parametrize("name", CORPUS)
+def test_syncode_grammars_compile(llama3, name):
+    _, tok = llama3
+    src = syncode(name)
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    assert g.kind == "lark"
+    assert maskpar.compile_grammar(tok, src, syntax="auto").kind == "lark"
+    bm = maskpar.allocate_token_bitmask(1, tok.vocab_size)
+    maskpar.Matcher(g).fill_next_token_bitmask(bm)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        os.path.join(SYNCODE, "python_grammar.lark"),
+        os.path.join(GRAMMARS, "lark", "lark", "grammars", "python.lark"),
+    ],
+    ids=["syncode-python", "lark-python"],
+)
+def test_python_grammars_are_refused_with_the_cause(llama3, path):
+    _, tok = llama3
+    # Both use lookaround regexes (string literals) and %declare'd _INDENT/_DEDENT.
+    with pytest.raises(ValueError, match=r"lookaround|post-lexer") as e:
+        maskpar.compile_grammar(tok, read(path), syntax="lark")
+    assert re.search(r"line \d+, column \d+", str(e.value)) or "%declare" in str(e.value)
+
+
+# ---------------------------------------------------------------------------
+# 2. Real programs: maskpar's verdict equals lark's (and lark's equals the label).
+
+# Known maskpar bug (see test_longest_match_without_backoff_bug): a lexeme only
+# ends when the next byte cannot extend it, never at an earlier accepting point,
+# and lazy quantifiers (`.*?`) act as greedy. Lark's Python regexes stop at the
+# first `"` / `*/`, so these programs are valid for lark and refused by maskpar.
+NO_BACKOFF = pytest.mark.xfail(
+    strict=True, reason="maskpar bug: no back-off to the last accepting point / lazy regex"
+)
+NO_BACKOFF_PROGRAMS = {
+    # c: multi_line_comment /\/\*(.|\n)*?\*\//
+    "float g() { /* comment */ return (1 + 2) * x; }",
+    # go: INTERPRETED_STRING_LIT /".*?"/i
+    'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello")\n}\n',
+    # java: string_literal /".*?"/
+    'public class Hello { public static void main(String[] args) { System.out.println("hi"); } }',
+}
+
+PROGRAMS = {
+    "calc": (
+        ["1 + 2 * 3", "(1+2)*3", " 4 / (2 - 1.5e3) ", "((7))", "1.5e-3*2", "10 - 2 - 3\n"],
+        ["1 +", "(1+2", "1 2", "", "1 ++ 2", "-1", "2 * (3 + )", "1 + 2)"],
+    ),
+    "json": (
+        [
+            '{"a": 1, "b": [true, false, null], "c": {"d": "e"}}',
+            "[]",
+            "{}",
+            '[1, -2.5, 3e4, ""]',
+            "  [ 1 ,2 ]  ",
+            '{"k": +1}',
+            '{\n  "name": "maskpar",\n  "tags": ["rust", "python"],\n  "v": 0.1\n}',
+        ],
+        [
+            '{"a": 1,}',
+            '{"a" 1}',
+            "[1, 2",
+            '"str"',
+            '{"": 1}',
+            "[tru]",
+            "[nul]",
+            '{"a": [1, 2}',
+            "1",
+            "{a: 1}",
+        ],
+    ),
+    "c": (
+        [
+            "int main() { return 0; }",
+            "int add(int a, int b) {\n    return a + b;\n}\n",
+            "void f() {\n  int i = 0;\n  while (i < 10) { i = i + 1; }\n"
+            "  if (i == 10) { g(i); } else { h(); }\n}\n",
+            "int f(int n) { for (int i = 0; i < n; i = i + 1) { s = s * 2 - -1; } return s; }",
+            "float g() { /* comment */ return (1 + 2) * x; }",
+            "",
+        ],
+        [
+            "int main() { return 0 }",
+            "int main() { retrun 0; }",
+            "int main( { }",
+            "int main() { return 0;",
+            "int f() { while (x) { } }",
+            "integer f() { }",
+            "int f() { x = ; }",
+            "int 1f() { }",
+        ],
+    ),
+    "sql": (
+        [
+            "SELECT a, b FROM t WHERE a = 1;",
+            "select * from users where age > 21 and name = 'bob'",
+            "SELECT COUNT(DISTINCT id) FROM orders GROUP BY customer_id HAVING id > 10",
+            "SELECT u.name AS n FROM users u ORDER BY n DESC LIMIT 10 OFFSET 5",
+            "SELECT a FROM t1 UNION ALL SELECT b FROM t2",
+            "SELECT a FROM t WHERE b IN (1, 2, 3) -- trailing comment\n",
+        ],
+        [
+            "SELECT FROM t",
+            "SELECT a FROM",
+            "SELEC a FROM t",
+            "SELECT a, FROM t",
+            "SELECT a FROM t WHERE a = 1 AND",
+            "SELECT a FROM t;;",
+            # "SELECT a FROM t WHERE" differs by design: see test_known_differences_from_lark.
+        ],
+    ),
+    "go": (
+        [
+            'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello")\n}\n',
+            "package main\n\nfunc add(a int, b int) int {\n\treturn a + b\n}\n",
+            "package p\n\nfunc f(xs []int) int {\n\ts := 0\n\tfor _, x := range xs {\n"
+            "\t\ts += x\n\t}\n\treturn s\n}\n",
+            "package p\n\nvar x = 3\n",
+            "package p\n\ntype T struct { A int; B string; }\n",
+            "package p\n\nfunc f(n int) bool {\n\tif n > 0 {\n\t\treturn true\n\t} else {\n"
+            "\t\treturn false\n\t}\n}\n",
+        ],
+        [
+            'package main\n\nfunc main() {\n\tfmt.Println("hello"\n}\n',
+            "packag main\n",
+            "package main\n\nfunc main() {\n",
+            "package p\n\nfunc f( {\n}\n",
+            "package p\nvar = 3\n",
+            "package p\n\nfunc f() {\n\tx := \n}\n",
+            "func main() {}\n",
+            # This grammar allows no newline right after a struct's "{".
+            "package p\n\ntype T struct {\n\tA int\n}\n",
+        ],
+    ),
+    "java": (
+        [
+            "public class Hello { public static void main(String[] args) "
+            '{ System.out.println("hi"); } }',
+            "class A { int x; int get() { return x; } }",
+            "package a.b;\nimport java.util.*;\nclass C {\n  void f(int n) {\n"
+            "    for (int i = 0; i < n; i++) { s += i; }\n  }\n}\n",
+            "interface I { void run(); }",
+            "class D extends B implements I, J { D() { super(); } }",
+            "class E { void f() { if (a > b) { x = 1; } else { x = 2; } while (true) break; } }",
+        ],
+        [
+            "class A { int x }",
+            "public clas A { }",
+            "class A { void f() { return } }",
+            "class A {",
+            "class A { void f() { x = ; } }",
+            "class 1A { }",
+            "class A { int f() { retrun 1; } }",
+        ],
+    ),
+}
+
+
+def program_cases():
+    for name, (valid, invalid) in PROGRAMS.items():
+        for label, texts in ((True, valid), (False, invalid)):
+            for i, text in enumerate(texts):
+                tag = f"{name}-{'valid' if label else 'invalid'}{i}"
+                marks = [NO_BACKOFF] if text in NO_BACKOFF_PROGRAMS else []
+                yield pytest.param(name, text, label, marks=marks, id=tag)
+
+
+@functools.cache
+def corpus_grammar(name: str, tok: maskpar.Tokenizer):
+    src = syncode(name)
+    return lark_oracle(src), maskpar.compile_grammar(tok, src, syntax="lark")
+
+
+@pytest.mark.parametrize("name,text,label", list(program_cases()))
+def test_programs_agree_with_lark(llama3, name, text, label):
+    enc, tok = llama3
+    oracle, g = corpus_grammar(name, tok)
+    assert oracle_accepts(oracle, text) == label, "test case mislabelled"
+    assert maskpar_accepts(g, enc.encode(text), EOS) == label
+
+
+@pytest.mark.parametrize("name", ["calc", "json", "c", "sql", "java"])
+def test_program_masks_allow_each_next_token(llama3, name):
+    """Per-step masks on a valid and an invalid program: a token's bit is set
+    exactly when the matcher consumes it (EOS last)."""
+    enc, tok = llama3
+    _, g = corpus_grammar(name, tok)
+    valid, invalid = PROGRAMS[name]
+    assert maskpar_accepts(g, enc.encode(valid[1]), EOS, check_mask=True)
+    assert not maskpar_accepts(g, enc.encode(invalid[0]), EOS, check_mask=True)
+
+
+# ---------------------------------------------------------------------------
+# 3. Generated conflict-free grammars vs lark's Earley parser.
+#
+# Terminals start with pairwise disjoint characters (literals from LIT_FIRST,
+# NUM from digits, NAME from "xyz"), so at any position at most one terminal
+# can start and the maximal-munch tokenization of a string is unique whatever
+# the parser expects. Hence maskpar's contextual longest-match lexing (with its
+# parser) accepts exactly what lark's Earley parser with the *basic* lexer
+# (maximal munch over all terminals, context-free) accepts. lexer="dynamic"
+# would be wrong here: it may split NUM "12" into "1" "2", which longest-match
+# lexing never does. A literal accepts only at its end and NUM/NAME accept at
+# every prefix, so lexing never needs to back off to an earlier match (which
+# maskpar cannot do: see test_longest_match_without_backoff_bug).
+
+LIT_FIRST = "abcdefgh(){}[]+-*,;=:!"
+LIT_BODY = "abcdefgh(){}+-,;=!"
+NUM_RE, NAME_RE = "/[0-9]+/", "/[xyz][a-z]*/"
+
+
+@st.composite
+def terminal_sets(draw):
+    firsts = draw(st.lists(st.sampled_from(LIT_FIRST), min_size=1, max_size=5, unique=True))
+    lits = []
+    for i, c in enumerate(firsts):
+        body = draw(st.text(alphabet=LIT_BODY, max_size=2))
+        # One literal may be case-insensitive; its first letter's other case is then taken too.
+        ci = i == 0 and c.isalpha() and draw(st.booleans())
+        lits.append((f"L{i}", c + body, ci))
+    return lits, draw(st.booleans()), draw(st.booleans())
+
+
+@st.composite
+def expr(draw, refs, terms, depth=0):
+    leaf = depth >= 3 or (depth > 0 and draw(st.integers(0, 2)) == 0)
+    if leaf:
+        choices = [("t", t) for t in terms] + [("r", r) for r in refs]
+        kind, v = draw(st.sampled_from(choices))
+        if kind == "t" and terms[v] is not None and not terms[v][1] and draw(st.booleans()):
+            return ("inline", v)  # the literal written inline, as an anonymous terminal
+        return (kind, v)
+    kind = draw(st.sampled_from(["seq", "seq", "alt", "opt", "q", "star", "plus", "rep"]))
+    if kind in ("seq", "alt"):
+        n = draw(st.integers(2, 3))
+        items = [draw(expr(refs, terms, depth + 1)) for _ in range(n)]
+        if kind == "alt":
+            items = list({render_expr(x, terms): x for x in items}.values())
+        return (kind, items)
+    child = draw(expr(refs, terms, depth + 1))
+    # (x?)* and the like are ambiguous without end and slow lark's Earley down; use (x)*.
+    while kind != "opt" and child[0] in ("opt", "q", "star", "plus", "rep"):
+        child = child[1]
+    if kind == "rep":
+        lo = draw(st.integers(0, 2))
+        return ("rep", child, lo, lo + draw(st.integers(0, 2)))
+    return (kind, child)
+
+
+@st.composite
+def lark_grammars(draw):
+    lits, num, name = draw(terminal_sets())
+    # terminal name -> (literal text, case-insensitive), None for regex terminals
+    terms: dict[str, tuple[str, bool] | None] = {n: (s, ci) for n, s, ci in lits}
+    if num:
+        terms["NUM"] = None
+    if name:
+        terms["NAME"] = None
+    names = ["start"] + [f"r{i}" for i in range(draw(st.integers(0, 2)))]
+    rules = {}
+    for i, r in enumerate(names):
+        # Alternative 0 only refers to later rules, so every rule derives some string.
+        n_alts = draw(st.integers(1, 3))
+        alts = [draw(expr(names[i + 1 :], terms))]
+        alts += [draw(expr(names, terms)) for _ in range(n_alts - 1)]
+        rules[r] = list({render_expr(a, terms): a for a in alts}.values())
+    ignore = draw(st.booleans())
+    mods = {r: draw(st.sampled_from(["", "?", "!"])) for r in names[1:]}
+    return lits, terms, rules, ignore, mods
+
+
+def render_expr(e, terms) -> str:
+    kind = e[0]
+    if kind in ("t", "r"):
+        return e[1]
+    if kind == "inline":
+        return '"' + terms[e[1]][0] + '"'
+    if kind == "seq":
+        return " ".join(render_expr(x, terms) for x in e[1])
+    if kind == "alt":
+        return "(" + " | ".join(render_expr(x, terms) for x in e[1]) + ")"
+    inner = "(" + render_expr(e[1], terms) + ")"
+    if kind == "opt":
+        return "[" + render_expr(e[1], terms) + "]"
+    if kind == "rep":
+        return f"{inner} ~ {e[2]}" if e[2] == e[3] else f"{inner} ~ {e[2]}..{e[3]}"
+    return inner + {"q": "?", "star": "*", "plus": "+"}[kind]
+
+
+def render_grammar(lits, terms, rules, ignore, mods) -> str:
+    lines = []
+    for r, alts in rules.items():
+        body = []
+        for i, a in enumerate(alts):
+            alias = f" -> {r}_alt{i}" if i % 2 else ""
+            body.append(render_expr(a, terms) + alias)
+        lines.append(f"{mods.get(r, '')}{r}: " + "\n    | ".join(body))
+    for n, s, ci in lits:
+        lines.append(f'{n}: "{s}"' + ("i" if ci else ""))
+    if "NUM" in terms:
+        lines.append(f"NUM: {NUM_RE}")
+    if "NAME" in terms:
+        lines.append(f"NAME: {NAME_RE}")
+    if ignore:
+        lines.append('%ignore " "')
+    return "\n".join(lines) + "\n"
+
+
+def derive(rules, lits, rnd: random.Random, ignore: bool) -> str:
+    """A random string of `start`. Past rule depth 6, or once 8 terminals are
+    out, it takes minimal choices (alternative 0 of rules, the fewest
+    repetitions), which terminates by construction."""
+    out: list[str] = []
+
+    def go(e, depth: int) -> None:
+        deep = depth > 6 or len(out) >= 8
+        kind = e[0]
+        if kind in ("t", "inline"):
+            name = e[1]
+            if name == "NUM":
+                s = "".join(rnd.choice("0123456789") for _ in range(rnd.randint(1, 3)))
+            elif name == "NAME":
+                s = rnd.choice("xyz") + "".join(
+                    rnd.choice("abcd") for _ in range(rnd.randint(0, 2))
+                )
+            else:
+                _, s, ci = next(x for x in lits if x[0] == name)
+                if ci:
+                    s = "".join(c.upper() if rnd.random() < 0.5 else c for c in s)
+            out.append(" " + s if ignore and rnd.random() < 0.3 else s)
+        elif kind == "r":
+            alts = rules[e[1]]
+            go(alts[0] if deep else rnd.choice(alts), depth + 1)
+        elif kind == "seq":
+            for x in e[1]:
+                go(x, depth)
+        elif kind == "alt":
+            go(e[1][0] if deep else rnd.choice(e[1]), depth)
+        else:
+            lo, hi = {"opt": (0, 1), "q": (0, 1), "star": (0, 3), "plus": (1, 3)}.get(kind, e[2:4])
+            for _ in range(lo if deep else rnd.randint(lo, hi)):
+                go(e[1], depth)
+
+    go(("r", "start"), 0)
+    return "".join(out)
+
+
+def mutate(s: str, alphabet: str, rnd: random.Random) -> str:
+    op = rnd.randrange(5)
+    i = rnd.randrange(len(s) + 1)
+    if op == 0 and s:
+        i = min(i, len(s) - 1)
+        return s[:i] + s[i + 1 :]
+    if op == 1:
+        return s[:i] + rnd.choice(alphabet) + s[i:]
+    if op == 2 and len(s) >= 2:
+        i = min(i, len(s) - 2)
+        return s[:i] + s[i + 1] + s[i] + s[i + 2 :]
+    if op == 3:
+        return s[:i]
+    return s + s[i:]
+
+
+def greedy_tokenize(text: str, vocab: dict[str, int], longest: int) -> list[int]:
+    out, i = [], 0
+    while i < len(text):
+        for n in range(min(longest, len(text) - i), 0, -1):
+            if text[i : i + n] in vocab:
+                out.append(vocab[text[i : i + n]])
+                i += n
+                break
+        else:
+            raise AssertionError(f"untokenizable {text[i:]!r}")
+    return out
+
+
+@settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(spec=lark_grammars(), seed=st.integers(0, 2**32 - 1))
+def test_generated_grammars_agree_with_lark_earley(spec, seed):
+    lits, terms, rules, ignore, mods = spec
+    src = render_grammar(*spec)
+    rnd = random.Random(seed)
+    try:
+        oracle = lark.Lark(src, start="start", parser="earley", lexer="basic")
+    except lark.exceptions.GrammarError as e:
+        # lark refuses alternatives that expand to the same sequence ("[a] b | b").
+        assume("defined twice" not in str(e))
+        raise
+
+    valid = [derive(rules, lits, rnd, ignore) for _ in range(4)]
+    alphabet = sorted(set("".join(s for _, s, _ in lits)) | set("0123456789xyzabcd "))
+    alphabet += [c.upper() for _, s, ci in lits if ci for c in s if c.isalpha()]
+    alphabet = "".join(sorted(set(alphabet)))
+    texts = valid + [mutate(rnd.choice(valid), alphabet, rnd) for _ in range(8)]
+    texts = [t for t in texts if len(t) <= 24]  # lark's Earley is slow on ambiguous grammars
+
+    # Single characters plus chunks cut at random places from the texts.
+    chunks = set(alphabet)
+    for s in texts:
+        for _ in range(3):
+            if len(s) >= 2:
+                i = rnd.randrange(len(s) - 1)
+                chunks.add(s[i : i + rnd.randint(2, 4)])
+    toks = sorted(chunks)
+    vocab = {t: i for i, t in enumerate(toks)}
+    eos = len(toks)
+    tok = maskpar.Tokenizer.from_vocab([t.encode() for t in toks] + [b"<eos>"], [eos])
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    longest = max(len(t) for t in toks)
+
+    for text in texts:
+        want = oracle_accepts(oracle, text)
+        ids = greedy_tokenize(text, vocab, longest)
+        assert maskpar_accepts(g, ids, eos, check_mask=True) == want, (src, text)
+
+
+# ---------------------------------------------------------------------------
+# 4. Lark features, verdicts from lark.
+
+FEATURES = {
+    "templates": (
+        """
+start: "[" [_sep{item, ","}] "]"
+_sep{x, sep}: x (sep x)*
+item: INT | pair
+pair: "(" _sep{INT, ";"} ")"
+%import common.INT
+%import common.WS
+%ignore WS
+""",
+        ["[]", "[1, 2, 3]", "[(1;2), 3]", "[ ( 7 ; 8 ; 9 ) ]", "[1,]", "[(1,2)]", "[1 2]"],
+    ),
+    "import-alias": (
+        """
+start: NUM ("," NUM)* | WORD "=" NUM
+%import common.INT -> NUM
+%import common (WORD, WS_INLINE)
+%ignore WS_INLINE
+""",
+        ["1, 22 ,333", "abc = 7", "abc = x", "1,", "a1 = 2", "abc=-1", "\t7"],
+    ),
+    # Equal-length tie between a keyword and a name: the priority decides; in
+    # contexts where only NAME is expected, "if" is a NAME (contextual lexing).
+    "priority": (
+        """
+start: NAME "=" NAME | IF NAME
+IF.2: "if"
+NAME: /[a-z]+/
+%ignore " "
+""",
+        ["if x", "if=x", "x=if", "x = y", "if if", "if"],
+    ),
+    "override-extend": (
+        """
+start: value ("," value)*
+value: INT | STRING
+STRING: /'[a-z]*'/
+%import common.INT
+%override value: INT | STRING | "none"
+%extend value: "true" | "false"
+%override STRING: /"[a-z]*"/
+%ignore " "
+""",
+        ["1, none, true", "'a'", '"a"', "1, x", "false,2", "nil", '"", 3'],
+    ),
+    "repeat-range": (
+        """
+start: "ab" ~ 2 "c" ~ 1..3 D ~ 2..2 X
+D: "0".."9"
+X: "x" ~ 2..3
+""",
+        ["ababc12xx", "ababccc12xxx", "abcc12xx", "ababcccc12xx", "ababc1xx", "ababc12xxxx"],
+    ),
+    "modifiers-case": (
+        """
+?start: greeting+
+!greeting: "hello"i NAME -> hi
+  | "bye"i
+NAME: /[a-z]+/
+%ignore " "
+""",
+        ["hello bob", "HeLLo bob bye", "BYE", "hello", "hell bob", "bye bye bob"],
+    ),
+}
+
+
+@pytest.mark.parametrize("feature", list(FEATURES))
+def test_lark_features_agree_with_lark(llama3, feature):
+    enc, tok = llama3
+    src, texts = FEATURES[feature]
+    oracle = lark_oracle(src)
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    verdicts = [oracle_accepts(oracle, t) for t in texts]
+    assert any(verdicts) and not all(verdicts)
+    for text, want in zip(texts, verdicts):
+        assert maskpar_accepts(g, enc.encode(text), EOS) == want, text
+
+
+def test_known_differences_from_lark(llama3):
+    """Documented semantics that differ from lark's lexer on purpose: maskpar
+    lexes longest match first and keeps equal-priority ties (both readings stay
+    alive), while lark's lexer tries terminals by priority, retypes a name that
+    equals a keyword literal to the keyword, and uses Python's leftmost-first
+    regex alternation. Pinned so a change on either side is noticed."""
+    enc, tok = llama3
+    cases = [
+        # keyword vs name at equal priority: lark lexes "if" as IF only
+        ('start: NAME "=" NAME | IF NAME\nIF: "if"\nNAME: /[a-z]+/', "if=x"),
+        # lark prefers the higher-priority IF over the longer NAME "iff"
+        ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "iff=x"),
+        # leftmost-first alternation stops at "ab"
+        ('start: A "x"\nA: /ab|abcd/', "abcdx"),
+        # the SQL keyword WHERE also reads as a table alias (CNAME) in maskpar
+        (syncode("sql"), "SELECT a FROM t WHERE"),
+        (syncode("sql"), "SELECT a FROM t LIMIT"),
+    ]
+    for src, text in cases:
+        assert not oracle_accepts(lark_oracle(src), text)
+        g = maskpar.compile_grammar(tok, src, syntax="lark")
+        assert maskpar_accepts(g, enc.encode(text), EOS), text
+
+
+@pytest.mark.xfail(strict=True, reason="maskpar bug: lexemes never back off to an earlier match")
+@pytest.mark.parametrize(
+    "src,text",
+    [
+        ('start: A "c"\nA: /ab(cd)?/', "abc"),
+        ('start: A "c" "x"\nA: "ab" | "abcd"', "abcx"),
+        ('start: C "x"\nC: /\\/\\*(.|\\n)*?\\*\\//', "/* a */x"),
+    ],
+    ids=["optional-suffix", "literal-union", "c-comment"],
+)
+def test_longest_match_without_backoff_bug(llama3, src, text):
+    """True longest match ends A at "ab" when "abc" cannot grow into "abcd";
+    maskpar keeps the scan alive past the last accepting point and then fails."""
+    enc, tok = llama3
+    assert oracle_accepts(lark_oracle(src), text)
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    assert maskpar_accepts(g, enc.encode(text), EOS)
+
+
+@pytest.mark.xfail(strict=True, reason="maskpar bug: lazy quantifiers compile as greedy")
+def test_lazy_quantifier_bug(llama3):
+    enc, tok = llama3
+    src = "start: S S\nS: /x[a-z]*?y/"
+    assert oracle_accepts(lark_oracle(src), "xayxby")  # "xay" "xby"
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    assert maskpar_accepts(g, enc.encode("xayxby"), EOS)
+
+
+def test_auto_syntax_and_ignore_placement(llama3):
+    enc, tok = llama3
+    src = 'start: "a" "b"\n%ignore " "'
+    g = maskpar.compile_grammar(tok, src, syntax="auto")
+    assert g.kind == "lark"
+    oracle = lark_oracle(src)
+    for text in ["ab", " a b ", "a  b", "  ab", "a b c", "a", " "]:
+        assert maskpar_accepts(g, enc.encode(text), EOS) == oracle_accepts(oracle, text), text
+
+
+# ---------------------------------------------------------------------------
+# 5. Errors.
+
+
+@pytest.mark.parametrize(
+    "src,msg",
+    [
+        ('start: "a"\nb: ("x"', r"Lark syntax error at line 2, column 8: expected '\)'"),
+        ('start: "a"\n\nfoo: "b" |\n  )', r"Lark syntax error at line 4, column 3"),
+        ('start: "a', r"Lark syntax error at line 1, column \d+: unterminated string"),
+        ("start: /abc", r"Lark syntax error at line 1, column \d+: unterminated regular"),
+        ('start: "a" -> ', r"Lark syntax error at line 1, column 15"),
+        ('start: "b".."a"', r"Lark syntax error at line 1, column \d+: a range"),
+        ('%declare _INDENT\nstart: "a" _INDENT', r"_INDENT.*post-lexer"),
+        ("start: A\nA: /a(?=b)/", r"line 2, column 4: lookaround"),
+        ("start: A\nA: /(?<!x)a/", r"lookaround"),
+        ("%import foo.BAR\nstart: BAR", r"line 1, column \d+: only the 'common' module"),
+        ("%import python.NAME\nstart: NAME", r"only the 'common' module"),
+        ('start: A\nA: "a"?', r"terminal A matches the empty string"),
+        ("start: A\nA: /x*/", r"terminal A matches the empty string"),
+        ("start: b", r"undefined rule 'b' referenced at line 1, column 8"),
+        ('start: _sep{"a"}\n_sep{x, s}: x (s x)*', r"takes 2 arguments, got 1 at line 1"),
+        ('start: "a"\nstart: "b"', r"defined twice \(again at line 2, column 1\)"),
+        ('start: "a"\n%override b: "c"', r"line 2, column \d+: no rule 'b'"),
+        ('a: "x"', r"no start rule 'start'"),
+    ],
+)
+def test_lark_errors(src, msg):
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"b", b"<e>"], [2])
+    with pytest.raises(ValueError, match=msg):
+        maskpar.compile_grammar(tok, src, syntax="lark")
