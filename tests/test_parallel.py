@@ -164,12 +164,11 @@ def test_gil_is_released_during_fills(llama3):
     import time
 
     _, tok = llama3
-    g = maskpar.compile_regex(tok, "[a-z ]{0,300}")  # fresh grammar: every mask is cold
     reqs = []
     for b in range(48):
-        m = maskpar.Matcher(g)
-        m.consume_tokens([64] * b)  # "a" repeated: each request in a different state
-        reqs.append((m, b * 9, [64] * 8))
+        # A fresh grammar per request, so every mask is a cold trie walk.
+        g = maskpar.compile_regex(tok, f"(?s:.*)x{{{b}}}|[a-z ]*")
+        reqs.append((maskpar.Matcher(g), b * 9, [64] * 8))
     bm = maskpar.allocate_token_bitmask(48 * 9, tok.vocab_size)
     ticks = []
     stop = threading.Event()
