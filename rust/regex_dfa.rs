@@ -37,9 +37,23 @@ pub struct ByteDfa {
 }
 
 impl ByteDfa {
-    /// Compiles `pattern` (Rust `regex` syntax) for full-match use.
+    /// Compiles `pattern` (Rust `regex` syntax) for full-match use: a text
+    /// is accepted if any way of matching the pattern spans all of it.
     pub fn new(pattern: &str) -> Result<Self> {
-        let dfa = build_dense(pattern)?;
+        Self::build(pattern, MatchKind::All)
+    }
+
+    /// Compiles `pattern` with the match a backtracking engine such as
+    /// Python's `re.match` would report: once a match is found, only
+    /// continuations it would prefer (greedy repetitions, earlier
+    /// alternatives) stay live, so `x.*?y` ends at the first `y` and `ab|abcd`
+    /// at `ab`. This is how Lark terminals match.
+    pub fn first_match(pattern: &str) -> Result<Self> {
+        Self::build(pattern, MatchKind::LeftmostFirst)
+    }
+
+    fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
+        let dfa = build_dense(pattern, kind)?;
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| Error::Compile(format!("invalid regex {pattern:?}: {e}")))?;
@@ -231,11 +245,12 @@ impl ByteDfa {
     }
 }
 
-fn build_dense(pattern: &str) -> Result<dense::DFA<Vec<u32>>> {
+fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
     let config = dense::Config::new()
-        // All, not leftmost-first: full-match needs every alternative kept alive
-        // (leftmost-first would drop `ab` from `a|ab` once `a` has matched).
-        .match_kind(MatchKind::All)
+        // All keeps every alternative alive (full-match semantics: `a|ab`
+        // accepts "ab"); LeftmostFirst drops what a backtracking engine would
+        // not prefer once it has a match.
+        .match_kind(kind)
         .start_kind(StartKind::Anchored)
         .byte_classes(true)
         .minimize(false)
@@ -362,6 +377,18 @@ mod tests {
         assert!(distinct.len() <= 5, "{seen:?}");
         assert_ne!(seen[0], seen[19]); // the last state accepts but allows nothing more
         assert!(d.mask_classes(3, 10).is_none());
+    }
+
+    #[test]
+    fn first_match_follows_backtracking_preferences() {
+        let lazy = ByteDfa::first_match("x[a-z]*?y").unwrap();
+        assert!(full_match(&lazy, b"xay"));
+        assert!(!live_prefix(&lazy, b"xayx"));
+        assert!(full_match(&ByteDfa::new("x[a-z]*?y").unwrap(), b"xayxby"));
+        let alt = ByteDfa::first_match("ab|abcd").unwrap();
+        assert!(full_match(&alt, b"ab") && !live_prefix(&alt, b"abc"));
+        let greedy = ByteDfa::first_match("[a-z]+").unwrap();
+        assert!(full_match(&greedy, b"abc"));
     }
 
     #[test]

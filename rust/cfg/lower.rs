@@ -198,7 +198,13 @@ impl Lowerer<'_> {
                 "grammar has more than {MAX_LEXEMES} lexemes"
             )));
         }
-        let dfa = match ByteDfa::new(&re) {
+        // Lark terminals match as Python's re.match does; GBNF lexemes keep
+        // every split (the exact character-level language).
+        let built = match self.lexing {
+            Lexing::AllSplits => ByteDfa::new(&re),
+            Lexing::Longest => ByteDfa::first_match(&re),
+        };
+        let dfa = match built {
             Ok(d) => Some(d),
             Err(Error::Compile(m)) if m.ends_with("matches no string") => None,
             Err(e) => return Err(e),
