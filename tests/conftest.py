@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -10,6 +11,21 @@ import pytest
 import maskpar
 
 LLAMA3_EOS = [128001, 128009]
+
+# The workplace's shared test data (grammar corpora) sits beside the checkout;
+# MASKPAR_SHARED_DATA points elsewhere. Tests that need it skip without it.
+SHARED_DATA = os.environ.get("MASKPAR_SHARED_DATA") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"
+)
+GRAMMARS = os.path.join(SHARED_DATA, "grammars")
+
+
+def corpus_text(path: str) -> str:
+    """The text of a shared-data file; skips the test if the corpus is absent."""
+    if not os.path.exists(path):
+        pytest.skip(f"shared grammar corpus not found at {path} (set MASKPAR_SHARED_DATA)")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 @functools.cache

@@ -17,16 +17,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import maskpar
-from conftest import LLAMA3_EOS, new_bitmask
+from conftest import GRAMMARS, LLAMA3_EOS, corpus_text, new_bitmask
 
-GRAMMARS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "grammars")
 SYNCODE = os.path.join(GRAMMARS, "syncode", "syncode", "parsers", "grammars")
 EOS = LLAMA3_EOS[1]
 
 
 def read(path: str) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    return corpus_text(path)
 
 
 def syncode(name: str) -> str:
