@@ -25,6 +25,9 @@ pub const DEFAULT_MASK_CACHE_BYTES: usize = 256 << 20;
 /// Bound on the work spent grouping regex states by mask at compile time
 /// (states x byte classes x rounds); past it every state gets its own row.
 pub const MASK_CLASS_WORK_LIMIT: usize = 200_000_000;
+/// Below a boundary node with at least this many trie nodes, grammar masks
+/// use the cached lexer-only split again instead of walking with the parser.
+pub const CACHED_SUBTREE_NODES: usize = 1024;
 /// Bound on forced bytes computed in one call.
 pub const MAX_FORCED_BYTES: usize = 4096;
 
@@ -259,34 +262,62 @@ impl CompiledGrammar {
         row: &mut [u32],
     ) -> Result<()> {
         let trie = self.vocab.trie();
-        let entry = lex_cache.get(cfg, trie, row.len(), &lex_key(&c.frontier));
-        row.copy_from_slice(&entry.inner);
         let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
-        for &node in &entry.boundary {
-            let node = node as usize;
-            let path = trie.path(node);
-            let live = path
+        let key = lex_key(&c.frontier);
+        let mut first = true;
+        self.fill_cfg_below(cfg, lex_cache, &mut stepper, 0, key, row, &mut first)
+    }
+
+    /// Tokens below trie `node`, where `stepper`'s frame `depth(node)` holds
+    /// the parser state: the lexer-only part comes from the cache; only the
+    /// boundary nodes, where a lexeme may end, run the parser, and below each
+    /// the same split applies again.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_cfg_below(
+        &self,
+        cfg: &Cfg,
+        lex_cache: &LexCache,
+        stepper: &mut CfgStepper<'_>,
+        node: usize,
+        key: Vec<(u32, u32)>,
+        row: &mut [u32],
+        first: &mut bool,
+    ) -> Result<()> {
+        let trie = self.vocab.trie();
+        let entry = lex_cache.get(cfg, trie, row.len(), &key, node as u32);
+        entry.apply(row, std::mem::take(first));
+        let base = trie.depth(node);
+        for &b in &entry.boundary {
+            let b = b as usize;
+            let path = trie.path(b);
+            let live = path[base..]
                 .iter()
                 .enumerate()
-                .all(|(i, &b)| stepper.step(i + 1, b));
+                .all(|(i, &byte)| stepper.step(base + i + 1, byte));
             if let Some(e) = stepper.error.take() {
                 return Err(e);
             }
             if !live {
                 continue;
             }
-            trie.node_tokens(node).iter().for_each(|&t| set_bit(row, t));
-            let mut below = Offset {
-                inner: &mut stepper,
-                offset: path.len(),
-            };
-            trie.walk(node, &mut below, |t| {
-                set_bit(row, t);
-                true
-            });
-            if let Some(e) = stepper.error.take() {
-                return Err(e);
+            trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t));
+            if trie.subtree_size(b) < CACHED_SUBTREE_NODES {
+                // Small subtree: walking it with the parser beats a cache lookup.
+                let mut below = Offset {
+                    inner: &mut *stepper,
+                    offset: path.len(),
+                };
+                trie.walk(b, &mut below, |t| {
+                    set_bit(row, t);
+                    true
+                });
+                if let Some(e) = stepper.error.take() {
+                    return Err(e);
+                }
+                continue;
             }
+            let below = stepper.lex_key_at(path.len());
+            self.fill_cfg_below(cfg, lex_cache, stepper, b, below, row, first)?;
         }
         Ok(())
     }

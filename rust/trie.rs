@@ -205,21 +205,28 @@ impl TokenTrie {
         out
     }
 
-    /// Pre-order walk from the root that lets `visit` decide per node: `Dead`
-    /// skips the subtree, `Live` reports the node's tokens to `on_token` and
-    /// descends, `Stop` reports the node to `on_stop` and skips its subtree.
+    /// Pre-order walk of the subtree below `top` that lets `visit` decide per
+    /// node (depths relative to `top`): `Dead` skips the subtree, `Live`
+    /// reports the node's tokens to `on_token` and descends, `Stop` reports
+    /// the node to `on_stop` and skips its subtree.
     pub fn walk_visits(
         &self,
+        top: usize,
         stepper: &mut impl VisitStepper,
         mut on_token: impl FnMut(u32),
         mut on_stop: impl FnMut(usize),
     ) {
-        let end = self.num_nodes();
+        let base = self.nodes[top].depth as usize;
+        let end = if top == 0 {
+            self.num_nodes()
+        } else {
+            self.nodes[top].subtree_end as usize
+        };
         let nodes = &self.nodes;
-        let mut i = 1;
+        let mut i = top + 1;
         while i < end {
             let n = nodes[i];
-            match stepper.visit(n.depth as usize, n.byte) {
+            match stepper.visit(n.depth as usize - base, n.byte) {
                 Visit::Dead => i = n.subtree_end as usize,
                 Visit::Stop => {
                     on_stop(i);
@@ -231,6 +238,21 @@ impl TokenTrie {
                 }
             }
         }
+    }
+
+    /// Number of nodes strictly below `node`.
+    pub fn subtree_size(&self, node: usize) -> usize {
+        let end = if node == 0 {
+            self.num_nodes()
+        } else {
+            self.nodes[node].subtree_end as usize
+        };
+        end - node - 1
+    }
+
+    /// Distance of `node` from the root.
+    pub fn depth(&self, node: usize) -> usize {
+        self.nodes[node].depth as usize
     }
 
     /// Longest token length: bounds the depth of any walk.
@@ -364,7 +386,7 @@ mod tests {
             }
         }
         let (mut toks, mut stops) = (Vec::new(), Vec::new());
-        t.walk_visits(&mut StopAtB, |x| toks.push(x), |n| stops.push(t.path(n)));
+        t.walk_visits(0, &mut StopAtB, |x| toks.push(x), |n| stops.push(t.path(n)));
         assert_eq!(toks, vec![1]);
         assert_eq!(stops, vec![b"ab".to_vec(), b"b".to_vec()]);
     }

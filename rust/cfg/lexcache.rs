@@ -19,11 +19,44 @@ use crate::bitmask::set_bit;
 use crate::regex_dfa::DEAD;
 use crate::trie::{TokenTrie, Visit, VisitStepper};
 
-/// The lexer-only part of a mask.
+/// The lexer-only part of a mask below one trie node.
 #[derive(Debug)]
 pub struct LexEntry {
-    pub inner: Box<[u32]>,
+    inner: TokenSet,
+    /// Nodes below the entry's node where some lexeme first (may) end.
     pub boundary: Vec<u32>,
+}
+
+/// Token ids, dense as a bitmask row when many, sparse when few.
+#[derive(Debug)]
+enum TokenSet {
+    Dense(Box<[u32]>),
+    Sparse(Vec<u32>),
+}
+
+impl LexEntry {
+    /// Sets this entry's token bits in `row` (which it may overwrite when
+    /// `overwrite`, i.e. when the row holds nothing yet).
+    pub fn apply(&self, row: &mut [u32], overwrite: bool) {
+        match &self.inner {
+            TokenSet::Dense(bits) if overwrite => row.copy_from_slice(bits),
+            TokenSet::Dense(bits) => row.iter_mut().zip(bits.iter()).for_each(|(r, b)| *r |= b),
+            TokenSet::Sparse(ids) => {
+                if overwrite {
+                    row.fill(0);
+                }
+                ids.iter().for_each(|&t| set_bit(row, t));
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let inner = match &self.inner {
+            TokenSet::Dense(b) => b.len(),
+            TokenSet::Sparse(v) => v.len(),
+        };
+        (inner + self.boundary.len()) * 4
+    }
 }
 
 /// A frontier with origins dropped: what the lexer-only part depends on.
@@ -38,7 +71,7 @@ pub fn lex_key(frontier: &[Scan]) -> LexKey {
 
 #[derive(Debug)]
 pub struct LexCache {
-    map: RwLock<HashMap<LexKey, Arc<LexEntry>>>,
+    map: RwLock<HashMap<(LexKey, u32), Arc<LexEntry>>>,
     bytes: AtomicUsize,
     limit: usize,
 }
@@ -52,16 +85,30 @@ impl LexCache {
         }
     }
 
-    /// The entry for `key`, computed (and kept while under the memory bound) on a miss.
-    pub fn get(&self, cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey) -> Arc<LexEntry> {
-        if let Some(e) = self.map.read().unwrap_or_else(|e| e.into_inner()).get(key) {
+    /// The entry for lexer state `key` at trie node `top`, computed (and kept
+    /// while under the memory bound) on a miss.
+    pub fn get(
+        &self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+    ) -> Arc<LexEntry> {
+        let map_key = (key.clone(), top);
+        if let Some(e) = self
+            .map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&map_key)
+        {
             return e.clone();
         }
-        let entry = Arc::new(build(cfg, trie, words, key));
-        let size = entry.inner.len() * 4 + entry.boundary.len() * 4 + key.len() * 8;
+        let entry = Arc::new(build(cfg, trie, words, key, top as usize));
+        let size = entry.bytes() + key.len() * 8;
         if self.bytes.fetch_add(size, Ordering::Relaxed) + size <= self.limit {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-            return map.entry(key.clone()).or_insert(entry).clone();
+            return map.entry(map_key).or_insert(entry).clone();
         }
         self.bytes.fetch_sub(size, Ordering::Relaxed);
         entry
@@ -115,8 +162,8 @@ impl VisitStepper for ScanOnly<'_> {
     }
 }
 
-fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey) -> LexEntry {
-    let mut inner = vec![0u32; words];
+fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {
+    let mut ids = Vec::new();
     let mut boundary = Vec::new();
     let mut ends = vec![0usize; trie.max_depth() + 2];
     ends[0] = key.len();
@@ -126,12 +173,18 @@ fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey) -> LexEntry {
         ends,
     };
     trie.walk_visits(
+        top,
         &mut stepper,
-        |t| set_bit(&mut inner, t),
+        |t| ids.push(t),
         |n| boundary.push(n as u32),
     );
-    LexEntry {
-        inner: inner.into_boxed_slice(),
-        boundary,
-    }
+    // A dense row costs `words` words; a list, one word per token.
+    let inner = if ids.len() >= words {
+        let mut bits = vec![0u32; words];
+        ids.iter().for_each(|&t| set_bit(&mut bits, t));
+        TokenSet::Dense(bits.into_boxed_slice())
+    } else {
+        TokenSet::Sparse(ids)
+    };
+    LexEntry { inner, boundary }
 }

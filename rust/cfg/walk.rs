@@ -293,6 +293,20 @@ impl<'a> CfgStepper<'a> {
     }
 }
 
+impl CfgStepper<'_> {
+    /// The lexer state (scans, origins dropped) of frame `depth`.
+    pub fn lex_key_at(&self, depth: usize) -> Vec<(u32, u32)> {
+        let f = self.frames[depth];
+        let mut key: Vec<(u32, u32)> = self.groups[f.start..f.end]
+            .iter()
+            .flat_map(|g| self.lex.states[g.lex as usize].pairs.iter().copied())
+            .collect();
+        key.sort_unstable();
+        key.dedup();
+        key
+    }
+}
+
 impl TrieStepper for CfgStepper<'_> {
     fn step(&mut self, depth: usize, byte: u8) -> bool {
         if self.error.is_some() {
