@@ -8,7 +8,7 @@
 //! for the first time on the path. A mask is then a copy of (a) plus parser
 //! walks below the nodes in (b) only (DESIGN.md §5: precomputed token sets).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -79,7 +79,7 @@ pub struct LexCache {
 impl LexCache {
     pub fn new(limit: usize) -> Self {
         LexCache {
-            map: RwLock::new(HashMap::new()),
+            map: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
         }

@@ -8,11 +8,11 @@
 //! over ~10^5 trie nodes cheap. Completions (new Earley sets) are memoized by
 //! chart view, so each distinct one is computed once per walk.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use super::ast::Lexing;
-use super::earley::{CfgState, ChartRead, ChartView, Completed, EarleySet};
+use super::earley::{CfgState, ChartRead, ChartView, EarleySet};
 use super::lower::Cfg;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -48,7 +48,7 @@ impl LexStates {
         };
         LexStates {
             states: vec![empty],
-            ids: HashMap::from([(Vec::new(), EMPTY)]),
+            ids: HashMap::from_iter([(Vec::new(), EMPTY)]),
             trans: vec![EMPTY; 256],
         }
     }
@@ -127,8 +127,13 @@ struct Frame {
     sets: u32,
 }
 
-/// (address of the chart view's newest set, number of sets, completed lexemes).
-type MemoKey = (usize, u32, Vec<(u32, u32)>);
+/// Completions of one chart view, by completed (lexeme, origin) list; the
+/// view is named by its newest set's address and its number of sets.
+type MemoBucket = Vec<(Vec<(u32, u32)>, Completion)>;
+
+/// What the walk needs of a completion: the new set, whether it accepts, and
+/// the lexer state its predicted lexemes start in.
+type Completion = (Arc<EarleySet>, bool, u32);
 
 pub struct CfgStepper<'a> {
     cfg: &'a Cfg,
@@ -138,7 +143,7 @@ pub struct CfgStepper<'a> {
     frames: Vec<Frame>,
     /// Completions by chart view and completed (lexeme, origin) list: many
     /// trie nodes complete the same lexemes from the same chart.
-    memo: HashMap<MemoKey, (Completed, u32)>,
+    memo: HashMap<(usize, u32), MemoBucket>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
@@ -184,28 +189,34 @@ impl<'a> CfgStepper<'a> {
             lex,
             groups,
             frames,
-            memo: HashMap::new(),
+            memo: HashMap::default(),
             error: None,
         }
     }
 
     /// The new Earley set for completed `done` over a view of `sets` sets,
     /// and the lexer state its predicted lexemes start in.
-    fn complete(&mut self, sets: u32, done: &[(u32, u32)]) -> Result<(Completed, u32)> {
+    fn complete(&mut self, sets: u32, done: &[(u32, u32)]) -> Result<Completion> {
         // Sets made during a walk all come from this memo (which keeps them
         // alive), so the newest set's address identifies the chart view.
         let top = self.chart.set(sets - 1) as *const EarleySet as usize;
-        let key = (top, sets, done.to_vec());
-        if let Some(hit) = self.memo.get(&key) {
-            return Ok(hit.clone());
+        // A view rarely sees more than a few distinct completions: scan its
+        // bucket instead of building a key.
+        if let Some(bucket) = self.memo.get(&(top, sets)) {
+            if let Some((_, hit)) = bucket.iter().find(|(d, _)| d.as_slice() == done) {
+                return Ok(hit.clone());
+            }
         }
         let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, done)?;
         let started_lex = self.lex.intern(
             self.cfg,
             started.iter().map(|s| (s.lexeme, s.state)).collect(),
         );
-        let result = ((Arc::new(set), started, acc), started_lex);
-        self.memo.insert(key, result.clone());
+        let result = (Arc::new(set), acc, started_lex);
+        self.memo
+            .entry((top, sets))
+            .or_default()
+            .push((done.to_vec(), result.clone()));
         Ok(result)
     }
 
@@ -242,7 +253,7 @@ impl<'a> CfgStepper<'a> {
         match self.cfg.lexing {
             Lexing::AllSplits => {
                 if !done.is_empty() {
-                    let ((set, _, acc), started) = self.complete(sets, &done)?;
+                    let (set, acc, started) = self.complete(sets, &done)?;
                     self.chart.ext.push(set);
                     accepting = acc;
                     if started != EMPTY {
@@ -270,7 +281,7 @@ impl<'a> CfgStepper<'a> {
                     if done.is_empty() {
                         return Ok(false);
                     }
-                    let ((set, _, _), started) = self.complete(sets, &done)?;
+                    let (set, _, started) = self.complete(sets, &done)?;
                     let next = self.lex.step(self.cfg, started, byte);
                     if next == EMPTY {
                         return Ok(false);
