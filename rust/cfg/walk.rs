@@ -144,6 +144,7 @@ pub struct CfgStepper<'a> {
     /// Completions by chart view and completed (lexeme, origin) list: many
     /// trie nodes complete the same lexemes from the same chart.
     memo: HashMap<(usize, u32), MemoBucket>,
+    done: Vec<(u32, u32)>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
@@ -190,6 +191,7 @@ impl<'a> CfgStepper<'a> {
             groups,
             frames,
             memo: HashMap::default(),
+            done: Vec::new(),
             error: None,
         }
     }
@@ -220,14 +222,14 @@ impl<'a> CfgStepper<'a> {
         Ok(result)
     }
 
-    fn step_inner(&mut self, depth: usize, byte: u8) -> Result<bool> {
+    /// One byte; `done` is an empty scratch buffer for completed lexemes.
+    fn step_inner(&mut self, depth: usize, byte: u8, done: &mut Vec<(u32, u32)>) -> Result<bool> {
         let parent = self.frames[depth - 1];
         self.groups.truncate(parent.end);
         self.chart
             .ext
             .truncate(parent.sets as usize - self.chart.base.len());
         let start = self.groups.len();
-        let mut done: Vec<(u32, u32)> = Vec::new();
         let mut any_alive = false;
         for i in parent.start..parent.end {
             let g = self.groups[i];
@@ -253,7 +255,7 @@ impl<'a> CfgStepper<'a> {
         match self.cfg.lexing {
             Lexing::AllSplits => {
                 if !done.is_empty() {
-                    let (set, acc, started) = self.complete(sets, &done)?;
+                    let (set, acc, started) = self.complete(sets, done)?;
                     self.chart.ext.push(set);
                     accepting = acc;
                     if started != EMPTY {
@@ -281,7 +283,7 @@ impl<'a> CfgStepper<'a> {
                     if done.is_empty() {
                         return Ok(false);
                     }
-                    let (set, _, started) = self.complete(sets, &done)?;
+                    let (set, _, started) = self.complete(sets, done)?;
                     let next = self.lex.step(self.cfg, started, byte);
                     if next == EMPTY {
                         return Ok(false);
@@ -323,7 +325,12 @@ impl TrieStepper for CfgStepper<'_> {
         if self.error.is_some() {
             return false;
         }
-        match self.step_inner(depth, byte) {
+        // One reused buffer for completed lexemes: this runs once per trie node.
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
+        let stepped = self.step_inner(depth, byte, &mut done);
+        self.done = done;
+        match stepped {
             Ok(live) => live,
             Err(e) => {
                 self.error = Some(e);
