@@ -216,12 +216,7 @@ impl TokenTrie {
         mut on_token: impl FnMut(u32),
         mut on_stop: impl FnMut(usize),
     ) {
-        let base = self.nodes[top].depth as usize;
-        let end = if top == 0 {
-            self.num_nodes()
-        } else {
-            self.nodes[top].subtree_end as usize
-        };
+        let (base, end) = (self.depth(top), self.subtree_end(top));
         let nodes = &self.nodes;
         let mut i = top + 1;
         while i < end {
@@ -242,12 +237,16 @@ impl TokenTrie {
 
     /// Number of nodes strictly below `node`.
     pub fn subtree_size(&self, node: usize) -> usize {
-        let end = if node == 0 {
+        self.subtree_end(node) - node - 1
+    }
+
+    /// Index of the first node after `node`'s subtree (the root's is the end).
+    fn subtree_end(&self, node: usize) -> usize {
+        if node == 0 {
             self.num_nodes()
         } else {
             self.nodes[node].subtree_end as usize
-        };
-        end - node - 1
+        }
     }
 
     /// Distance of `node` from the root.
@@ -270,12 +269,7 @@ impl TokenTrie {
         stepper: &mut impl TrieStepper,
         mut on_token: impl FnMut(u32) -> bool,
     ) {
-        let base = self.nodes[top].depth as usize;
-        let end = if top == 0 {
-            self.num_nodes()
-        } else {
-            self.nodes[top].subtree_end as usize
-        };
+        let (base, end) = (self.depth(top), self.subtree_end(top));
         let nodes = &self.nodes;
         let mut i = top + 1;
         while i < end {
@@ -301,11 +295,7 @@ impl TokenTrie {
         let mut consumed = 0;
         'outer: for &b in bytes {
             // Children of `node` are the nodes at depth+1 inside its subtree, in byte order.
-            let end = if node == 0 {
-                self.num_nodes()
-            } else {
-                self.nodes[node].subtree_end as usize
-            };
+            let end = self.subtree_end(node);
             let mut c = node + 1;
             while c < end {
                 if self.nodes[c].byte == b {
