@@ -220,3 +220,26 @@ def test_grammar_errors(src, msg):
         maskpar.compile_grammar(tok, 'start: ("a"', syntax="lark")
     with pytest.raises(ValueError, match="unknown syntax"):
         maskpar.compile_grammar(tok, src, syntax="yaml")
+
+
+@pytest.mark.parametrize(
+    "src,syntax,msg",
+    [
+        # Repetition that would expand into a huge lexeme or grammar.
+        ('root ::= "a"{10000}{10000}', "gbnf", "heap usage|limit|exceed"),
+        ('root ::= ("a"{100} b){1000}{1000}\nb ::= "x" | b b', "gbnf", "more than 200000 rules"),
+        ('root ::= "a"{100000}', "gbnf", "exceeds the limit 10000"),
+        ('start: A\nA: "a" ~ 99999', "lark", "exceeds the limit 10000"),
+        # A lexeme whose DFA would need 2^40 states.
+        ('root ::= [ab]* "a" [ab]{40}', "gbnf", "limit|exceed"),
+        # Templates that instantiate themselves forever.
+        ('start: t{"a"}\nt{x}: t{t{x}}', "lark", "nest deeper than 64"),
+    ],
+    ids=["nested-counts", "rule-explosion", "gbnf-count", "lark-count", "dfa-blowup", "templates"],
+)
+def test_hostile_grammars_hit_documented_bounds(src, syntax, msg):
+    """Grammars built to exhaust memory or time fail fast with a ValueError
+    naming the bound, instead of hanging or crashing the process."""
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"x", b"<e>"], [2])
+    with pytest.raises(ValueError, match=msg):
+        maskpar.compile_grammar(tok, src, syntax=syntax)
