@@ -55,6 +55,15 @@ impl Node {
         }
     }
 
+    /// `node` repeated `min..=max` times (`max` None: unbounded).
+    pub fn repeat(node: Node, min: u32, max: Option<u32>) -> Node {
+        Node::Repeat {
+            node: Box::new(node),
+            min,
+            max,
+        }
+    }
+
     pub fn alt(mut items: Vec<Node>) -> Node {
         if items.len() == 1 {
             items.pop().unwrap()

@@ -58,6 +58,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Consumes a `*`, `+` or `?` quantifier and returns its (min, max).
+    pub fn eat_quantifier(&mut self) -> Option<(u32, Option<u32>)> {
+        let q = match self.peek()? {
+            '*' => (0, None),
+            '+' => (1, None),
+            '?' => (0, Some(1)),
+            _ => return None,
+        };
+        self.bump();
+        Some(q)
+    }
+
     /// The character of an escape's `n` hex digits (after `\x`, `\u`, `\U`).
     pub fn hex_escape(&mut self, n: usize) -> Result<char> {
         let digits: String = self.rest().chars().take(n).collect();

@@ -159,31 +159,16 @@ impl<'a> Parser<'a> {
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
         loop {
-            let (min, max) = match self.peek() {
-                Some('*') => (0, None),
-                Some('+') => (1, None),
-                Some('?') => (0, Some(1)),
-                Some('{') => {
-                    self.bump();
-                    self.space(false);
-                    let counts = self.counts()?; // consumes the closing '}'
-                    self.space(nested);
-                    item = Node::Repeat {
-                        node: Box::new(item),
-                        min: counts.0,
-                        max: counts.1,
-                    };
-                    continue;
-                }
-                _ => return Ok(item),
+            let (min, max) = if let Some(q) = self.eat_quantifier() {
+                q
+            } else if self.eat("{") {
+                self.space(false);
+                self.counts()? // consumes the closing '}'
+            } else {
+                return Ok(item);
             };
-            self.bump();
             self.space(nested);
-            item = Node::Repeat {
-                node: Box::new(item),
-                min,
-                max,
-            };
+            item = Node::repeat(item, min, max);
         }
     }
 

@@ -338,35 +338,21 @@ impl<'a> Parser<'a> {
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
         loop {
-            let (min, max) = match self.peek() {
-                Some('*') => (0, None),
-                Some('+') => (1, None),
-                Some('?') => (0, Some(1)),
-                Some('~') => {
-                    self.bump();
-                    self.space(false);
-                    let lo = self.count()?;
-                    let hi = if self.eat("..") { self.count()? } else { lo };
-                    if hi < lo {
-                        return self.err(format!("repetition ~ {lo}..{hi} has max < min"));
-                    }
-                    self.space(nested);
-                    item = Node::Repeat {
-                        node: Box::new(item),
-                        min: lo,
-                        max: Some(hi),
-                    };
-                    continue;
+            let (min, max) = if let Some(q) = self.eat_quantifier() {
+                q
+            } else if self.eat("~") {
+                self.space(false);
+                let lo = self.count()?;
+                let hi = if self.eat("..") { self.count()? } else { lo };
+                if hi < lo {
+                    return self.err(format!("repetition ~ {lo}..{hi} has max < min"));
                 }
-                _ => return Ok(item),
+                (lo, Some(hi))
+            } else {
+                return Ok(item);
             };
-            self.bump();
             self.space(nested);
-            item = Node::Repeat {
-                node: Box::new(item),
-                min,
-                max,
-            };
+            item = Node::repeat(item, min, max);
         }
     }
 
@@ -403,11 +389,7 @@ impl<'a> Parser<'a> {
                 if !self.eat("]") {
                     return self.err("expected ']'");
                 }
-                Node::Repeat {
-                    node: Box::new(inner),
-                    min: 0,
-                    max: Some(1),
-                }
+                Node::repeat(inner, 0, Some(1))
             }
             Some('"') => {
                 let (s, insensitive) = self.string()?;
