@@ -87,6 +87,7 @@ from bench_regex import (  # noqa: E402
     bits_of,
     load_vocab,
     versions,
+    xgrammar_tokenizer_info,
 )
 
 ENGINES = ("maskpar", "llguidance", "xgrammar")
@@ -381,15 +382,7 @@ class XGrammarEngine(Engine):
 
         self.xgr = xgrammar
         self.threads = threads
-        special_set = set(vocab.special.values()) - set(EOS_IDS)
-        # Empty strings mark special tokens for xgrammar (never allowed by a grammar).
-        encoded = [b"" if i in special_set else t for i, t in enumerate(vocab.tokens)]
-        self.info = xgrammar.TokenizerInfo(
-            encoded,
-            vocab_type=xgrammar.VocabType.RAW,
-            vocab_size=VOCAB_SIZE,
-            stop_token_ids=list(EOS_IDS),
-        )
+        self.info = xgrammar_tokenizer_info(vocab)
         self.compiler = xgrammar.GrammarCompiler(
             self.info, max_threads=threads, cache_enabled=False
         )

@@ -292,6 +292,21 @@ class LLGuidanceEngine(Engine):
             assert ok and not m.is_error(), ("llguidance rejected a true token", t, m.get_error())
 
 
+def xgrammar_tokenizer_info(vocab: Vocab) -> Any:
+    """xgrammar's view of the Llama-3 vocabulary (raw bytes, EOS ids)."""
+    import xgrammar
+
+    special_set = set(vocab.special.values()) - set(EOS_IDS)
+    # Empty strings mark special tokens for xgrammar (never allowed by a grammar).
+    encoded = [b"" if i in special_set else t for i, t in enumerate(vocab.tokens)]
+    return xgrammar.TokenizerInfo(
+        encoded,
+        vocab_type=xgrammar.VocabType.RAW,
+        vocab_size=VOCAB_SIZE,
+        stop_token_ids=list(EOS_IDS),
+    )
+
+
 class XGrammarEngine(Engine):
     name = "xgrammar"
 
@@ -299,15 +314,7 @@ class XGrammarEngine(Engine):
         import xgrammar
 
         self.xgr = xgrammar
-        special_set = set(vocab.special.values()) - set(EOS_IDS)
-        # Empty strings mark special tokens for xgrammar (never allowed by a grammar).
-        encoded = [b"" if i in special_set else t for i, t in enumerate(vocab.tokens)]
-        self.info = xgrammar.TokenizerInfo(
-            encoded,
-            vocab_type=xgrammar.VocabType.RAW,
-            vocab_size=VOCAB_SIZE,
-            stop_token_ids=list(EOS_IDS),
-        )
+        self.info = xgrammar_tokenizer_info(vocab)
         self.compiler = xgrammar.GrammarCompiler(
             self.info, max_threads=threads, cache_enabled=False
         )
