@@ -16,7 +16,8 @@ use crate::cfg::earley::{Chart, EarleySet};
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
-use crate::matcher::MatcherCore;
+use crate::matcher::{MatcherCore, TreeStates};
+use crate::tree::DraftTree;
 
 /// Upper bound for `set_num_threads` and per-call thread counts.
 pub const MAX_THREADS: usize = 1024;
@@ -97,10 +98,44 @@ pub struct DraftRequest<'a> {
     pub drafts: Vec<u32>,
 }
 
+/// One request of a draft-tree fill: row `row + i` is node i's.
+pub struct TreeRequest<'a> {
+    pub matcher: &'a MatcherCore,
+    pub row: usize,
+    pub tree: DraftTree,
+}
+
+/// The rows one request writes: `count` rows from `row`.
+pub struct Span<'a> {
+    pub matcher: &'a MatcherCore,
+    pub row: usize,
+    pub count: usize,
+}
+
+impl<'a> DraftRequest<'a> {
+    pub fn span(&self) -> Span<'a> {
+        Span {
+            matcher: self.matcher,
+            row: self.row,
+            count: self.drafts.len() + 1,
+        }
+    }
+}
+
+impl<'a> TreeRequest<'a> {
+    pub fn span(&self) -> Span<'a> {
+        Span {
+            matcher: self.matcher,
+            row: self.row,
+            count: self.tree.len(),
+        }
+    }
+}
+
 /// Checks widths, row ranges and overlaps, before anything is written.
-pub fn check_layout(reqs: &[DraftRequest<'_>], rows: usize, words: usize) -> Result<()> {
-    let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(reqs.len());
-    for (i, r) in reqs.iter().enumerate() {
+pub fn check_layout(spans: &[Span<'_>], rows: usize, words: usize) -> Result<()> {
+    let mut ranges: Vec<(usize, usize, usize)> = Vec::with_capacity(spans.len());
+    for (i, r) in spans.iter().enumerate() {
         let want = r.matcher.grammar().words();
         if want != words {
             return invalid!(
@@ -109,24 +144,49 @@ pub fn check_layout(reqs: &[DraftRequest<'_>], rows: usize, words: usize) -> Res
                 r.matcher.grammar().vocab().vocab_size()
             );
         }
-        let last = r.row.checked_add(r.drafts.len()).filter(|&l| l < rows);
-        let Some(last) = last else {
+        let last = (r.row as u128) + (r.count as u128) - 1;
+        if r.count == 0 || last >= rows as u128 {
             return invalid!(
-                "request {i}: rows {}..={} (row {} plus {} drafts) do not fit in a bitmask of {rows} rows",
+                "request {i}: rows {}..={last} ({} rows from row {}) do not fit in a bitmask of \
+                 {rows} rows",
                 r.row,
-                r.row.saturating_add(r.drafts.len()),
-                r.row,
-                r.drafts.len()
+                r.count,
+                r.row
             );
-        };
-        spans.push((r.row, last, i));
+        }
+        ranges.push((r.row, last as usize, i));
     }
-    spans.sort_unstable();
-    for w in spans.windows(2) {
+    ranges.sort_unstable();
+    for w in ranges.windows(2) {
         let ((a0, a1, ai), (b0, b1, bi)) = (w[0], w[1]);
         if b0 <= a1 {
             return invalid!("requests {ai} and {bi} overlap: rows {a0}..={a1} and {b0}..={b1}");
         }
+    }
+    Ok(())
+}
+
+/// Writes every scheduled row in one parallel pass. Rows whose state is not
+/// cached yet and already scheduled for an earlier row are deferred to a
+/// second pass, where they are copies: each mask is computed once per call,
+/// not once per thread that needs it.
+fn fill_rows(bitmask: &mut [u32], words: usize, mut jobs: Vec<Option<RowJob<'_>>>) -> Result<()> {
+    if words == 0 {
+        return Ok(());
+    }
+    let mut first: HashSet<(usize, &State)> = HashSet::new();
+    let mut deferred: Vec<Option<RowJob<'_>>> = vec![None; jobs.len()];
+    for (job, later) in jobs.iter_mut().zip(deferred.iter_mut()) {
+        if let Some(RowJob::Mask(g, _, s)) = *job {
+            let key = (g as *const CompiledGrammar as usize, s);
+            if g.cacheable(s) && !g.is_cached(s) && !first.insert(key) {
+                *later = job.take();
+            }
+        }
+    }
+    run_jobs(bitmask, words, &jobs)?;
+    if deferred.iter().any(Option::is_some) {
+        run_jobs(bitmask, words, &deferred)?;
     }
     Ok(())
 }
@@ -156,26 +216,42 @@ pub fn fill_with_drafts(
                 });
             }
         }
-        if words > 0 {
-            // Rows whose state is not cached yet and already scheduled for an
-            // earlier row are deferred to a second pass, where they are copies:
-            // each mask is computed once per call, not once per thread that needs it.
-            let mut first: HashSet<(usize, &State)> = HashSet::new();
-            let mut deferred: Vec<Option<RowJob<'_>>> = vec![None; rows];
-            for (job, later) in jobs.iter_mut().zip(deferred.iter_mut()) {
-                if let Some(RowJob::Mask(g, _, s)) = *job {
-                    let key = (g as *const CompiledGrammar as usize, s);
-                    if g.cacheable(s) && !g.is_cached(s) && !first.insert(key) {
-                        *later = job.take();
-                    }
-                }
-            }
-            run_jobs(bitmask, words, &jobs)?;
-            if deferred.iter().any(Option::is_some) {
-                run_jobs(bitmask, words, &deferred)?;
+        fill_rows(bitmask, words, jobs)?;
+        Ok(chains.iter().map(|(_, c)| c.len() - 1).collect())
+    })
+}
+
+/// Fills row `row + i` of every request with the mask for the children of
+/// tree node i; nodes that the grammar refuses (and their descendants) get
+/// all-ones rows. Returns, per request, which nodes are grammar-valid. Call
+/// `check_layout` first; matchers are not changed.
+pub fn fill_with_tree(
+    reqs: &[TreeRequest<'_>],
+    bitmask: &mut [u32],
+    words: usize,
+    pool: &ThreadPool,
+) -> Result<Vec<Vec<bool>>> {
+    pool.install(|| {
+        let walks: Vec<TreeStates> = reqs
+            .par_iter()
+            .map(|r| r.matcher.tree_states(&r.tree))
+            .collect::<Result<_>>()?;
+        let rows = bitmask.len().checked_div(words).unwrap_or(0);
+        let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
+        for (r, walk) in reqs.iter().zip(&walks) {
+            let g = r.matcher.grammar().as_ref();
+            for (i, node) in walk.states.iter().enumerate() {
+                jobs[r.row + i] = Some(match node {
+                    Some((c, s)) => RowJob::Mask(g, &walk.charts[*c][..], s),
+                    None => RowJob::AllOnes,
+                });
             }
         }
-        Ok(chains.iter().map(|(_, c)| c.len() - 1).collect())
+        fill_rows(bitmask, words, jobs)?;
+        Ok(walks
+            .iter()
+            .map(|w| w.states.iter().map(Option::is_some).collect())
+            .collect())
     })
 }
 
@@ -191,6 +267,10 @@ mod tests {
             .collect();
         let vocab = Arc::new(Vocab::new(toks, &[3], &[], Some(40)).unwrap());
         Arc::new(CompiledGrammar::from_regex(vocab, "a*bc").unwrap())
+    }
+
+    fn spans<'a>(reqs: &[DraftRequest<'a>]) -> Vec<Span<'a>> {
+        reqs.iter().map(DraftRequest::span).collect()
     }
 
     fn sequential(m: &MatcherCore, drafts: &[u32], words: usize) -> (Vec<u32>, usize) {
@@ -230,7 +310,7 @@ mod tests {
                 },
             ];
             let mut bm = vec![0u32; words * 9];
-            check_layout(&reqs, 9, words).unwrap();
+            check_layout(&spans(&reqs), 9, words).unwrap();
             let acc =
                 fill_with_drafts(&reqs, &mut bm, words, &pool(Some(threads)).unwrap()).unwrap();
             assert_eq!(acc, vec![2, 3]);
@@ -240,6 +320,54 @@ mod tests {
             assert_eq!(&bm[5 * words..], &s2[..]);
         }
         assert_eq!(m2.num_consumed(), 1);
+    }
+
+    #[test]
+    fn tree_fill_equals_walking_each_path() {
+        let g = grammar();
+        let words = g.words();
+        let m = MatcherCore::new(g.clone());
+        // Tokens a=0 b=1 c=2 <eos>=3 under a*bc:
+        //        0
+        //   a(1)   c(2)      c is refused: node 2 and its child 5 get -1
+        //  b(3) a(4) a(5)
+        //  c(6)
+        let tokens = [0, 0, 2, 1, 0, 0, 2];
+        let parents = [-1, 0, 0, 1, 1, 2, 3];
+        let tree = DraftTree::from_parents(&tokens, &parents, g.vocab()).unwrap();
+        let paths: [&[u32]; 7] = [&[], &[0], &[2], &[0, 1], &[0, 0], &[2, 0], &[0, 1, 2]];
+        for threads in [1, 2] {
+            let reqs = vec![TreeRequest {
+                matcher: &m,
+                row: 1,
+                tree: tree.clone(),
+            }];
+            let mut bm = vec![7u32; words * 8];
+            let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
+            check_layout(&spans, 8, words).unwrap();
+            let valid =
+                fill_with_tree(&reqs, &mut bm, words, &pool(Some(threads)).unwrap()).unwrap();
+            assert_eq!(
+                valid,
+                vec![vec![true, true, false, true, true, false, true]]
+            );
+            assert_eq!(
+                &bm[..words],
+                &vec![7; words][..],
+                "rows outside the tree are kept"
+            );
+            for (i, path) in paths.iter().enumerate() {
+                let row = &bm[(i + 1) * words..(i + 2) * words];
+                let mut walk = m.clone();
+                if walk.consume_tokens(path).unwrap() {
+                    let mut want = vec![0u32; words];
+                    walk.fill_row(&mut want).unwrap();
+                    assert_eq!(row, &want[..], "node {i}");
+                } else {
+                    assert!(row.iter().all(|&w| w == u32::MAX), "node {i}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -259,7 +387,7 @@ mod tests {
                 drafts: vec![],
             },
         ];
-        assert!(check_layout(&over, 4, words)
+        assert!(check_layout(&spans(&over), 4, words)
             .unwrap_err()
             .to_string()
             .contains("overlap"));
@@ -268,14 +396,14 @@ mod tests {
             row: 3,
             drafts: vec![0],
         }];
-        assert!(check_layout(&oob, 4, words).is_err());
+        assert!(check_layout(&spans(&oob), 4, words).is_err());
         let ok = vec![DraftRequest {
             matcher: &m,
             row: 3,
             drafts: vec![],
         }];
-        assert!(check_layout(&ok, 4, words).is_ok());
-        assert!(check_layout(&ok, 4, words + 1).is_err());
+        assert!(check_layout(&spans(&ok), 4, words).is_ok());
+        assert!(check_layout(&spans(&ok), 4, words + 1).is_err());
         assert!(pool(Some(0)).is_err());
     }
 }

@@ -9,6 +9,7 @@ use crate::cfg::earley::Chart;
 use crate::error::Result;
 use crate::grammar::{sets_of, CompiledGrammar, State};
 use crate::invalid;
+use crate::tree::DraftTree;
 
 #[derive(Clone, Debug)]
 pub struct MatcherCore {
@@ -135,6 +136,47 @@ impl MatcherCore {
             }
         }
         Ok((chart, states))
+    }
+}
+
+/// The states of a draft tree's nodes: `states[i]` is node i's state and the
+/// index of the chart in `charts` that holds its sets, or None if the grammar
+/// refuses node i's token or an ancestor's.
+pub struct TreeStates {
+    pub charts: Vec<Chart>,
+    pub states: Vec<Option<(usize, State)>>,
+}
+
+impl MatcherCore {
+    /// Advances through every node of `tree` from the current state; the
+    /// matcher is not changed. A node that adds no Earley set shares its
+    /// parent's chart, so regex trees allocate no charts at all.
+    pub fn tree_states(&self, tree: &DraftTree) -> Result<TreeStates> {
+        let mut charts = vec![self.chart.clone()];
+        let mut states: Vec<Option<(usize, State)>> = vec![None; tree.len()];
+        states[0] = Some((0, self.state.clone()));
+        for &i in &tree.order()[1..] {
+            let p = tree.parent(i).expect("only node 0 has no parent");
+            let Some((pc, ps)) = &states[p] else { continue };
+            let pc = *pc;
+            let mut chart = std::mem::take(&mut charts[pc]);
+            let parent_sets = chart.len();
+            let next = self.grammar.advance(&mut chart, ps, tree.token(i));
+            if chart.len() == parent_sets {
+                charts[pc] = chart;
+                states[i] = next?.map(|s| (pc, s));
+            } else {
+                // New sets: the child gets its own chart; the parent keeps its prefix.
+                let child = chart.clone();
+                chart.truncate(parent_sets);
+                charts[pc] = chart;
+                states[i] = next?.map(|s| {
+                    charts.push(child);
+                    (charts.len() - 1, s)
+                });
+            }
+        }
+        Ok(TreeStates { charts, states })
     }
 }
 

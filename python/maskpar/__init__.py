@@ -16,6 +16,7 @@ from ._core import (
     compile_regex,
     fill_next_token_bitmask_par,
     fill_next_token_bitmask_par_with_draft_tokens,
+    fill_next_token_bitmask_par_with_draft_tree,
     get_num_threads,
     set_num_threads,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "compile_regex",
     "fill_next_token_bitmask_par",
     "fill_next_token_bitmask_par_with_draft_tokens",
+    "fill_next_token_bitmask_par_with_draft_tree",
     "get_num_threads",
     "set_num_threads",
 ]

@@ -110,5 +110,20 @@ def fill_next_token_bitmask_par_with_draft_tokens(
     """Row ``row + i`` = mask after ``drafts[:i]``; rows after a rejected draft
     are -1; returns accepted draft counts; matchers are left unchanged."""
 
+# A draft tree: ``(tokens, parents)`` with ``parents[0] == -1`` and
+# ``parents[i] < i``, or SGLang's EAGLE arrays ``(retrieve_next_token,
+# retrieve_next_sibling, draft_tokens)``; each a sequence of ints, a numpy
+# array or a CPU tensor. Node 0 is the last verified token (its token is not read).
+DraftTree = tuple[Any, Any] | tuple[Any, Any, Any]
+
+def fill_next_token_bitmask_par_with_draft_tree(
+    requests: Sequence[tuple[Matcher, int, DraftTree]],
+    bitmask: Bitmask,
+    num_threads: int | None = None,
+) -> list[list[bool]]:
+    """Row ``row + i`` = mask for the children of node ``i``; nodes the
+    grammar refuses, and their descendants, get rows of -1. Returns which
+    nodes are grammar-valid, per request; matchers are left unchanged."""
+
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...

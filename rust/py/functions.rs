@@ -6,7 +6,12 @@ use super::buffer::Bitmask;
 use super::grammar::{compile_grammar, compile_regex};
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
-use crate::batch::{self, DraftRequest};
+use std::sync::Arc;
+
+use rayon::ThreadPool;
+
+use crate::batch::{self, DraftRequest, Span, TreeRequest};
+use crate::tree::DraftTree;
 
 /// Sets the default number of threads for parallel fills.
 #[pyfunction]
@@ -22,29 +27,26 @@ fn get_num_threads() -> usize {
     batch::get_num_threads()
 }
 
-struct Parsed<'py> {
-    matchers: Vec<PyRef<'py, PyMatcher>>,
-    rows: Vec<usize>,
-    drafts: Vec<Vec<u32>>,
+/// One `(matcher, row, ...)` item of a fill call, checked.
+struct Item<'py> {
+    matcher: PyRef<'py, PyMatcher>,
+    row: usize,
+    /// The elements after `row`.
+    rest: Vec<Bound<'py, PyAny>>,
 }
 
-/// Reads `[(matcher, row[, drafts]), ...]`, checking every element.
-fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult<Parsed<'py>> {
-    let arity = if with_drafts { 3 } else { 2 };
-    let shape = if with_drafts {
-        "(matcher, row, drafts)"
-    } else {
-        "(matcher, row)"
-    };
-    let mut out = Parsed {
-        matchers: Vec::new(),
-        rows: Vec::new(),
-        drafts: Vec::new(),
-    };
+/// Reads `[(matcher, row, ...), ...]` where each item has `arity` elements
+/// (`shape` names them for errors), checking matchers and rows.
+fn parse_items<'py>(
+    items: &Bound<'py, PyAny>,
+    arity: usize,
+    shape: &str,
+) -> PyResult<Vec<Item<'py>>> {
+    let mut out = Vec::new();
     let mut seen: Vec<usize> = Vec::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
-        let parts: Vec<Bound<'py, PyAny>> =
+        let mut parts: Vec<Bound<'py, PyAny>> =
             if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
                 item.try_iter()?.collect::<PyResult<_>>()?
             } else {
@@ -79,30 +81,62 @@ fn parse_requests<'py>(items: &Bound<'py, PyAny>, with_drafts: bool) -> PyResult
                 "item {i}: row must be >= 0, got {row}"
             )));
         }
-        let mref = m
+        let matcher = m
             .try_borrow()
             .map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
-        let drafts = if with_drafts {
-            let raw: Vec<i64> = parts[2].extract().map_err(|e: PyErr| {
-                // Keep errors raised by the caller's own sequence (e.g. it touched a
-                // matcher that this call holds); reword only plain type mismatches.
-                if e.is_instance_of::<PyTypeError>(item.py()) {
-                    PyTypeError::new_err(format!("item {i}: drafts must be a sequence of ints"))
-                } else {
-                    e
-                }
-            })?;
-            mref.core
-                .check_ids(&raw)
-                .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?
-        } else {
-            Vec::new()
-        };
-        out.matchers.push(mref);
-        out.rows.push(row as usize);
-        out.drafts.push(drafts);
+        out.push(Item {
+            matcher,
+            row: row as usize,
+            rest: parts.split_off(2),
+        });
     }
     Ok(out)
+}
+
+/// A sequence of ints: a list, tuple, numpy array or CPU tensor (anything
+/// with `tolist()` is converted through it, which is fast for arrays).
+fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
+    let py = obj.py();
+    let list = if obj.hasattr("tolist")? {
+        obj.call_method0("tolist")?
+    } else {
+        obj.clone()
+    };
+    list.extract().map_err(|e: PyErr| {
+        // Keep errors raised by the caller's own sequence (e.g. it touched a
+        // matcher that this call holds); reword only plain type mismatches.
+        if e.is_instance_of::<PyTypeError>(py) {
+            PyTypeError::new_err(format!("item {i}: {what} must be a sequence of ints"))
+        } else {
+            e
+        }
+    })
+}
+
+fn thread_pool(num_threads: Option<i64>) -> PyResult<Arc<ThreadPool>> {
+    let threads = match num_threads {
+        Some(n) => Some(
+            usize::try_from(n)
+                .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?,
+        ),
+        None => None,
+    };
+    batch::pool(threads).map_err(to_py_err)
+}
+
+/// The bitmask of a fill call, checked against the first request's vocabulary
+/// (with no requests there is no width to check, but the buffer still must be valid).
+fn fill_bitmask<'py>(
+    bitmask: &Bound<'py, PyAny>,
+    items: &[Item<'_>],
+    spans: &[Span<'_>],
+) -> PyResult<Bitmask<'py>> {
+    let vocab_size = items
+        .first()
+        .map(|it| it.matcher.core.grammar().vocab().vocab_size());
+    let bm = Bitmask::new(bitmask, vocab_size)?;
+    batch::check_layout(spans, bm.rows, bm.words).map_err(to_py_err)?;
+    Ok(bm)
 }
 
 fn run_fill(
@@ -112,36 +146,70 @@ fn run_fill(
     num_threads: Option<i64>,
     with_drafts: bool,
 ) -> PyResult<Vec<usize>> {
-    let parsed = parse_requests(items, with_drafts)?;
-    let threads = match num_threads {
-        Some(n) => Some(
-            usize::try_from(n)
-                .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?,
-        ),
-        None => None,
+    let (arity, shape) = if with_drafts {
+        (3, "(matcher, row, drafts)")
+    } else {
+        (2, "(matcher, row)")
     };
-    let pool = batch::pool(threads).map_err(to_py_err)?;
-    // With no requests there is no width to check, but the buffer still must be valid.
-    let vocab_size = parsed
-        .matchers
-        .first()
-        .map(|m| m.core.grammar().vocab().vocab_size());
-    let mut bm = Bitmask::new(bitmask, vocab_size)?;
-    let reqs: Vec<DraftRequest<'_>> = parsed
-        .matchers
-        .iter()
-        .zip(parsed.rows)
-        .zip(parsed.drafts)
-        .map(|((m, row), drafts)| DraftRequest {
-            matcher: &m.core,
-            row,
+    let items = parse_items(items, arity, shape)?;
+    let mut reqs: Vec<DraftRequest<'_>> = Vec::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        let drafts = match it.rest.first() {
+            Some(d) => it
+                .matcher
+                .core
+                .check_ids(&int_seq(d, i, "drafts")?)
+                .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?,
+            None => Vec::new(),
+        };
+        reqs.push(DraftRequest {
+            matcher: &it.matcher.core,
+            row: it.row,
             drafts,
-        })
-        .collect();
-    let (rows, words) = (bm.rows, bm.words);
-    batch::check_layout(&reqs, rows, words).map_err(to_py_err)?;
+        });
+    }
+    let pool = thread_pool(num_threads)?;
+    let spans: Vec<Span<'_>> = reqs.iter().map(DraftRequest::span).collect();
+    let mut bm = fill_bitmask(bitmask, &items, &spans)?;
+    let words = bm.words;
     let buf = bm.words_mut();
     detached(py, || batch::fill_with_drafts(&reqs, buf, words, &pool))?.map_err(to_py_err)
+}
+
+/// Reads a tree: `(tokens, parents)` or SGLang's
+/// `(retrieve_next_token, retrieve_next_sibling, draft_tokens)`.
+fn parse_tree(tree: &Bound<'_, PyAny>, i: usize, m: &PyMatcher) -> PyResult<DraftTree> {
+    const SHAPE: &str = "(tokens, parents) or (retrieve_next_token, retrieve_next_sibling, \
+                         draft_tokens)";
+    let parts: Vec<Bound<'_, PyAny>> =
+        if tree.is_instance_of::<PyTuple>() || tree.is_instance_of::<PyList>() {
+            tree.try_iter()?.collect::<PyResult<_>>()?
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "item {i}: the tree must be a tuple {SHAPE}"
+            )));
+        };
+    let vocab = m.core.grammar().vocab();
+    let tree = match parts.as_slice() {
+        [tokens, parents] => DraftTree::from_parents(
+            &int_seq(tokens, i, "tokens")?,
+            &int_seq(parents, i, "parents")?,
+            vocab,
+        ),
+        [next, sibling, tokens] => DraftTree::from_first_child_next_sibling(
+            &int_seq(next, i, "retrieve_next_token")?,
+            &int_seq(sibling, i, "retrieve_next_sibling")?,
+            &int_seq(tokens, i, "draft_tokens")?,
+            vocab,
+        ),
+        _ => {
+            return Err(PyTypeError::new_err(format!(
+                "item {i}: the tree must be a tuple {SHAPE}, got {} elements",
+                parts.len()
+            )))
+        }
+    };
+    tree.map_err(|e| PyValueError::new_err(format!("item {i}: {e}")))
 }
 
 /// Fills row `row` of `bitmask` for each `(matcher, row)`, in parallel.
@@ -171,6 +239,38 @@ fn fill_next_token_bitmask_par_with_draft_tokens(
     run_fill(py, matchers, bitmask, num_threads, true)
 }
 
+/// For each `(matcher, row, tree)`, fills row `row + i` with the mask for
+/// the children of tree node i (node 0 is the last verified token). A tree is
+/// `(tokens, parents)` with `parents[0] == -1` and `parents[i] < i`, or
+/// SGLang's EAGLE `(retrieve_next_token, retrieve_next_sibling, draft_tokens)`.
+/// Nodes whose token the grammar refuses, and their descendants, get rows of
+/// -1. Returns, per request, a list saying which nodes are grammar-valid;
+/// matchers are left unchanged.
+#[pyfunction]
+#[pyo3(signature = (requests, bitmask, num_threads=None))]
+fn fill_next_token_bitmask_par_with_draft_tree(
+    py: Python<'_>,
+    requests: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+    num_threads: Option<i64>,
+) -> PyResult<Vec<Vec<bool>>> {
+    let items = parse_items(requests, 3, "(matcher, row, tree)")?;
+    let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        reqs.push(TreeRequest {
+            matcher: &it.matcher.core,
+            row: it.row,
+            tree: parse_tree(&it.rest[0], i, &it.matcher)?,
+        });
+    }
+    let pool = thread_pool(num_threads)?;
+    let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
+    let mut bm = fill_bitmask(bitmask, &items, &spans)?;
+    let words = bm.words;
+    let buf = bm.words_mut();
+    detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
@@ -179,6 +279,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_par, m)?)?;
     m.add_function(wrap_pyfunction!(
         fill_next_token_bitmask_par_with_draft_tokens,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        fill_next_token_bitmask_par_with_draft_tree,
         m
     )?)?;
     Ok(())

@@ -1,0 +1,213 @@
+"""Draft-tree fills (Medusa / EAGLE): every row equals the sequential walk of
+its node's path, refused subtrees get -1 rows, matchers are unchanged, and
+both tree forms (parent arrays and SGLang's first-child / next-sibling
+arrays) describe the same tree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import maskpar
+
+TOKENS = [b"a", b"b", b"ab", b"ba", b"c", b"1", b"12", b"<eos>", b"<pad>"]
+EOS = 7
+VOCAB = 70
+SENTINEL = 0x5A5A5A5A
+SOURCES = [
+    ("regex", "(ab|ba)+c?"),
+    ("regex", "[ab]*c1+"),
+    ("gbnf", 'root ::= e\ne ::= "a" e "b" | "c" | e "1" | e e'),
+    ("lark", 'start: x+\nx: "ab" | "ba" "c"? | /1+/'),
+]
+WORDS = (VOCAB + 31) // 32
+
+
+@pytest.fixture(scope="module")
+def grammars():
+    tok = maskpar.Tokenizer.from_vocab(TOKENS, [EOS], [8], vocab_size=VOCAB)
+    out = []
+    for kind, src in SOURCES:
+        if kind == "regex":
+            out.append(maskpar.compile_regex(tok, src))
+        else:
+            out.append(maskpar.compile_grammar(tok, src, syntax=kind))
+    return out
+
+
+def paths(parents):
+    """Each node's tokens from the root's first child down to the node."""
+    out = [[]]
+    for i in range(1, len(parents)):
+        out.append(out[parents[i]] + [i])
+    return out
+
+
+def reference_rows(m, tokens, parents):
+    """The sequential walk: for each node, a fork consumes the node's path
+    one token at a time and fills one row; -1 if any token is refused."""
+    rows = np.full((len(tokens), WORDS), -1, dtype=np.int32)
+    valid = []
+    for i, path in enumerate(paths(parents)):
+        f = m.fork()
+        ok = all(f.consume_token(tokens[j]) for j in path)
+        if ok:
+            f.fill_next_token_bitmask(rows, i)
+        valid.append(ok)
+    return rows, valid
+
+
+def to_first_child_next_sibling(parents, perm):
+    """SGLang's arrays for the tree `parents`, with node i renumbered perm[i]."""
+    n = len(parents)
+    next_token = [-1] * n
+    next_sibling = [-1] * n
+    last_child = {}
+    for i in range(1, n):
+        p = parents[i]
+        if p in last_child:
+            next_sibling[perm[last_child[p]]] = perm[i]
+        else:
+            next_token[perm[p]] = perm[i]
+        last_child[p] = i
+    return next_token, next_sibling
+
+
+@st.composite
+def trees(draw):
+    n = draw(st.integers(1, 12))
+    parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
+    # Mostly tokens that keep the walk alive, some anything.
+    tokens = [draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, EOS, 8, 30]))] + [
+        draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, EOS, 8, 30])) for _ in range(1, n)
+    ]
+    perm = [0] + draw(st.permutations(list(range(1, n))))
+    return tokens, parents, perm
+
+
+request = st.tuples(
+    st.integers(0, len(SOURCES) - 1),
+    st.lists(st.sampled_from([0, 1, 2, 3, 4, 5, 6]), max_size=4),  # history
+    trees(),
+    st.integers(0, 2),  # gap before this request's rows
+    st.sampled_from(["parents", "sglang"]),
+    st.sampled_from(["list", "numpy", "torch"]),
+)
+
+
+def as_array(xs, how):
+    if how == "numpy":
+        return np.asarray(xs, dtype=np.int64)
+    if how == "torch":
+        import torch
+
+        return torch.tensor(xs, dtype=torch.int64)
+    return list(xs)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reqs=st.lists(request, max_size=6), threads=st.sampled_from([1, 2, 3, 8]))
+def test_tree_fill_equals_sequential_walk(grammars, reqs, threads):
+    items, expect, row = [], [], 0
+    for gi, hist, (tokens, parents, perm), gap, form, how in reqs:
+        m = maskpar.Matcher(grammars[gi])
+        m.consume_tokens(hist[: m.validate_tokens(hist)])
+        rows, valid = reference_rows(m, tokens, parents)
+        row += gap
+        n = len(tokens)
+        if form == "parents":
+            tree = (as_array(tokens, how), as_array(parents, how))
+            order = list(range(n))
+        else:
+            nt, ns = to_first_child_next_sibling(parents, perm)
+            renumbered = [0] * n
+            for i in range(n):
+                renumbered[perm[i]] = tokens[i]
+            tree = (as_array(nt, how), as_array(ns, how), as_array(renumbered, how))
+            order = perm  # node i of the reference is row perm[i]
+        items.append((m, row, tree))
+        expect.append((row, rows, valid, order))
+        row += n
+    total = row + 1
+    bm = np.full((total, WORDS), SENTINEL, dtype=np.int32)
+    before = [(m.num_consumed, m.is_accepting(), m.forced_tokens()) for m, _, _ in items]
+    got = maskpar.fill_next_token_bitmask_par_with_draft_tree(items, bm, num_threads=threads)
+    covered = np.zeros(total, dtype=bool)
+    for (r, rows, valid, order), got_valid in zip(expect, got):
+        assert len(got_valid) == len(valid)
+        for i, j in enumerate(order):
+            assert got_valid[j] == valid[i]
+            assert np.array_equal(bm[r + j], rows[i]), f"node {i} (row {r + j})"
+            covered[r + j] = True
+    assert (bm[~covered] == SENTINEL).all()
+    after = [(m.num_consumed, m.is_accepting(), m.forced_tokens()) for m, _, _ in items]
+    assert after == before
+
+
+def test_refused_subtree_rows_are_minus_one(grammars):
+    m = maskpar.Matcher(grammars[0])  # (ab|ba)+c?
+    #       0
+    #   ab(1)   c(2)   <- "c" is refused at the start
+    #   c(3)    ab(4)
+    #  EOS(5)
+    tokens = [99, 2, 4, 4, 2, EOS]
+    parents = [-1, 0, 0, 1, 2, 3]
+    bm = np.zeros((6, WORDS), dtype=np.int32)
+    valid = maskpar.fill_next_token_bitmask_par_with_draft_tree([(m, 0, (tokens, parents))], bm)
+    assert valid == [[True, True, False, True, False, True]]
+    assert (bm[2] == -1).all() and (bm[4] == -1).all()
+    eos_only = np.zeros(WORDS, dtype=np.int32)
+    eos_only[EOS // 32] = 1 << EOS
+    assert np.array_equal(bm[5], eos_only)  # after EOS only EOS
+    assert m.num_consumed == 0
+
+
+def test_single_node_tree_is_a_plain_fill(grammars):
+    m = maskpar.Matcher(grammars[2])
+    bm = np.zeros((1, WORDS), dtype=np.int32)
+    one = np.zeros((1, WORDS), dtype=np.int32)
+    assert maskpar.fill_next_token_bitmask_par_with_draft_tree([(m, 0, ([5], [-1]))], bm) == [
+        [True]
+    ]
+    m.fill_next_token_bitmask(one)
+    assert np.array_equal(bm, one)
+
+
+@pytest.mark.parametrize(
+    "tree, message",
+    [
+        (([], []), "at least node 0"),
+        (([0, 1], [0, 0]), "parent must be -1"),
+        (([0, 1, 2], [-1, 2, 0]), "node 1: parent 2"),
+        (([0, 1], [-1]), "differ in length"),
+        (([0, VOCAB], [-1, 0]), "node 1: token id 70"),
+        (([1, -1, -1], [-1, -1, -1], [0, 0, 0]), "node 2 is not reachable"),
+        (([1, -1, -1], [-1, 2, 1], [0, 0, 0]), "reached twice"),
+        (([1, -1], [-1, 5], [0, 0]), "retrieve_next_sibling[1] = 5"),
+        (([0, 1],), "got 1 elements"),
+        (([0, "x"], [-1, 0]), "tokens must be a sequence of ints"),
+        ("01", "must be a tuple"),
+    ],
+)
+def test_malformed_trees_raise_before_writing(grammars, tree, message):
+    m = maskpar.Matcher(grammars[0])
+    ok = maskpar.Matcher(grammars[0])
+    bm = np.full((8, WORDS), SENTINEL, dtype=np.int32)
+    with pytest.raises((ValueError, TypeError), match=message.replace("[", r"\[")):
+        maskpar.fill_next_token_bitmask_par_with_draft_tree([(ok, 0, ([0], [-1])), (m, 2, tree)], bm)
+    assert (bm == SENTINEL).all()
+
+
+def test_layout_errors(grammars):
+    m1, m2 = maskpar.Matcher(grammars[0]), maskpar.Matcher(grammars[1])
+    bm = np.zeros((4, WORDS), dtype=np.int32)
+    fill = maskpar.fill_next_token_bitmask_par_with_draft_tree
+    with pytest.raises(ValueError, match="overlap"):
+        fill([(m1, 0, ([0, 1, 2], [-1, 0, 0])), (m2, 2, ([0], [-1]))], bm)
+    with pytest.raises(ValueError, match="do not fit"):
+        fill([(m1, 2, ([0, 1, 2], [-1, 0, 1]))], bm)
+    with pytest.raises(ValueError, match="same Matcher"):
+        fill([(m1, 0, ([0], [-1])), (m1, 1, ([0], [-1]))], bm)
+    assert (bm == 0).all()
