@@ -196,7 +196,9 @@ def test_malformed_trees_raise_before_writing(grammars, tree, message):
     ok = maskpar.Matcher(grammars[0])
     bm = np.full((8, WORDS), SENTINEL, dtype=np.int32)
     with pytest.raises((ValueError, TypeError), match=message.replace("[", r"\[")):
-        maskpar.fill_next_token_bitmask_par_with_draft_tree([(ok, 0, ([0], [-1])), (m, 2, tree)], bm)
+        maskpar.fill_next_token_bitmask_par_with_draft_tree(
+            [(ok, 0, ([0], [-1])), (m, 2, tree)], bm
+        )
     assert (bm == SENTINEL).all()
 
 
