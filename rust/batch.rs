@@ -255,6 +255,35 @@ pub fn fill_with_tree(
     })
 }
 
+/// For each request, its drafts up to the first one the grammar refuses,
+/// extended with the tokens the grammar forces after them, `max_drafts` at
+/// most. Forced tokens are drafts the mask always accepts, so a drafter's
+/// proposal never loses them. Matchers are not changed.
+pub fn grammar_aware_drafts(
+    reqs: &[DraftRequest<'_>],
+    max_drafts: usize,
+    pool: &ThreadPool,
+) -> Result<Vec<Vec<u32>>> {
+    pool.install(|| {
+        reqs.par_iter()
+            .map(|r| {
+                let (chart, states) = r.matcher.draft_states(&r.drafts)?;
+                let accepted = states.len() - 1;
+                let mut out: Vec<u32> = r.drafts[..accepted.min(max_drafts)].to_vec();
+                if out.len() < max_drafts {
+                    // All drafts kept: the chart holds exactly the last state's sets.
+                    let forced = r
+                        .matcher
+                        .grammar()
+                        .forced_tokens(&chart, &states[accepted])?;
+                    out.extend(forced.into_iter().take(max_drafts - out.len()));
+                }
+                Ok(out)
+            })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,11 +44,14 @@ pub struct State {
     pub(crate) terminated: bool,
 }
 
+/// The vocabulary-independent part of a grammar is behind `Arc`s, so one
+/// compiled grammar can serve several tokenizers (`for_vocab`); the caches
+/// are per vocabulary.
 #[derive(Debug)]
 enum Engine {
-    Regex(ByteDfa),
+    Regex(Arc<ByteDfa>),
     Cfg {
-        cfg: Cfg,
+        cfg: Arc<Cfg>,
         initial_chart: Chart,
         initial: CfgState,
         lex_cache: LexCache,
@@ -94,7 +97,7 @@ impl CompiledGrammar {
         let dfa = ByteDfa::new(pattern)?;
         Ok(Self::with_engine(
             vocab,
-            Engine::Regex(dfa),
+            Engine::Regex(Arc::new(dfa)),
             "regex",
             pattern,
         ))
@@ -112,12 +115,44 @@ impl CompiledGrammar {
         let initial = cfg.initial(&mut initial_chart)?;
         let lex_cache = LexCache::new(DEFAULT_MASK_CACHE_BYTES);
         let engine = Engine::Cfg {
-            cfg,
+            cfg: Arc::new(cfg),
             initial_chart,
             initial,
             lex_cache,
         };
         Ok(Self::with_engine(vocab, engine, kind, source))
+    }
+
+    /// The same grammar over another vocabulary: the automata and the parser
+    /// tables are shared, only the token-side tables and caches are new.
+    /// States are vocabulary-independent, so a state of `self` is a state of
+    /// the result.
+    pub fn for_vocab(&self, vocab: Arc<Vocab>) -> Self {
+        let engine = match &self.engine {
+            Engine::Regex(dfa) => Engine::Regex(dfa.clone()),
+            Engine::Cfg {
+                cfg,
+                initial_chart,
+                initial,
+                ..
+            } => Engine::Cfg {
+                cfg: cfg.clone(),
+                initial_chart: initial_chart.clone(),
+                initial: initial.clone(),
+                lex_cache: LexCache::new(DEFAULT_MASK_CACHE_BYTES),
+            },
+        };
+        Self::with_engine(vocab, engine, self.kind, &self.source)
+    }
+
+    /// True if both share one compiled automaton / parser (same grammar,
+    /// possibly over different vocabularies), so their states are interchangeable.
+    pub fn same_language(&self, other: &CompiledGrammar) -> bool {
+        match (&self.engine, &other.engine) {
+            (Engine::Regex(a), Engine::Regex(b)) => Arc::ptr_eq(a, b),
+            (Engine::Cfg { cfg: a, .. }, Engine::Cfg { cfg: b, .. }) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     pub fn vocab(&self) -> &Arc<Vocab> {
@@ -176,7 +211,12 @@ impl CompiledGrammar {
 
     /// The state after `bytes`; None if some byte is refused. `chart` must hold
     /// exactly the sets `s` uses; new sets are appended (and removed on None).
-    fn advance_bytes(&self, chart: &mut Chart, s: &State, bytes: &[u8]) -> Result<Option<State>> {
+    pub fn advance_bytes(
+        &self,
+        chart: &mut Chart,
+        s: &State,
+        bytes: &[u8],
+    ) -> Result<Option<State>> {
         let parse = match (&self.engine, &s.parse) {
             (Engine::Regex(dfa), ParseState::Dfa(q)) => {
                 let next = dfa.step_bytes(*q, bytes);
@@ -419,7 +459,25 @@ impl CompiledGrammar {
             out.push(token);
             pos += len;
         }
+        // Text that must end here forces EOS, when there is only one EOS id.
+        if let ([eos], true) = (self.vocab.eos_token_ids(), pos == forced.len()) {
+            let mut chart = end_chart;
+            if self.is_accepting(&end) && !self.any_live_byte(&mut chart, &end)? {
+                out.push(*eos);
+            }
+        }
         Ok(out)
+    }
+
+    /// True if some byte keeps `s` live (`chart` is left as it was).
+    fn any_live_byte(&self, chart: &mut Chart, s: &State) -> Result<bool> {
+        for b in 0..=255u8 {
+            if self.advance_bytes(chart, s, &[b])?.is_some() {
+                chart.truncate(sets_of(s));
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// True if some token below trie `node` stays live from state `s`.
@@ -539,6 +597,35 @@ mod tests {
             g.forced_tokens(&g.initial_chart(), &g.initial_state())
                 .unwrap(),
             vec![2, 4, 5]
+        );
+    }
+
+    #[test]
+    fn forced_tokens_end_with_eos_when_the_text_must_end() {
+        let g = grammar(&["a", "ab", "<eos>"], "ab");
+        assert_eq!(
+            g.forced_tokens(&Chart::new(), &g.initial_state()).unwrap(),
+            vec![1, 2]
+        );
+        let g = gbnf_grammar(&["a", "ab", "<eos>"], "root ::= \"a\" \"b\"?");
+        let mut chart = g.initial_chart();
+        let s = g
+            .advance(&mut chart, &g.initial_state(), 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(g.forced_tokens(&chart, &s).unwrap(), vec![2]);
+        // "a" may stop or go on: nothing is forced.
+        let s = g.initial_state();
+        let mut chart = g.initial_chart();
+        let s = g.advance(&mut chart, &s, 0).unwrap().unwrap();
+        assert_eq!(g.forced_tokens(&chart, &s).unwrap(), Vec::<u32>::new());
+        // With two EOS ids, neither is forced.
+        let toks = vec![b"ab".to_vec(), b"<e1>".to_vec(), b"<e2>".to_vec()];
+        let v = Arc::new(Vocab::new(toks, &[1, 2], &[], None).unwrap());
+        let g = CompiledGrammar::from_regex(v, "ab").unwrap();
+        assert_eq!(
+            g.forced_tokens(&Chart::new(), &g.initial_state()).unwrap(),
+            vec![0]
         );
     }
 

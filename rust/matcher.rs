@@ -63,6 +63,41 @@ impl MatcherCore {
         }
     }
 
+    /// Consumes raw text bytes (e.g. what another vocabulary's tokens spell)
+    /// if the grammar allows all of them; otherwise returns false and changes
+    /// nothing. One call is one step for `rollback`.
+    pub fn consume_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
+        if self.state.terminated {
+            return Ok(false);
+        }
+        match self
+            .grammar
+            .advance_bytes(&mut self.chart, &self.state, bytes)?
+        {
+            Some(next) => {
+                let prev = std::mem::replace(&mut self.state, next);
+                self.history.push(prev);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// A copy of this matcher (state and history) over `grammar`, which must be
+    /// the same compiled grammar, possibly for another vocabulary.
+    pub fn fork_onto(&self, grammar: Arc<CompiledGrammar>) -> Result<MatcherCore> {
+        if !self.grammar.same_language(&grammar) {
+            return invalid!(
+                "the grammar is not this matcher's grammar (use Grammar.for_tokenizer to get \
+                 the same grammar over another vocabulary)"
+            );
+        }
+        Ok(MatcherCore {
+            grammar,
+            ..self.clone()
+        })
+    }
+
     /// All-or-nothing: consumes every token, or none if any is not allowed.
     pub fn consume_tokens(&mut self, tokens: &[u32]) -> Result<bool> {
         let (chart, states) = self.draft_states(tokens)?;
@@ -213,6 +248,42 @@ mod tests {
         assert!(m.consume_tokens(&[0, 1]).unwrap());
         m.rollback(1).unwrap();
         assert!(!m.is_accepting() && m.num_consumed() == 1);
+    }
+
+    #[test]
+    fn consume_bytes_is_one_step_and_all_or_nothing() {
+        let mut m = matcher();
+        assert!(!m.consume_bytes(b"aab!").unwrap());
+        assert_eq!(m.num_consumed(), 0);
+        assert!(m.consume_bytes(b"aa").unwrap());
+        assert!(m.consume_bytes(b"ab").unwrap());
+        assert!(m.is_accepting() && m.num_consumed() == 2);
+        m.rollback(1).unwrap();
+        assert!(!m.is_accepting());
+        assert!(m.consume_token(1).unwrap() && m.consume_token(2).unwrap());
+        assert!(!m.consume_bytes(b"").unwrap(), "nothing after EOS");
+    }
+
+    #[test]
+    fn fork_onto_another_vocabulary_keeps_the_state() {
+        let mut m = matcher();
+        assert!(m.consume_tokens(&[0, 0]).unwrap());
+        let toks: Vec<Vec<u8>> = ["<eos>", "ab", "aa", "b"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
+        let other = Arc::new(
+            m.grammar()
+                .for_vocab(Arc::new(Vocab::new(toks, &[0], &[], None).unwrap())),
+        );
+        let mut f = m.fork_onto(other.clone()).unwrap();
+        assert!(f.consume_token(1).unwrap() && f.is_accepting());
+        assert!(f.consume_token(0).unwrap() && f.is_terminated());
+        f.rollback(4).unwrap(); // the history came along: 2 tokens before the fork
+        assert_eq!(f.state(), &other.initial_state());
+        let unrelated =
+            Arc::new(CompiledGrammar::from_regex(other.vocab().clone(), "a+b").unwrap());
+        assert!(m.fork_onto(unrelated).is_err());
     }
 
     #[test]

@@ -127,6 +127,27 @@ impl Vocab {
         &self.trie
     }
 
+    /// Splits `bytes` into tokens by longest match from the left. Every text
+    /// token id may appear (not only the tokenizer's canonical merges); an
+    /// error names the first byte no token starts with.
+    pub fn encode_greedy(&self, bytes: &[u8]) -> Result<Vec<u32>> {
+        let max_len = self.trie.max_depth().max(1);
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            let window = &bytes[pos..bytes.len().min(pos + max_len)];
+            let Some(&(len, id)) = self.trie.follow(window).2.last() else {
+                return invalid!(
+                    "no token of this vocabulary starts with byte 0x{:02x} (offset {pos})",
+                    bytes[pos]
+                );
+            };
+            out.push(id);
+            pos += len;
+        }
+        Ok(out)
+    }
+
     /// Checks that `id` is a valid index into the model's logits.
     pub fn check_token_id(&self, id: i64) -> Result<u32> {
         if id < 0 || id as u64 >= self.vocab_size as u64 {
@@ -139,6 +160,16 @@ impl Vocab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn greedy_encoding_takes_the_longest_token() {
+        let vocab = Vocab::new(v(&["a", "ab", "abc", "c", "<eos>"]), &[4], &[], None).unwrap();
+        assert_eq!(vocab.encode_greedy(b"abcab").unwrap(), vec![2, 1]);
+        assert_eq!(vocab.encode_greedy(b"aac").unwrap(), vec![0, 0, 3]);
+        assert!(vocab.encode_greedy(b"").unwrap().is_empty());
+        let err = vocab.encode_greedy(b"ab<").unwrap_err().to_string();
+        assert!(err.contains("0x3c (offset 2)"), "{err}");
+    }
 
     fn v(tokens: &[&str]) -> Vec<Vec<u8>> {
         tokens.iter().map(|t| t.as_bytes().to_vec()).collect()

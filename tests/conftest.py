@@ -45,6 +45,17 @@ def llama3():
     return enc, maskpar.Tokenizer.from_vocab(tokens, LLAMA3_EOS, special)
 
 
+@pytest.fixture(scope="session")
+def qwen3():
+    """(quicktok encoding, maskpar.Tokenizer) for the Qwen3 151k vocabulary."""
+    import quicktok
+
+    enc = quicktok.get_encoding("qwen3")
+    tokens = [enc.decode_single_token_bytes(i) for i in range(enc.n_vocab)]
+    special = [i for i in range(enc.n_vocab) if enc.is_special_token(i)]
+    return enc, maskpar.Tokenizer.from_vocab(tokens, [enc.eot_token], special)
+
+
 def allowed_ids(bitmask: np.ndarray, row: int = 0) -> list[int]:
     """Ids whose bit is set in a bitmask row (numpy int32)."""
     bits = np.unpackbits(bitmask[row].view(np.uint8), bitorder="little")

@@ -132,6 +132,14 @@ def test_forced_tokens_are_a_prefix_of_every_continuation(ast, tokens, data):
         prefix += toks[t]
     forced = m.forced_tokens()
     assert m.validate_tokens(forced) == len(forced)
+    if forced and forced[-1] == eos:
+        # EOS is forced only where the text must end: it is complete and no
+        # byte can follow.
+        forced = forced[:-1]
+        end = prefix + b"".join(toks[t] for t in forced)
+        assert oracle.accepts(end), (pattern, prefix)
+        assert not any(oracle.live(end + bytes([x])) for x in range(256)), (pattern, prefix)
+    assert eos not in forced
     fbytes = b"".join(toks[t] for t in forced)
     # No text may stop or branch before the forced bytes end: at every point
     # inside them EOS is refused and only the forced next byte stays live.

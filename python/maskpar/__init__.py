@@ -18,8 +18,10 @@ from ._core import (
     fill_next_token_bitmask_par_with_draft_tokens,
     fill_next_token_bitmask_par_with_draft_tree,
     get_num_threads,
+    grammar_aware_drafts,
     set_num_threads,
 )
+from ._crossvocab import translate_tokens
 from ._tokenizer import Tokenizer
 from ._torch import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_width
 
@@ -37,5 +39,7 @@ __all__ = [
     "fill_next_token_bitmask_par_with_draft_tokens",
     "fill_next_token_bitmask_par_with_draft_tree",
     "get_num_threads",
+    "grammar_aware_drafts",
     "set_num_threads",
+    "translate_tokens",
 ]

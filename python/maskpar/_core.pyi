@@ -43,6 +43,8 @@ class Tokenizer:
         """The exact bytes of ``token_id`` (``b""`` for padding ids)."""
     def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
         """The concatenated bytes of ``token_ids``."""
+    def encode_greedy(self, data: bytes) -> list[int]:
+        """Splits ``data`` into text tokens by longest match from the left."""
 
 class Grammar:
     """A compiled grammar: immutable, thread-safe, shared by any number of matchers."""
@@ -56,7 +58,10 @@ class Grammar:
         """DFA states (regex) or rules (grammars): a measure of size."""
     @property
     def kind(self) -> str:
-        """"regex", "gbnf" or "lark"."""
+        """The syntax: "regex", "gbnf" or "lark"."""
+    def for_tokenizer(self, tokenizer: Tokenizer) -> Grammar:
+        """The same grammar over another tokenizer: automata and parser tables
+        are shared, only token tables are built."""
 
 class Matcher:
     """Per-request grammar state (one per request; not for concurrent use)."""
@@ -73,8 +78,12 @@ class Matcher:
     def rollback(self, num_tokens: int) -> None:
         """Undoes the last ``num_tokens`` tokens (EOS included)."""
     def reset(self) -> None: ...
-    def fork(self) -> Matcher:
-        """An independent copy with the same state and history."""
+    def fork(self, grammar: Grammar | None = None) -> Matcher:
+        """An independent copy with the same state and history; with
+        ``grammar`` (from ``Grammar.for_tokenizer``) it uses that vocabulary."""
+    def consume_bytes(self, data: bytes | bytearray | str) -> bool:
+        """Consumes raw text if all of it is allowed (one rollback step);
+        False and no change otherwise."""
     def is_accepting(self) -> bool:
         """True if the text so far is in the language (EOS allowed)."""
     def is_terminated(self) -> bool:
@@ -124,6 +133,15 @@ def fill_next_token_bitmask_par_with_draft_tree(
     """Row ``row + i`` = mask for the children of node ``i``; nodes the
     grammar refuses, and their descendants, get rows of -1. Returns which
     nodes are grammar-valid, per request; matchers are left unchanged."""
+
+def grammar_aware_drafts(
+    requests: Sequence[tuple[Matcher, Sequence[int]]],
+    max_drafts: int,
+    num_threads: int | None = None,
+) -> list[list[int]]:
+    """Per request: the drafts up to the first one the grammar refuses, then
+    the tokens the grammar forces, ``max_drafts`` at most. Every list is
+    accepted whole; matchers are left unchanged."""
 
 def set_num_threads(n: int) -> None: ...
 def get_num_threads() -> int: ...

@@ -36,11 +36,13 @@ struct Item<'py> {
 }
 
 /// Reads `[(matcher, row, ...), ...]` where each item has `arity` elements
-/// (`shape` names them for errors), checking matchers and rows.
+/// (`shape` names them for errors), checking matchers and rows. Without
+/// `with_row`, items are `(matcher, ...)` and every row is 0.
 fn parse_items<'py>(
     items: &Bound<'py, PyAny>,
     arity: usize,
     shape: &str,
+    with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
     let mut out = Vec::new();
     let mut seen: Vec<usize> = Vec::new();
@@ -73,9 +75,13 @@ fn parse_items<'py>(
             )));
         }
         seen.push(ptr);
-        let row: i64 = parts[1]
-            .extract()
-            .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?;
+        let row: i64 = if with_row {
+            parts[1]
+                .extract()
+                .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?
+        } else {
+            0
+        };
         if row < 0 {
             return Err(PyValueError::new_err(format!(
                 "item {i}: row must be >= 0, got {row}"
@@ -87,7 +93,7 @@ fn parse_items<'py>(
         out.push(Item {
             matcher,
             row: row as usize,
-            rest: parts.split_off(2),
+            rest: parts.split_off(1 + with_row as usize),
         });
     }
     Ok(out)
@@ -151,7 +157,7 @@ fn run_fill(
     } else {
         (2, "(matcher, row)")
     };
-    let items = parse_items(items, arity, shape)?;
+    let items = parse_items(items, arity, shape, true)?;
     let mut reqs: Vec<DraftRequest<'_>> = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
         let drafts = match it.rest.first() {
@@ -254,7 +260,7 @@ fn fill_next_token_bitmask_par_with_draft_tree(
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<i64>,
 ) -> PyResult<Vec<Vec<bool>>> {
-    let items = parse_items(requests, 3, "(matcher, row, tree)")?;
+    let items = parse_items(requests, 3, "(matcher, row, tree)", true)?;
     let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
         reqs.push(TreeRequest {
@@ -271,6 +277,38 @@ fn fill_next_token_bitmask_par_with_draft_tree(
     detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)
 }
 
+/// Grammar-aware drafts: for each `(matcher, drafts)`, the drafts up to the
+/// first one the grammar refuses, then the tokens the grammar forces after
+/// them, at most `max_drafts` in all. Every returned list is accepted by the
+/// matcher as a whole; matchers are left unchanged.
+#[pyfunction]
+#[pyo3(signature = (requests, max_drafts, num_threads=None))]
+fn grammar_aware_drafts(
+    py: Python<'_>,
+    requests: &Bound<'_, PyAny>,
+    max_drafts: i64,
+    num_threads: Option<i64>,
+) -> PyResult<Vec<Vec<u32>>> {
+    let max_drafts = usize::try_from(max_drafts)
+        .map_err(|_| PyValueError::new_err(format!("max_drafts must be >= 0, got {max_drafts}")))?;
+    let items = parse_items(requests, 2, "(matcher, drafts)", false)?;
+    let mut reqs: Vec<DraftRequest<'_>> = Vec::with_capacity(items.len());
+    for (i, it) in items.iter().enumerate() {
+        let drafts = it
+            .matcher
+            .core
+            .check_ids(&int_seq(&it.rest[0], i, "drafts")?)
+            .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?;
+        reqs.push(DraftRequest {
+            matcher: &it.matcher.core,
+            row: 0,
+            drafts,
+        });
+    }
+    let pool = thread_pool(num_threads)?;
+    detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?.map_err(to_py_err)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(get_num_threads, m)?)?;
@@ -285,5 +323,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         fill_next_token_bitmask_par_with_draft_tree,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(grammar_aware_drafts, m)?)?;
     Ok(())
 }

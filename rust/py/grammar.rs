@@ -40,6 +40,15 @@ impl PyGrammar {
         self.inner.kind()
     }
 
+    /// The same grammar over another tokenizer: automata and parser tables
+    /// are shared, only the token tables are built. Matchers can move between
+    /// the two with `Matcher.fork(grammar=...)`.
+    fn for_tokenizer(&self, py: Python<'_>, tokenizer: &PyTokenizer) -> PyResult<PyGrammar> {
+        let vocab = tokenizer.vocab.clone();
+        let g = detached(py, || self.inner.for_vocab(vocab))?;
+        Ok(PyGrammar { inner: Arc::new(g) })
+    }
+
     fn __repr__(&self) -> String {
         let src = self.inner.source();
         let short: String = src.chars().take(60).collect();

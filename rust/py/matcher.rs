@@ -1,5 +1,6 @@
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use super::buffer::Bitmask;
 use super::grammar::PyGrammar;
@@ -100,11 +101,38 @@ impl PyMatcher {
         Ok(())
     }
 
-    /// An independent copy with the same state and rollback history.
-    fn fork(slf: &Bound<'_, Self>) -> PyResult<PyMatcher> {
-        Ok(PyMatcher {
-            core: shared(slf)?.core.clone(),
-        })
+    /// An independent copy with the same state and rollback history. With
+    /// `grammar` (this grammar for another tokenizer, from
+    /// `Grammar.for_tokenizer`), the copy masks and consumes that tokenizer's ids.
+    #[pyo3(signature = (grammar=None))]
+    fn fork(slf: &Bound<'_, Self>, grammar: Option<&PyGrammar>) -> PyResult<PyMatcher> {
+        let this = shared(slf)?;
+        let core = match grammar {
+            None => this.core.clone(),
+            Some(g) => this.core.fork_onto(g.inner.clone()).map_err(to_py_err)?,
+        };
+        Ok(PyMatcher { core })
+    }
+
+    /// Consumes raw text (bytes, or str as UTF-8) if the grammar allows all of
+    /// it, e.g. text another vocabulary's tokens spell; returns False and
+    /// leaves the state unchanged if not. One call is one `rollback` step.
+    fn consume_bytes(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let bytes: Vec<u8> = if let Ok(b) = data.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else if let Ok(b) = data.cast::<PyByteArray>() {
+            b.to_vec()
+        } else if data.is_instance_of::<PyString>() {
+            data.extract::<String>()?.into_bytes()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "consume_bytes takes bytes, bytearray or str, got {}",
+                data.get_type()
+            )));
+        };
+        let mut this = mutable(slf)?;
+        let core = &mut this.core;
+        detached(slf.py(), || core.consume_bytes(&bytes))?.map_err(to_py_err)
     }
 
     /// True if the text consumed so far is in the language (EOS is allowed).

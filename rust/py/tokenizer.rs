@@ -125,6 +125,14 @@ impl PyTokenizer {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// Splits `data` into this vocabulary's text tokens by longest match from
+    /// the left (not necessarily the tokenizer's own merges). ValueError if
+    /// some byte starts no token.
+    fn encode_greedy(&self, py: Python<'_>, data: &[u8]) -> PyResult<Vec<u32>> {
+        let vocab = &self.vocab;
+        detached(py, || vocab.encode_greedy(data))?.map_err(to_py_err)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Tokenizer(num_tokens={}, vocab_size={}, eos_token_ids={:?})",
