@@ -86,6 +86,7 @@ from bench_regex import (  # noqa: E402
     Vocab,
     bits_of,
     load_vocab,
+    print_aligned,
     versions,
     xgrammar_tokenizer_info,
 )
@@ -664,14 +665,6 @@ def _f(v: float) -> str:
     return f"{v:.2f}"
 
 
-def _table(lines: list[list[str]]) -> None:
-    widths = [max(len(x[i]) for x in lines) for i in range(len(lines[0]))]
-    for j, line in enumerate(lines):
-        print("  " + "  ".join(c.rjust(w) for c, w in zip(line, widths)))
-        if j == 0:
-            print("  " + "  ".join("-" * w for w in widths))
-
-
 def print_results(wl: Workload, names: list[str], stats: Stats) -> None:
     head = [
         "engine",
@@ -719,7 +712,7 @@ def print_results(wl: Workload, names: list[str], stats: Stats) -> None:
     if len(lines) == 1:
         print("  (no text accepted by every engine)")
         return
-    _table(lines)
+    print_aligned(lines, indent="  ")
     refs = [n for n in agg if n != "maskpar"]
     if "maskpar" in agg and refs:
         mp = agg["maskpar"]

@@ -669,6 +669,15 @@ def fmt_ms(v: float | None) -> str:
     return "-" if v is None else (f"{v:.3f}" if v < 10 else f"{v:.1f}")
 
 
+def print_aligned(lines: list[list[str]], indent: str = "") -> None:
+    """Prints rows of cells right-aligned in columns, a rule under the first."""
+    widths = [max(len(x[i]) for x in lines) for i in range(len(lines[0]))]
+    for j, line in enumerate(lines):
+        print(indent + "  ".join(c.rjust(w) for c, w in zip(line, widths)))
+        if j == 0:
+            print(indent + "  ".join("-" * w for w in widths))
+
+
 def print_table(results: list[Result], names: list[str]) -> None:
     refs = [n for n in names if n != "maskpar"]
     head = ["B", "K", "rows"]
@@ -692,11 +701,7 @@ def print_table(results: list[Result], names: list[str]) -> None:
                 f"{stats['maskpar'][1] / best_p50:.3f}",
             ]
         lines.append(row)
-    widths = [max(len(x[i]) for x in lines) for i in range(len(head))]
-    for j, line in enumerate(lines):
-        print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
-        if j == 0:
-            print("  ".join("-" * w for w in widths))
+    print_aligned(lines)
 
 
 def print_extra(results: list[Result], names: list[str]) -> None:

@@ -66,6 +66,7 @@ from bench_regex import (  # noqa: E402
     judge,
     load_vocab,
     popcount,
+    print_aligned,
     versions,
     xgrammar_tokenizer_info,
 )
@@ -341,11 +342,7 @@ def print_results(results: list[Result], threads: int) -> None:
             worst_p99, worst_p99_at = ratios[2], f"B={r.batch} N={r.nodes}"
         line += [f"{x:.3f}" for x in ratios]
         lines.append(line)
-    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
-    for j, row in enumerate(lines):
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-        if j == 0:
-            print("  ".join("-" * w for w in widths))
+    print_aligned(lines)
     verdict = "met" if worst_mean <= 0.5 else "NOT met"
     print(f"target (mean <= 0.5x the best reference at every size): {verdict}")
     print(f"largest ratios: mean {worst_mean:.3f}, p99 {worst_p99:.3f} ({worst_p99_at})")
