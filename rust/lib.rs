@@ -12,6 +12,7 @@ pub mod error;
 pub mod grammar;
 pub mod matcher;
 pub mod regex_dfa;
+pub mod schema;
 pub mod tree;
 pub mod trie;
 pub mod vocab;

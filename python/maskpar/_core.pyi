@@ -104,6 +104,26 @@ def compile_grammar(tokenizer: Tokenizer, source: str, syntax: str = "auto") -> 
     ``root``), "lark" (start rule ``start``) or "auto" (GBNF if the text has
     ``::=`` rules, else Lark). Errors name the line and column."""
 
+def compile_json_schema(
+    tokenizer: Tokenizer,
+    schema: dict[str, Any] | bool | str,
+    *,
+    whitespace: str = "flexible",
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    strict_properties: bool = False,
+    assert_formats: bool = True,
+) -> Grammar:
+    """Compiles a JSON Schema (dict or JSON text) to a grammar over the text
+    ``json.dumps(value, ensure_ascii=False)`` writes for exactly the values it
+    validates. ``whitespace`` is "flexible" (any JSON whitespace) or
+    "compact"; ``separators=(item, key)`` fixes them exactly;
+    ``strict_properties`` refuses unlisted properties unless
+    ``additionalProperties`` allows them; known formats constrain strings
+    unless ``assert_formats=False``. Keywords that cannot be compiled exactly
+    raise ValueError naming the keyword and its JSON pointer. Results are
+    cached by content (thread-safe)."""
+
 def fill_next_token_bitmask_par(
     matchers: Sequence[tuple[Matcher, int]],
     bitmask: Bitmask,

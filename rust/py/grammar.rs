@@ -6,7 +6,13 @@ use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
 use crate::cfg::{gbnf, lark};
 use crate::grammar::CompiledGrammar;
-use pyo3::exceptions::PyValueError;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::types::{PyBool, PyDict, PyString};
+
+use crate::schema::{self, SchemaOptions, Whitespace};
 
 /// A compiled grammar: immutable, thread-safe, shared by any number of matchers.
 #[pyclass(frozen, module = "maskpar._core", name = "Grammar")]
@@ -34,7 +40,7 @@ impl PyGrammar {
         self.inner.num_states()
     }
 
-    /// The grammar's syntax: "regex" or "gbnf".
+    /// The grammar's syntax: "regex", "gbnf", "lark" or "json_schema".
     #[getter]
     fn kind(&self) -> &'static str {
         self.inner.kind()
@@ -106,4 +112,98 @@ pub fn compile_grammar(
     })?
     .map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
+}
+
+/// Compiled JSON schemas by (vocabulary, schema text, options): frameworks
+/// compile the same schema for many requests. Entries hold their vocabulary
+/// alive, so its address identifies it; the oldest entries are dropped past
+/// `SCHEMA_CACHE_ENTRIES`.
+static SCHEMA_CACHE: Mutex<Option<SchemaCache>> = Mutex::new(None);
+const SCHEMA_CACHE_ENTRIES: usize = 256;
+
+type SchemaKey = (usize, String, String);
+
+#[derive(Default)]
+struct SchemaCache {
+    map: HashMap<SchemaKey, Arc<CompiledGrammar>>,
+    order: VecDeque<SchemaKey>,
+}
+
+/// Compiles a JSON Schema (a dict or JSON text) to a grammar over JSON text.
+#[pyfunction]
+#[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true))]
+#[allow(clippy::too_many_arguments)]
+pub fn compile_json_schema(
+    py: Python<'_>,
+    tokenizer: &PyTokenizer,
+    schema: &Bound<'_, PyAny>,
+    whitespace: &str,
+    indent: Option<&Bound<'_, PyAny>>,
+    separators: Option<(String, String)>,
+    strict_properties: bool,
+    assert_formats: bool,
+) -> PyResult<PyGrammar> {
+    let text: String = if schema.is_instance_of::<PyString>() {
+        schema.extract()?
+    } else if schema.is_instance_of::<PyDict>() || schema.is_instance_of::<PyBool>() {
+        py.import("json")?
+            .call_method1("dumps", (schema,))?
+            .extract()?
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "schema must be a dict, a bool or JSON text, got {}",
+            schema.get_type()
+        )));
+    };
+    if indent.is_some_and(|i| !i.is_none()) {
+        return Err(PyValueError::new_err(
+            "indent= is not supported yet; whitespace=\"flexible\" (the default) accepts \
+             indented output",
+        ));
+    }
+    let whitespace = match whitespace {
+        "flexible" => Whitespace::Flexible,
+        "compact" => Whitespace::Compact,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "whitespace must be 'flexible' or 'compact', got {other:?}"
+            )))
+        }
+    };
+    let opts = SchemaOptions {
+        whitespace,
+        separators,
+        strict_properties,
+        assert_formats,
+    };
+    let vocab = tokenizer.vocab.clone();
+    let key: SchemaKey = (Arc::as_ptr(&vocab) as usize, text, format!("{opts:?}"));
+    let cached = {
+        let guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().and_then(|c| c.map.get(&key).cloned())
+    };
+    if let Some(g) = cached {
+        return Ok(PyGrammar { inner: g });
+    }
+    let source = key.1.clone();
+    let g = detached(py, || {
+        let ast = schema::compile(&source, &opts)?;
+        CompiledGrammar::from_ast(vocab, &ast, "json_schema", &source)
+    })?
+    .map_err(to_py_err)?;
+    let g = Arc::new(g);
+    let mut guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(SchemaCache::default);
+    if !cache.map.contains_key(&key) {
+        if cache.order.len() >= SCHEMA_CACHE_ENTRIES {
+            if let Some(old) = cache.order.pop_front() {
+                cache.map.remove(&old);
+            }
+        }
+        cache.order.push_back(key.clone());
+        cache.map.insert(key.clone(), g.clone());
+    }
+    Ok(PyGrammar {
+        inner: cache.map[&key].clone(),
+    })
 }

@@ -1,0 +1,1026 @@
+//! JSON Schema front end: a schema compiles to the grammar AST the CFG
+//! engine runs, exactly or not at all. A keyword maskpar cannot compile
+//! exactly is refused with an error naming it and its JSON pointer; nothing
+//! is loosened or tightened silently. The grammar generates the text
+//! `json.dumps(value, ensure_ascii=False)` writes (with flexible whitespace
+//! by default), for exactly the values the schema validates.
+
+mod numbers;
+mod strings;
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::cfg::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
+use crate::error::{Error, Result};
+
+/// Objects with at most this many listed properties accept them in any
+/// order (the grammar has one rule per subset of properties used).
+pub const MAX_ANY_ORDER_PROPERTIES: usize = 10;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Whitespace {
+    /// Any JSON whitespace between tokens (what json.dumps writes with or
+    /// without indent and with any separators).
+    Flexible,
+    /// None at all: `{"a":1,"b":[2,3]}`.
+    Compact,
+}
+
+#[derive(Clone, Debug)]
+pub struct SchemaOptions {
+    pub whitespace: Whitespace,
+    /// Exact separators `(item, key)` as json.dumps takes them, e.g.
+    /// `(", ", ": ")`; overrides `whitespace`.
+    pub separators: Option<(String, String)>,
+    /// Properties not listed are refused unless `additionalProperties` allows them.
+    pub strict_properties: bool,
+    /// Known `format`s constrain strings; false: every format is an annotation.
+    pub assert_formats: bool,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            whitespace: Whitespace::Flexible,
+            separators: None,
+            strict_properties: false,
+            assert_formats: true,
+        }
+    }
+}
+
+/// Keywords that only annotate (or that maskpar treats as annotations per the
+/// specification, like unknown `format`s); everything else listed in
+/// `CONSTRAINING` must be compiled or refused.
+const UNSUPPORTED: &[&str] = &[
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependentRequired",
+    "dependencies",
+    "patternProperties",
+    "propertyNames",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "minProperties",
+    "maxProperties",
+    "multipleOf",
+    "$dynamicRef",
+    "$recursiveRef",
+];
+
+/// Compiles `schema` (JSON text) to a grammar whose start rule is `root`.
+pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
+    let root: Value = serde_json::from_str(schema)
+        .map_err(|e| Error::Compile(format!("the schema is not valid JSON: {e}")))?;
+    let mut c = Compiler {
+        root: &root,
+        opts,
+        rules: Vec::new(),
+        by_pointer: HashMap::new(),
+        any: None,
+        objects: 0,
+    };
+    let top = c.rule_for("", &root)?;
+    c.rules.push(rule("root", Node::Ref(top, Pos::default())));
+    Ok(GrammarAst {
+        rules: c.rules,
+        terminals: Vec::new(),
+        ignore: Vec::new(),
+        start: "root".into(),
+        lexing: Lexing::AllSplits,
+    })
+}
+
+fn rule(name: &str, body: Node) -> RuleDef {
+    RuleDef {
+        name: name.into(),
+        body,
+        pos: Pos::default(),
+    }
+}
+
+fn refuse<T>(ptr: &str, msg: impl std::fmt::Display) -> Result<T> {
+    let at = if ptr.is_empty() { "#" } else { ptr };
+    Err(Error::Compile(format!("schema at {at}: {msg}")))
+}
+
+fn lit(s: &str) -> Node {
+    Node::Literal(s.into())
+}
+
+fn re(s: &str) -> Node {
+    Node::Regex(s.into())
+}
+
+/// Escapes a key for a JSON pointer.
+fn pointer_part(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+const TYPES: [&str; 7] = [
+    "null", "boolean", "object", "array", "string", "number", "integer",
+];
+
+struct Compiler<'a> {
+    root: &'a Value,
+    opts: &'a SchemaOptions,
+    rules: Vec<RuleDef>,
+    by_pointer: HashMap<String, String>,
+    any: Option<String>,
+    /// Objects compiled so far (names their member rules).
+    objects: usize,
+}
+
+impl<'a> Compiler<'a> {
+    fn ws(&self) -> Node {
+        match (&self.opts.separators, &self.opts.whitespace) {
+            (None, Whitespace::Flexible) => re("[ \\t\\n\\r]*"),
+            _ => Node::Empty,
+        }
+    }
+
+    fn item_sep(&self) -> Node {
+        match &self.opts.separators {
+            Some((item, _)) => lit(item),
+            None => Node::seq(vec![self.ws(), lit(","), self.ws()]),
+        }
+    }
+
+    fn key_sep(&self) -> Node {
+        match &self.opts.separators {
+            Some((_, key)) => lit(key),
+            None => Node::seq(vec![self.ws(), lit(":"), self.ws()]),
+        }
+    }
+
+    /// The rule for the schema at `ptr` (memoized, so `$ref` cycles recurse).
+    fn rule_for(&mut self, ptr: &str, schema: &'a Value) -> Result<String> {
+        if let Some(name) = self.by_pointer.get(ptr) {
+            return Ok(name.clone());
+        }
+        let name = format!("s{}", self.by_pointer.len());
+        self.by_pointer.insert(ptr.to_string(), name.clone());
+        let body = self.value(schema, ptr)?;
+        self.rules.push(rule(&name, body));
+        Ok(name)
+    }
+
+    /// Any JSON value.
+    fn any(&mut self) -> Node {
+        if let Some(a) = &self.any {
+            return Node::Ref(a.clone(), Pos::default());
+        }
+        let name = "any_value".to_string();
+        self.any = Some(name.clone());
+        let me = || Node::Ref("any_value".into(), Pos::default());
+        let (ws, isep, ksep) = (self.ws(), self.item_sep(), self.key_sep());
+        let member = Node::seq(vec![self.string_node(None), ksep, me()]);
+        let object = Node::seq(vec![
+            lit("{"),
+            ws.clone(),
+            Node::repeat(
+                Node::seq(vec![
+                    member.clone(),
+                    Node::repeat(Node::seq(vec![isep.clone(), member]), 0, None),
+                    ws.clone(),
+                ]),
+                0,
+                Some(1),
+            ),
+            lit("}"),
+        ]);
+        let array = Node::seq(vec![
+            lit("["),
+            ws.clone(),
+            Node::repeat(
+                Node::seq(vec![
+                    me(),
+                    Node::repeat(Node::seq(vec![isep, me()]), 0, None),
+                    ws,
+                ]),
+                0,
+                Some(1),
+            ),
+            lit("]"),
+        ]);
+        let body = Node::Alt(vec![
+            lit("null"),
+            lit("true"),
+            lit("false"),
+            re(NUMBER),
+            self.string_node(None),
+            object,
+            array,
+        ]);
+        self.rules.push(rule(&name, body));
+        me()
+    }
+
+    /// A string whose encoded contents match `content` (None: any string).
+    fn string_node(&self, content: Option<Node>) -> Node {
+        let inner = content.unwrap_or_else(|| Node::repeat(re(strings::ANY_CHAR), 0, None));
+        Node::seq(vec![lit("\""), inner, lit("\"")])
+    }
+
+    /// The grammar of `schema`, found at JSON pointer `ptr`.
+    fn value(&mut self, schema: &'a Value, ptr: &str) -> Result<Node> {
+        let obj = match schema {
+            Value::Bool(true) => return Ok(self.any()),
+            Value::Bool(false) => return refuse(ptr, "the schema `false` admits no value"),
+            Value::Object(o) => o,
+            _ => return refuse(ptr, "a schema must be an object or a boolean"),
+        };
+        for k in UNSUPPORTED {
+            if obj.contains_key(*k) {
+                return refuse(
+                    &format!("{ptr}/{k}"),
+                    format!("the keyword `{k}` is not supported yet"),
+                );
+            }
+        }
+        if obj.get("uniqueItems") == Some(&Value::Bool(true)) {
+            return refuse(
+                &format!("{ptr}/uniqueItems"),
+                "`uniqueItems: true` is not supported yet",
+            );
+        }
+        let combinators = ["$ref", "anyOf", "oneOf", "allOf", "enum", "const"];
+        let present: Vec<&str> = combinators
+            .iter()
+            .copied()
+            .filter(|k| obj.contains_key(*k))
+            .collect();
+        if let Some(&k) = present.first() {
+            // Intersections are not compiled: the combinator must stand alone
+            // (annotations aside), except `type` next to `enum`/`const`.
+            let others: Vec<&String> = obj
+                .keys()
+                .filter(|x| {
+                    *x != k && is_constraint(x) && !(matches!(k, "enum" | "const") && *x == "type")
+                })
+                .collect();
+            if let Some(o) = others.first() {
+                return refuse(
+                    ptr,
+                    format!("`{k}` together with `{o}` needs an intersection, not supported yet"),
+                );
+            }
+            return match k {
+                "$ref" => self.reference(obj["$ref"].as_str(), ptr),
+                "anyOf" | "oneOf" => self.union(obj, k, ptr),
+                "allOf" => self.all_of(&obj["allOf"], ptr),
+                _ => self.enumeration(obj, ptr),
+            };
+        }
+        let types = self.types(obj, ptr)?;
+        let mut alts = Vec::new();
+        for t in TYPES {
+            if !types.contains(&t) || (t == "integer" && types.contains(&"number")) {
+                continue;
+            }
+            if let Some(n) = self.typed(t, obj, ptr)? {
+                alts.push(n);
+            }
+        }
+        if alts.is_empty() {
+            return refuse(ptr, "no value satisfies this schema");
+        }
+        Ok(Node::alt(alts))
+    }
+
+    fn types(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Vec<&'static str>> {
+        let named = |v: &Value| -> Result<&'static str> {
+            let s = v.as_str().unwrap_or("");
+            TYPES.iter().copied().find(|t| *t == s).map_or_else(
+                || refuse(&format!("{ptr}/type"), format!("unknown type {v}")),
+                Ok,
+            )
+        };
+        match obj.get("type") {
+            None => Ok(TYPES.to_vec()),
+            Some(Value::Array(list)) => list.iter().map(named).collect(),
+            Some(v) => Ok(vec![named(v)?]),
+        }
+    }
+
+    fn reference(&mut self, target: Option<&str>, ptr: &str) -> Result<Node> {
+        let here = format!("{ptr}/$ref");
+        let Some(target) = target else {
+            return refuse(&here, "`$ref` must be a string");
+        };
+        let Some(frag) = target.strip_prefix('#') else {
+            return refuse(
+                &here,
+                format!("only local references (\"#...\") are supported, got {target:?}"),
+            );
+        };
+        // "#..." is relative to the schema resource holding the reference.
+        let (base_ptr, base) = self.resource_of(ptr);
+        let (resolved, node) = if frag.is_empty() || frag.starts_with('/') {
+            let mut node = base;
+            let mut resolved = base_ptr;
+            for part in frag.split('/').skip(1) {
+                let key = percent_decode(part).replace("~1", "/").replace("~0", "~");
+                let next = match node {
+                    Value::Object(o) => o.get(&key),
+                    Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+                    _ => None,
+                };
+                let Some(next) = next else {
+                    return refuse(&here, format!("{target:?} does not resolve"));
+                };
+                node = next;
+                resolved.push('/');
+                resolved.push_str(&pointer_part(&key));
+            }
+            (resolved, node)
+        } else {
+            let mut found = Vec::new();
+            find_anchor(base, &base_ptr, frag, &mut found);
+            match found.len() {
+                1 => found.pop().expect("one"),
+                0 => return refuse(&here, format!("no `$anchor` named {frag:?}")),
+                _ => return refuse(&here, format!("the anchor {frag:?} is defined twice")),
+            }
+        };
+        let name = self.rule_for(&resolved, node)?;
+        Ok(Node::Ref(name, Pos::default()))
+    }
+
+    /// The schema resource (the nearest enclosing schema with an `$id`, else
+    /// the document) of the schema at `ptr`, and its pointer.
+    fn resource_of(&self, ptr: &str) -> (String, &'a Value) {
+        let mut node = self.root;
+        let mut at = String::new();
+        let mut best = (String::new(), self.root);
+        for part in ptr.split('/').skip(1) {
+            let key = part.replace("~1", "/").replace("~0", "~");
+            let next = match node {
+                Value::Object(o) => o.get(&key),
+                Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
+                _ => None,
+            };
+            let Some(next) = next else { break };
+            node = next;
+            at.push('/');
+            at.push_str(part);
+            if node.get("$id").is_some_and(Value::is_string) {
+                best = (at.clone(), node);
+            }
+        }
+        best
+    }
+
+    fn branches(&self, v: &'a Value, k: &str, ptr: &str) -> Result<&'a Vec<Value>> {
+        match v {
+            Value::Array(a) if !a.is_empty() => Ok(a),
+            _ => refuse(
+                &format!("{ptr}/{k}"),
+                format!("`{k}` must be a non-empty array"),
+            ),
+        }
+    }
+
+    /// `anyOf` is a union; `oneOf` is one too when its branches are disjoint
+    /// by type (checked), else refused.
+    fn union(&mut self, obj: &'a Map<String, Value>, k: &str, ptr: &str) -> Result<Node> {
+        let list = self.branches(&obj[k], k, ptr)?;
+        if k == "oneOf" {
+            let mut seen: Vec<&str> = Vec::new();
+            for (i, b) in list.iter().enumerate() {
+                let here = format!("{ptr}/oneOf/{i}");
+                let ts = match b {
+                    Value::Object(o) if o.contains_key("type") => self.types(o, &here)?,
+                    _ => {
+                        return refuse(
+                            &here,
+                            "`oneOf` branches must be disjoint by `type` (use anyOf if they cannot overlap)",
+                        )
+                    }
+                };
+                let ts: Vec<&str> = ts
+                    .into_iter()
+                    .flat_map(|t| {
+                        if t == "number" {
+                            vec!["number", "integer"]
+                        } else {
+                            vec![t]
+                        }
+                    })
+                    .collect();
+                if let Some(t) = ts.iter().find(|t| seen.contains(t)) {
+                    return refuse(&here, format!("`oneOf` branches overlap on type {t:?}"));
+                }
+                seen.extend(ts);
+            }
+        }
+        let mut alts = Vec::new();
+        for (i, b) in list.iter().enumerate() {
+            let name = self.rule_for(&format!("{ptr}/{k}/{i}"), b)?;
+            alts.push(Node::Ref(name, Pos::default()));
+        }
+        Ok(Node::alt(alts))
+    }
+
+    fn all_of(&mut self, v: &'a Value, ptr: &str) -> Result<Node> {
+        let list = self.branches(v, "allOf", ptr)?;
+        if list.len() > 1 {
+            return refuse(
+                &format!("{ptr}/allOf"),
+                "`allOf` with several schemas is not supported yet",
+            );
+        }
+        let name = self.rule_for(&format!("{ptr}/allOf/0"), &list[0])?;
+        Ok(Node::Ref(name, Pos::default()))
+    }
+
+    /// `enum` / `const`: the values' own texts (filtered by `type` if given).
+    fn enumeration(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Node> {
+        let values: Vec<&Value> = match (obj.get("const"), obj.get("enum")) {
+            (Some(c), _) => vec![c],
+            (None, Some(Value::Array(a))) => a.iter().collect(),
+            _ => return refuse(&format!("{ptr}/enum"), "`enum` must be an array"),
+        };
+        let types = self.types(obj, ptr)?;
+        let mut alts = Vec::new();
+        for v in values {
+            if types.iter().any(|t| has_type(v, t)) {
+                alts.push(self.literal(v));
+            }
+        }
+        if alts.is_empty() {
+            return refuse(ptr, "no value of `enum`/`const` satisfies `type`");
+        }
+        Ok(Node::alt(alts))
+    }
+
+    /// The text of one JSON value, as json.dumps writes it (object keys in
+    /// the order given).
+    fn literal(&mut self, v: &Value) -> Node {
+        match v {
+            Value::Null => lit("null"),
+            Value::Bool(b) => lit(if *b { "true" } else { "false" }),
+            Value::Number(n) => number_literal(n),
+            Value::String(s) => lit(&format!("\"{}\"", strings::encode(s))),
+            Value::Array(a) => {
+                let mut items = vec![lit("["), self.ws()];
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.item_sep());
+                    }
+                    items.push(self.literal(x));
+                }
+                items.extend([self.ws(), lit("]")]);
+                Node::seq(items)
+            }
+            Value::Object(o) if o.len() <= MAX_ANY_ORDER_PROPERTIES => {
+                // Equal objects may list their keys in any order.
+                let listed: Vec<(String, Node, bool)> = o
+                    .iter()
+                    .map(|(k, x)| (k.clone(), self.literal(x), true))
+                    .collect();
+                self.members(&listed, None)
+            }
+            Value::Object(o) => {
+                let mut items = vec![lit("{"), self.ws()];
+                for (i, (k, x)) in o.iter().enumerate() {
+                    if i > 0 {
+                        items.push(self.item_sep());
+                    }
+                    items.extend([
+                        lit(&format!("\"{}\"", strings::encode(k))),
+                        self.key_sep(),
+                        self.literal(x),
+                    ]);
+                }
+                items.extend([self.ws(), lit("}")]);
+                Node::seq(items)
+            }
+        }
+    }
+
+    /// The values of JSON type `t` that `obj` validates (None: none do).
+    fn typed(&mut self, t: &str, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
+        Ok(match t {
+            "null" => Some(lit("null")),
+            "boolean" => Some(Node::Alt(vec![lit("true"), lit("false")])),
+            "string" => Some(self.string(obj, ptr)?),
+            "number" => Some(self.number(obj, ptr)?),
+            "integer" => self.integer(obj, ptr)?,
+            "array" => self.array(obj, ptr)?,
+            "object" => self.object(obj, ptr)?,
+            _ => unreachable!("checked type name"),
+        })
+    }
+
+    fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
+        let min = count(obj, "minLength", ptr)?;
+        let max = count(obj, "maxLength", ptr)?;
+        let pattern = match obj.get("pattern") {
+            None => None,
+            Some(Value::String(p)) => {
+                Some(strings::pattern_regex(p).or_else(|e| refuse(&format!("{ptr}/pattern"), e))?)
+            }
+            Some(_) => return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string"),
+        };
+        let format = obj
+            .get("format")
+            .and_then(Value::as_str)
+            .filter(|_| self.opts.assert_formats)
+            .and_then(strings::format_regex);
+        let constrained = match (pattern, format) {
+            (Some(_), Some(_)) => {
+                return refuse(ptr, "`pattern` together with `format` is not supported yet")
+            }
+            (p, f) => p.or(f),
+        };
+        let content = match (constrained, min.or(max)) {
+            (Some(_), Some(_)) => return refuse(
+                ptr,
+                "`minLength`/`maxLength` together with `pattern` or `format` is not supported yet",
+            ),
+            (Some(r), None) => re(&r),
+            (None, _) => Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max),
+        };
+        Ok(self.string_node(Some(content)))
+    }
+
+    fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
+        for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+            if obj.contains_key(k) {
+                return refuse(
+                    &format!("{ptr}/{k}"),
+                    "bounds on non-integer numbers are not supported yet",
+                );
+            }
+        }
+        Ok(re(NUMBER))
+    }
+
+    fn integer(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
+        let num = |k: &str| -> Result<Option<f64>> {
+            match obj.get(k) {
+                None | Some(Value::Bool(_)) => Ok(None),
+                Some(Value::Number(n)) => Ok(n.as_f64()),
+                Some(_) => refuse(&format!("{ptr}/{k}"), format!("`{k}` must be a number")),
+            }
+        };
+        let excl = |k: &str| obj.get(k) == Some(&Value::Bool(true)); // draft 4
+        let mut lo = num("minimum")?.map(|m| {
+            if excl("exclusiveMinimum") {
+                m.floor() as i128 + 1
+            } else {
+                m.ceil() as i128
+            }
+        });
+        let mut hi = num("maximum")?.map(|m| {
+            if excl("exclusiveMaximum") {
+                m.ceil() as i128 - 1
+            } else {
+                m.floor() as i128
+            }
+        });
+        if let Some(m) = num("exclusiveMinimum")? {
+            lo = Some(lo.unwrap_or(i128::MIN).max(m.floor() as i128 + 1));
+        }
+        if let Some(m) = num("exclusiveMaximum")? {
+            hi = Some(hi.unwrap_or(i128::MAX).min(m.ceil() as i128 - 1));
+        }
+        Ok(numbers::int_range_regex(lo, hi).map(|r| re(&format!("{r}(?:\\.0+)?"))))
+    }
+
+    fn array(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
+        let min = count(obj, "minItems", ptr)?.unwrap_or(0);
+        let mut max = count(obj, "maxItems", ptr)?;
+        // Positional schemas, then the schema of the rest (None: no more items).
+        let (prefix, prefix_key, rest, rest_key): (&[Value], &str, Option<&Value>, &str) =
+            match (obj.get("prefixItems"), obj.get("items")) {
+                (Some(Value::Array(p)), items) => (p, "prefixItems", items, "items"),
+                (None, Some(Value::Array(p))) => {
+                    (p, "items", obj.get("additionalItems"), "additionalItems")
+                }
+                (None, items) => (&[], "", items, "items"),
+                (Some(_), _) => {
+                    return refuse(
+                        &format!("{ptr}/prefixItems"),
+                        "`prefixItems` must be an array",
+                    )
+                }
+            };
+        let rest = match rest {
+            Some(Value::Bool(false)) => {
+                max = Some(max.map_or(prefix.len() as u32, |m| m.min(prefix.len() as u32)));
+                None
+            }
+            Some(r) => Some(Node::Ref(
+                self.rule_for(&format!("{ptr}/{rest_key}"), r)?,
+                Pos::default(),
+            )),
+            None => Some(self.any()),
+        };
+        if max.is_some_and(|m| m < min) {
+            return Ok(None);
+        }
+        let mut items: Vec<Node> = Vec::new();
+        for (i, p) in prefix.iter().enumerate() {
+            if p == &Value::Bool(false) {
+                // No array reaches this position.
+                max = Some(max.map_or(i as u32, |m| m.min(i as u32)));
+                break;
+            }
+            items.push(Node::Ref(
+                self.rule_for(&format!("{ptr}/{prefix_key}/{i}"), p)?,
+                Pos::default(),
+            ));
+        }
+        if max.is_some_and(|m| m < min) || (rest.is_none() && (items.len() as u32) < min) {
+            return Ok(None);
+        }
+        // elements(i): what may follow once i items are written (i >= 1).
+        let sep = self.item_sep();
+        let item_at = |i: usize| items.get(i).cloned().or_else(|| rest.clone());
+        let limit = max.map(|m| m as usize);
+        let settled = items.len().max(min as usize).max(1);
+        // From `settled` items on, any number of rest items up to the limit.
+        let mut tail = match (&rest, limit) {
+            (Some(r), l) if l.is_none_or(|l| l > settled) => Node::repeat(
+                Node::seq(vec![sep.clone(), r.clone()]),
+                0,
+                l.map(|l| (l - settled) as u32),
+            ),
+            _ => Node::Empty,
+        };
+        for i in (1..settled).rev() {
+            let step = match item_at(i) {
+                Some(it) if limit.is_none_or(|l| i < l) => {
+                    Some(Node::seq(vec![sep.clone(), it, tail.clone()]))
+                }
+                _ => None,
+            };
+            tail = match (step, i >= min as usize) {
+                (Some(s), true) => Node::repeat(s, 0, Some(1)),
+                (Some(s), false) => s,
+                (None, true) => Node::Empty,
+                (None, false) => return Ok(None),
+            };
+        }
+        let ws = self.ws();
+        let first = match item_at(0) {
+            Some(it) if limit != Some(0) => Some(Node::seq(vec![it, tail, ws.clone()])),
+            _ => None,
+        };
+        let body = match (first, min) {
+            (Some(f), 0) => Node::repeat(f, 0, Some(1)),
+            (Some(f), _) => f,
+            (None, 0) => Node::Empty,
+            (None, _) => return Ok(None),
+        };
+        Ok(Some(Node::seq(vec![lit("["), ws, body, lit("]")])))
+    }
+
+    fn object(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
+        let props: Option<&'a Map<String, Value>> = match obj.get("properties") {
+            None => None,
+            Some(Value::Object(p)) => Some(p),
+            Some(_) => {
+                return refuse(
+                    &format!("{ptr}/properties"),
+                    "`properties` must be an object",
+                )
+            }
+        };
+        let required: Vec<&str> = match obj.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
+            Some(_) => return refuse(&format!("{ptr}/required"), "`required` must be an array"),
+        };
+        let additional: Option<&'a Value> = match obj.get("additionalProperties") {
+            Some(Value::Bool(false)) => None,
+            Some(v) => Some(v),
+            None if self.opts.strict_properties => None,
+            None => Some(&Value::Bool(true)),
+        };
+        // Listed properties (false schemas cannot appear), then required names
+        // not listed, which take the additional-properties schema.
+        let mut listed: Vec<(String, Node, bool)> = Vec::new();
+        for (k, v) in props.into_iter().flatten() {
+            if v == &Value::Bool(false) {
+                if required.contains(&k.as_str()) {
+                    return Ok(None);
+                }
+                continue;
+            }
+            let name = self.rule_for(&format!("{ptr}/properties/{}", pointer_part(k)), v)?;
+            listed.push((
+                k.clone(),
+                Node::Ref(name, Pos::default()),
+                required.contains(&k.as_str()),
+            ));
+        }
+        let add_node = match additional {
+            Some(a) => Some(Node::Ref(
+                self.rule_for(&format!("{ptr}/additionalProperties"), a)?,
+                Pos::default(),
+            )),
+            None => None,
+        };
+        for r in &required {
+            if !props.is_some_and(|p| p.contains_key(*r)) {
+                match &add_node {
+                    Some(a) => listed.push((r.to_string(), a.clone(), true)),
+                    None => return Ok(None),
+                }
+            }
+        }
+        if listed.len() > MAX_ANY_ORDER_PROPERTIES {
+            return refuse(
+                &format!("{ptr}/properties"),
+                format!(
+                    "{} properties: objects may list at most {MAX_ANY_ORDER_PROPERTIES} (they are \
+                     accepted in any order, one grammar rule per subset)",
+                    listed.len()
+                ),
+            );
+        }
+        // Additional keys exclude every listed name, `false` ones included.
+        let mut names: Vec<&str> = listed.iter().map(|(k, _, _)| k.as_str()).collect();
+        names.extend(props.into_iter().flatten().map(|(k, _)| k.as_str()));
+        let extra = add_node.map(|a| {
+            Node::seq(vec![
+                lit("\""),
+                re(&strings::not_one_of(&names)),
+                lit("\""),
+                self.key_sep(),
+                a,
+            ])
+        });
+        Ok(Some(self.members(&listed, extra)))
+    }
+
+    /// `{ ... }` with each listed member at most once, in any order, all
+    /// required ones present, and `extra` members anywhere.
+    fn members(&mut self, listed: &[(String, Node, bool)], extra: Option<Node>) -> Node {
+        let n = listed.len();
+        let required: u32 = listed
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, _, r))| *r)
+            .map(|(i, _)| 1 << i)
+            .sum();
+        self.objects += 1;
+        let base = format!("obj{}", self.objects);
+        let state = |used: u32| Node::Ref(format!("{base}_{used}"), Pos::default());
+        let (ws, isep, ksep) = (self.ws(), self.item_sep(), self.key_sep());
+        let entry = |i: usize| {
+            Node::seq(vec![
+                lit(&format!("\"{}\"", strings::encode(&listed[i].0))),
+                ksep.clone(),
+                listed[i].1.clone(),
+            ])
+        };
+        // A member, then the state it leads to, from state `used`.
+        let choices = |used: u32| -> Vec<Node> {
+            let mut out: Vec<Node> = (0..n)
+                .filter(|i| used & (1 << i) == 0)
+                .map(|i| Node::seq(vec![entry(i), state(used | 1 << i)]))
+                .collect();
+            if let Some(x) = &extra {
+                out.push(Node::seq(vec![x.clone(), state(used)]));
+            }
+            out
+        };
+        // after_S: at least one member written, `S` of the listed ones.
+        for used in 0..(1u32 << n) {
+            let mut alts = Vec::new();
+            if used & required == required {
+                alts.push(Node::seq(vec![ws.clone(), lit("}")]));
+            }
+            let next = choices(used);
+            if !next.is_empty() {
+                alts.push(Node::seq(vec![isep.clone(), Node::alt(next)]));
+            }
+            // Not empty: once every listed member is used, the required ones are.
+            self.rules
+                .push(rule(&format!("{base}_{used}"), Node::alt(alts)));
+        }
+        let mut open = choices(0);
+        if required == 0 {
+            open.push(lit("}"));
+        }
+        Node::seq(vec![lit("{"), ws, Node::alt(open)])
+    }
+}
+
+/// A JSON number (what json.dumps writes for ints and finite floats).
+const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+
+/// Keywords that only annotate a schema.
+fn is_constraint(k: &str) -> bool {
+    !matches!(
+        k,
+        "title"
+            | "description"
+            | "default"
+            | "examples"
+            | "$schema"
+            | "$id"
+            | "id"
+            | "$comment"
+            | "deprecated"
+            | "readOnly"
+            | "writeOnly"
+            | "$defs"
+            | "definitions"
+            | "$anchor"
+            | "contentMediaType"
+            | "contentEncoding"
+    ) && (TYPE_KEYWORDS.contains(&k) || k.starts_with('$') || COMBINATORS.contains(&k))
+}
+
+const TYPE_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "uniqueItems",
+];
+const COMBINATORS: &[&str] = &["$ref", "anyOf", "oneOf", "allOf", "enum", "const"];
+
+fn has_type(v: &Value, t: &str) -> bool {
+    match (v, t) {
+        (Value::Null, "null") | (Value::Bool(_), "boolean") => true,
+        (Value::Number(_), "number") => true,
+        (Value::Number(n), "integer") => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        (Value::String(_), "string")
+        | (Value::Array(_), "array")
+        | (Value::Object(_), "object") => true,
+        _ => false,
+    }
+}
+
+/// A non-negative integer keyword (`minLength`, ...), bounded to u32.
+fn count(obj: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u32>> {
+    match obj.get(k) {
+        None => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                .map(|f| f as u64)
+        }) {
+            Some(v) if v <= u32::MAX as u64 => Ok(Some(v as u32)),
+            _ => refuse(
+                &format!("{ptr}/{k}"),
+                format!("`{k}` must be a non-negative integer, got {n}"),
+            ),
+        },
+        Some(v) => refuse(
+            &format!("{ptr}/{k}"),
+            format!("`{k}` must be a non-negative integer, got {v}"),
+        ),
+    }
+}
+
+/// Schemas under `node` (pointer `ptr`) whose `$anchor` or `$dynamicAnchor`
+/// is `name`, not looking into nested resources (`$id`).
+fn find_anchor<'v>(node: &'v Value, ptr: &str, name: &str, out: &mut Vec<(String, &'v Value)>) {
+    match node {
+        Value::Object(o) => {
+            let named = |k: &str| o.get(k).and_then(Value::as_str) == Some(name);
+            if named("$anchor") || named("$dynamicAnchor") {
+                out.push((ptr.to_string(), node));
+            }
+            for (k, v) in o {
+                if v.get("$id").is_some() || k == "enum" || k == "const" {
+                    continue;
+                }
+                find_anchor(v, &format!("{ptr}/{}", pointer_part(k)), name, out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                find_anchor(v, &format!("{ptr}/{i}"), name, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Undoes URI percent-encoding in a `$ref` fragment (`%25` is `%`).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+/// A number equal to `n`, as json.dumps writes ints and floats: an integral
+/// value may be written as an int or as a float (`2`, `2.0`, Python's repr).
+fn number_literal(n: &serde_json::Number) -> Node {
+    let repr = python_number(n);
+    let f = n.as_f64().unwrap_or(f64::NAN);
+    let int_text = if n.is_i64() || n.is_u64() {
+        Some(n.to_string())
+    } else if f.fract() == 0.0 && f.abs() < 1e300 {
+        Some(format!("{f:.0}"))
+    } else {
+        None
+    };
+    let Some(int_text) = int_text else {
+        return lit(&repr);
+    };
+    let digits = int_text.trim_start_matches('-');
+    let sign = if f == 0.0 {
+        "-?"
+    } else if int_text.starts_with('-') {
+        "-"
+    } else {
+        ""
+    };
+    let mut alts = vec![re(&format!(
+        "{sign}{}(?:\\.0+)?",
+        regex_syntax::escape(digits)
+    ))];
+    if repr.contains('e') {
+        alts.push(lit(&repr));
+    }
+    Node::alt(alts)
+}
+
+/// The text Python's json.dumps writes for a number from the schema.
+fn python_number(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    // Shortest round-trip digits, then Python's repr layout.
+    let sci = format!("{:e}", f.abs());
+    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("exponent");
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let point = exp + 1;
+        let s = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if point as usize >= digits.len() {
+            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
+        };
+        format!("{sign}{s}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
+    }
+}

@@ -1,0 +1,376 @@
+//! JSON string contents as regexes over the *encoded* text (what sits
+//! between the quotes): plain strings take any valid escape; strings whose
+//! characters are constrained (`pattern`, `enum`, `const`, `format`) take
+//! the encoding `json.dumps(..., ensure_ascii=False)` writes: `"` and `\` and
+//! control characters escaped, everything else raw.
+
+use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
+
+/// One character of a JSON string, raw or escaped (any valid escape).
+pub const ANY_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))"#;
+
+/// json.dumps's escape for `c`, if it escapes it.
+fn escape(c: char) -> Option<String> {
+    Some(match c {
+        '"' => "\\\"".into(),
+        '\\' => "\\\\".into(),
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        '\t' => "\\t".into(),
+        '\u{8}' => "\\b".into(),
+        '\u{c}' => "\\f".into(),
+        c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32),
+        _ => return None,
+    })
+}
+
+/// The text json.dumps(ensure_ascii=False) writes for `s`, without quotes.
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match escape(c) {
+            Some(e) => out.push_str(&e),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// Characters that json.dumps never writes raw.
+fn escaped_chars() -> ClassUnicode {
+    ClassUnicode::new([
+        ClassUnicodeRange::new('\0', '\u{1f}'),
+        ClassUnicodeRange::new('"', '"'),
+        ClassUnicodeRange::new('\\', '\\'),
+    ])
+}
+
+/// `class` over encoded text: its raw characters plus the escapes of those
+/// json.dumps escapes.
+fn encode_class(class: &ClassUnicode) -> Hir {
+    let mut raw = class.clone();
+    raw.difference(&escaped_chars());
+    let mut alts = vec![Hir::class(Class::Unicode(raw))];
+    let mut special = class.clone();
+    special.intersect(&escaped_chars());
+    for r in special.iter() {
+        for c in r.start()..=r.end() {
+            let e = escape(c).expect("escaped class");
+            alts.push(Hir::literal(e.into_bytes()));
+        }
+    }
+    Hir::alternation(alts)
+}
+
+/// Any character, as json.dumps writes it.
+fn encoded_any() -> Hir {
+    let all = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
+    encode_class(&all)
+}
+
+/// `h` rewritten to match encoded text; anchors are refused here (the caller
+/// handles them at the pattern's ends).
+fn translate(h: &Hir) -> Result<Hir, String> {
+    Ok(match h.kind() {
+        HirKind::Empty => Hir::empty(),
+        HirKind::Literal(lit) => {
+            let s = std::str::from_utf8(&lit.0).map_err(|_| "a non-UTF-8 literal".to_string())?;
+            Hir::literal(encode(s).into_bytes())
+        }
+        HirKind::Class(Class::Unicode(c)) => encode_class(c),
+        HirKind::Class(Class::Bytes(_)) => return Err("a byte class".into()),
+        HirKind::Look(l) => return Err(format!("the assertion {l:?} inside the pattern")),
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(translate(&r.sub)?),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => translate(&c.sub)?,
+        HirKind::Concat(v) => Hir::concat(v.iter().map(translate).collect::<Result<_, _>>()?),
+        HirKind::Alternation(v) => {
+            Hir::alternation(v.iter().map(translate).collect::<Result<_, _>>()?)
+        }
+    })
+}
+
+/// One top-level branch: leading `^` / trailing `$` anchor it, else any
+/// text may come before / after (JSON Schema patterns search, not match).
+fn translate_branch(h: &Hir) -> Result<Hir, String> {
+    let mut h = h;
+    while let HirKind::Capture(c) = h.kind() {
+        h = &c.sub;
+    }
+    let mut items: Vec<Hir> = match h.kind() {
+        HirKind::Concat(v) => v.clone(),
+        _ => vec![h.clone()],
+    };
+    let is_look = |h: &Hir, want: &[Look]| matches!(h.kind(), HirKind::Look(l) if want.contains(l));
+    let start = items
+        .first()
+        .is_some_and(|x| is_look(x, &[Look::Start, Look::StartLF]));
+    if start {
+        items.remove(0);
+    }
+    let end = items
+        .last()
+        .is_some_and(|x| is_look(x, &[Look::End, Look::EndLF]));
+    if end {
+        items.pop();
+    }
+    let any = Hir::repetition(Repetition {
+        min: 0,
+        max: None,
+        greedy: true,
+        sub: Box::new(encoded_any()),
+    });
+    let mut out = Vec::new();
+    if !start {
+        out.push(any.clone());
+    }
+    for x in &items {
+        out.push(translate(x)?);
+    }
+    if !end {
+        out.push(any);
+    }
+    Ok(Hir::concat(out))
+}
+
+/// ECMA-262 shorthands that differ from Rust's: `\d` and `\w` are ASCII.
+fn ecma_shorthands(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut in_class = false;
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('d') if in_class => out.push_str("0-9"),
+                Some('w') if in_class => out.push_str("A-Za-z0-9_"),
+                Some('d') => out.push_str("[0-9]"),
+                Some('D') => out.push_str("[^0-9]"),
+                Some('w') => out.push_str("[A-Za-z0-9_]"),
+                Some('W') => out.push_str("[^A-Za-z0-9_]"),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push('\\'),
+            },
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+                // A `]` right after `[` or `[^` is a literal in ECMA only when
+                // escaped; Rust treats it as a literal too, so copy as is.
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A JSON Schema `pattern` (ECMA-262 flavour, search semantics) as a regex
+/// over the encoded string contents. Lookarounds, backreferences and
+/// assertions other than a leading `^` / trailing `$` are refused.
+pub fn pattern_regex(pattern: &str) -> Result<String, String> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(&ecma_shorthands(pattern))
+        .map_err(|e| format!("cannot translate the pattern: {e}"))?;
+    let mut h = &hir;
+    while let HirKind::Capture(c) = h.kind() {
+        h = &c.sub;
+    }
+    let out = match h.kind() {
+        HirKind::Alternation(v) => Hir::alternation(
+            v.iter()
+                .map(translate_branch)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        _ => translate_branch(h)?,
+    };
+    Ok(out.to_string())
+}
+
+/// Encoded string contents (json.dumps's encoding) of any string except
+/// those in `names`. Built on the character trie of the names: at each node,
+/// stop (unless a name ends there), take a character no name continues with
+/// and then anything, or follow a name's next character.
+pub fn not_one_of(names: &[&str]) -> String {
+    fn below(names: &[Vec<char>], depth: usize) -> Hir {
+        let any_rest = Hir::repetition(Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(encoded_any()),
+        });
+        let here: Vec<&Vec<char>> = names.iter().filter(|n| n.len() >= depth).collect();
+        let ends_here = here.iter().any(|n| n.len() == depth);
+        let mut next: Vec<char> = here.iter().filter_map(|n| n.get(depth).copied()).collect();
+        next.sort_unstable();
+        next.dedup();
+        let mut alts = Vec::new();
+        if !ends_here {
+            alts.push(Hir::empty());
+        }
+        let mut others = ClassUnicode::new([ClassUnicodeRange::new('\0', char::MAX)]);
+        others.difference(&ClassUnicode::new(
+            next.iter().map(|&c| ClassUnicodeRange::new(c, c)),
+        ));
+        alts.push(Hir::concat(vec![encode_class(&others), any_rest]));
+        for &c in &next {
+            let sub: Vec<Vec<char>> = here
+                .iter()
+                .filter(|n| n.get(depth) == Some(&c))
+                .map(|n| (*n).clone())
+                .collect();
+            alts.push(Hir::concat(vec![
+                Hir::literal(encode(&c.to_string()).into_bytes()),
+                below(&sub, depth + 1),
+            ]));
+        }
+        Hir::alternation(alts)
+    }
+    let names: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
+    below(&names, 0).to_string()
+}
+
+const DATE: &str = concat!(
+    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])",
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))",
+    "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
+);
+const TIME_NO_LEAP: &str = concat!(
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?",
+    "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+);
+
+/// RFC 3339 full-time. A leap second (`:60`) is valid only at 23:59 UTC, so
+/// each local hour:minute takes only the offsets that map it there.
+fn time_regex() -> String {
+    let mut alts = vec![
+        TIME_NO_LEAP.to_string(),
+        "23:59:60(?:\\.[0-9]+)?[Zz]".to_string(),
+    ];
+    const UTC: i32 = 23 * 60 + 59;
+    for local in 0..1440 {
+        let ahead = (local - UTC).rem_euclid(1440); // local = UTC + ahead
+        let fmt = |m: i32| format!("{:02}:{:02}", m / 60, m % 60);
+        let behind = (1440 - ahead) % 1440;
+        let offsets = [format!("\\+{}", fmt(ahead)), format!("-{}", fmt(behind))];
+        alts.push(format!(
+            "{}:60(?:\\.[0-9]+)?(?:{})",
+            fmt(local),
+            offsets.join("|")
+        ));
+    }
+    format!("(?:{})", alts.join("|"))
+}
+const IPV4_PART: &str = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+/// RFC 5322 `atext`: the characters of a dot-atom local part.
+const ATEXT: &str = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
+const HOST_LABEL: &str = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+
+/// The regex for a `format` maskpar constrains, over encoded text (these
+/// formats never contain characters json.dumps escapes); None: an annotation.
+pub fn format_regex(format: &str) -> Option<String> {
+    Some(match format {
+        "date" => DATE.to_string(),
+        "time" => time_regex(),
+        "date-time" => format!("{DATE}[Tt]{}", time_regex()),
+        "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+            .to_string(),
+        "ipv4" => format!("(?:{IPV4_PART}\\.){{3}}{IPV4_PART}"),
+        "hostname" => format!("{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
+        "email" => format!("{ATEXT}+(?:\\.{ATEXT}+)*@{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::regex_dfa::{ByteDfa, DEAD};
+
+    /// A full-match regex, run with maskpar's own DFA.
+    struct Regex(ByteDfa);
+
+    impl Regex {
+        fn new(pattern: &str) -> Result<Self, crate::Error> {
+            ByteDfa::new(pattern.trim_start_matches('^').trim_end_matches('$')).map(Regex)
+        }
+
+        fn is_match(&self, text: &str) -> bool {
+            let q = self.0.step_bytes(self.0.start(), text.as_bytes());
+            q != DEAD && self.0.is_accepting(q)
+        }
+    }
+
+    fn full(re: &str) -> Regex {
+        Regex::new(&format!("^(?:{re})$")).unwrap()
+    }
+
+    #[test]
+    fn encoding_is_json_dumps() {
+        assert_eq!(encode("a\"b\\c\nd\u{1}é"), "a\\\"b\\\\c\\nd\\u0001é");
+    }
+
+    #[test]
+    fn patterns_search_and_match_encoded_text() {
+        let re = full(&pattern_regex("^[a-z]+$").unwrap());
+        assert!(re.is_match("abc") && !re.is_match("ab1") && !re.is_match(""));
+        let re = full(&pattern_regex("b\\d").unwrap());
+        assert!(re.is_match("ab1c") && re.is_match("b2") && !re.is_match("b٣"));
+        let re = full(&pattern_regex("^a\"|x$").unwrap());
+        assert!(re.is_match("a\\\"zz") && re.is_match("zzx") && !re.is_match("a\"zz"));
+        let re = full(&pattern_regex("^[^a]$").unwrap());
+        assert!(
+            re.is_match("\\\"") && re.is_match("\\n") && !re.is_match("\"") && !re.is_match("\n")
+        );
+        for bad in ["(?=a)b", "a\\bc", "(a)\\1"] {
+            assert!(pattern_regex(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn complement_of_names() {
+        // Names are raw strings; the regex matches their json.dumps encodings.
+        let re = full(&not_one_of(&["a", "ab", "b\"c"]));
+        for ok in ["", "x", "abc", "aa", "b", "b\\\"cd", "é", "\\n"] {
+            assert!(re.is_match(ok), "{ok}");
+        }
+        for bad in ["a", "ab", "b\\\"c", "b\"c"] {
+            assert!(!re.is_match(bad), "{bad}");
+        }
+        let none = full(&not_one_of(&[]));
+        assert!(none.is_match("") && none.is_match("zz"));
+    }
+
+    #[test]
+    fn formats() {
+        let date = full(&format_regex("date").unwrap());
+        for ok in ["2024-02-29", "2000-02-29", "2023-12-31", "1999-04-30"] {
+            assert!(date.is_match(ok), "{ok}");
+        }
+        for bad in [
+            "2023-02-29",
+            "1900-02-29",
+            "2023-04-31",
+            "2023-13-01",
+            "2023-1-01",
+        ] {
+            assert!(!date.is_match(bad), "{bad}");
+        }
+        let dt = full(&format_regex("date-time").unwrap());
+        assert!(
+            dt.is_match("2024-03-15T14:30:45.123+05:30") && !dt.is_match("2024-03-15 14:30:45Z")
+        );
+        let ip = full(&format_regex("ipv4").unwrap());
+        assert!(
+            ip.is_match("192.168.0.255") && !ip.is_match("256.1.1.1") && !ip.is_match("01.1.1.1")
+        );
+        assert!(format_regex("color").is_none());
+    }
+}

@@ -1,0 +1,220 @@
+"""JSON Schema front end: exact or refused.
+
+* The JSON Schema Test Suite (draft 2020-12): for every test whose schema
+  compiles, the instance serialised by ``json.dumps(..., ensure_ascii=False)``
+  is accepted iff it is valid; a table of passed / refused / wrong per keyword
+  is printed and "wrong" must be zero.
+* The suite's optional format tests, for the formats maskpar asserts exactly.
+* hypothesis: random walks that follow the masks produce text that
+  ``jsonschema`` validates; instances are accepted token by token on Llama-3.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import os
+import random
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import maskpar
+from conftest import SHARED_DATA, allowed_ids, new_bitmask
+
+SUITE = os.path.join(SHARED_DATA, "json-schema-test-suite", "draft2020-12")
+# One token per byte: grammar acceptance without tokenization effects.
+BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
+EOS = 256
+
+
+@pytest.fixture(scope="module")
+def byte_tok():
+    return maskpar.Tokenizer.from_vocab(BYTES, [EOS])
+
+
+def accepts(g: maskpar.Grammar, text: str) -> bool:
+    m = maskpar.Matcher(g)
+    return m.consume_bytes(text.encode()) and m.is_accepting()
+
+
+def suite_files(folder: str) -> list[str]:
+    if not os.path.isdir(folder):
+        pytest.skip(f"JSON Schema Test Suite not found at {folder} (set MASKPAR_SHARED_DATA)")
+    return sorted(f for f in os.listdir(folder) if f.endswith(".json"))
+
+
+def test_json_schema_test_suite(byte_tok):
+    table: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
+    wrong = []
+    for f in suite_files(SUITE):
+        keyword = f[: -len(".json")]
+        with open(os.path.join(SUITE, f), encoding="utf-8") as fh:
+            cases = json.load(fh)
+        for case in cases:
+            try:
+                # format.json checks the default annotation behaviour.
+                g = maskpar.compile_json_schema(
+                    byte_tok, case["schema"], assert_formats=keyword != "format"
+                )
+            except ValueError:
+                table[keyword][1] += len(case["tests"])
+                continue
+            for t in case["tests"]:
+                text = json.dumps(t["data"], ensure_ascii=False)
+                if accepts(g, text) == t["valid"]:
+                    table[keyword][0] += 1
+                else:
+                    table[keyword][2] += 1
+                    wrong.append((keyword, case["description"], t["description"], text))
+    print("\nJSON Schema Test Suite (draft 2020-12): passed / refused / wrong per file")
+    for kw, (p, r, w) in sorted(table.items()):
+        print(f"  {kw:28} {p:5} {r:5} {w:3}")
+    total = [sum(x[i] for x in table.values()) for i in range(3)]
+    print(f"  {'total':28} {total[0]:5} {total[1]:5} {total[2]:3}")
+    assert not wrong, wrong[:10]
+    assert total[0] >= 550  # what compiles today; refusals shrink as keywords land
+
+
+@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "ipv4"])
+def test_asserted_formats_match_the_optional_suite(byte_tok, fmt):
+    files = suite_files(os.path.join(SUITE, "optional", "format"))
+    assert f"{fmt}.json" in files
+    with open(os.path.join(SUITE, "optional", "format", f"{fmt}.json"), encoding="utf-8") as fh:
+        cases = json.load(fh)
+    for case in cases:
+        g = maskpar.compile_json_schema(byte_tok, case["schema"])
+        for t in case["tests"]:
+            text = json.dumps(t["data"], ensure_ascii=False)
+            assert accepts(g, text) == t["valid"], (fmt, t["description"], text)
+
+
+SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 6},
+            "age": {"type": "integer", "minimum": 0, "maximum": 130},
+            "tags": {"type": "array", "items": {"enum": ["a", "b", 3, None]}, "maxItems": 3},
+        },
+        "required": ["name", "age"],
+        "additionalProperties": False,
+    },
+    {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"v": {"type": "boolean"}, "kids": {"$ref": "#/$defs/node"}},
+                "additionalProperties": False,
+            }
+        },
+        "$ref": "#/$defs/node",
+    },
+    {"anyOf": [{"type": "string", "pattern": "^[a-c]{2}$"}, {"const": {"x": [1, 2.5]}}]},
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "null"}], "minItems": 1},
+    {"type": "string", "format": "date-time"},
+    {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]},
+]
+
+
+def random_walk(g: maskpar.Grammar, rng: random.Random, max_len: int) -> str | None:
+    """Follows the mask (bytes, EOS with probability 1/3 when allowed)."""
+    m = maskpar.Matcher(g)
+    bm = new_bitmask(1, g.vocab_size)
+    out = bytearray()
+    while len(out) < max_len:
+        m.fill_next_token_bitmask(bm)
+        ids = allowed_ids(bm)
+        if EOS in ids and (len(ids) == 1 or rng.random() < 0.33):
+            return out.decode("utf-8")
+        # Bias towards ASCII so walks close their brackets.
+        ascii_ids = [t for t in ids if t < 128 and t != EOS]
+        t = rng.choice(ascii_ids if ascii_ids and rng.random() < 0.95 else ids)
+        if t == EOS:
+            return out.decode("utf-8")
+        assert m.consume_token(t)
+        out.append(t)
+    return None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.integers(0, len(SCHEMAS) - 1), seed=st.integers(0, 2**32 - 1))
+def test_random_walks_produce_valid_instances(byte_tok, which, seed):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = SCHEMAS[which]
+    g = maskpar.compile_json_schema(byte_tok, schema)
+    text = random_walk(g, random.Random(seed), 300)
+    if text is None:
+        return  # the walk did not finish within the length budget
+    value = json.loads(text)
+    jsonschema.Draft202012Validator(schema).validate(value)
+    if schema.get("format") == "date-time":
+        # jsonschema's own date-time checker refuses leap seconds at offsets
+        # that the Test Suite (checked above) declares valid: check by parsing.
+        leap = text[18:20] == "60"
+        stamp = value[:17] + "59" + value[19:] if leap else value
+        stamp = re.sub(r"(\.[0-9]{6})[0-9]+", r"\1", stamp)  # fromisoformat takes 6 digits
+        parsed = datetime.datetime.fromisoformat(stamp.replace("z", "Z").replace("t", "T"))
+        if leap:
+            utc = parsed.astimezone(datetime.timezone.utc)
+            assert (utc.hour, utc.minute) == (23, 59), text
+
+
+def test_instances_tokenized_by_llama3(llama3):
+    enc, tok = llama3
+    schema = SCHEMAS[0]
+    g = maskpar.compile_json_schema(tok, schema)
+    for value, valid in [
+        ({"name": "Ada", "age": 36}, True),
+        ({"age": 36, "name": "Ada", "tags": ["b", 3, None]}, True),  # any key order
+        ({"name": "Ada", "age": 131}, False),
+        ({"name": "Ada"}, False),
+        ({"name": "Ada", "age": 1, "x": 1}, False),
+        ({"name": "Ada", "age": 1, "name2": 1}, False),
+    ]:
+        text = json.dumps(value, ensure_ascii=False)
+        ids = enc.encode(text)
+        m = maskpar.Matcher(g)
+        ok = m.validate_tokens(ids) == len(ids) and m.consume_tokens(ids) and m.is_accepting()
+        assert ok == valid, text
+    compact = maskpar.compile_json_schema(tok, schema, whitespace="compact")
+    assert accepts(compact, '{"name":"Ada","age":36}')
+    assert not accepts(compact, '{"name": "Ada", "age": 36}')
+    seps = maskpar.compile_json_schema(tok, schema, separators=(", ", ": "))
+    assert accepts(seps, '{"name": "Ada", "age": 36}')
+    assert not accepts(seps, '{"name":"Ada","age":36}')
+
+
+def test_refusals_name_the_keyword_and_pointer(byte_tok):
+    cases = [
+        ({"properties": {"a": {"not": {"type": "null"}}}}, "/properties/a/not"),
+        ({"items": {"type": "string", "pattern": "(?=x)"}}, "/items/pattern"),
+        ({"$ref": "http://example.com/s.json"}, "only local references"),
+        ({"type": "number", "minimum": 0.5}, "/minimum"),
+        ({"oneOf": [{"type": "string"}, {"minLength": 1}]}, "/oneOf/1"),
+        ({"type": "object", "properties": {f"p{i}": {} for i in range(11)}}, "at most 10"),
+        ({"type": "what"}, "unknown type"),
+        ("{not json", "not valid JSON"),
+    ]
+    for schema, message in cases:
+        with pytest.raises(ValueError, match=message.replace("/", "/")) as e:
+            maskpar.compile_json_schema(byte_tok, schema)
+        assert "schema at" in str(e.value) or "JSON" in str(e.value)
+    with pytest.raises(ValueError, match="indent"):
+        maskpar.compile_json_schema(byte_tok, {}, indent=2)
+    with pytest.raises(TypeError, match="schema must be"):
+        maskpar.compile_json_schema(byte_tok, 12)
+
+
+def test_dict_and_json_text_compile_alike(byte_tok):
+    a = maskpar.compile_json_schema(byte_tok, {"type": "integer", "maximum": 7})
+    b = maskpar.compile_json_schema(byte_tok, json.dumps({"type": "integer", "maximum": 7}))
+    m1, m2 = maskpar.Matcher(a), maskpar.Matcher(b)
+    assert m1.consume_bytes(b"7") and not m2.consume_bytes(b"8")
+    assert a.kind == "json_schema" and a.source == b.source
+    schema = {"type": "integer", "maximum": 7}
+    c = maskpar.compile_json_schema(byte_tok, schema, whitespace="compact")
+    assert accepts(c, "7")
