@@ -8,6 +8,26 @@
 mod numbers;
 mod strings;
 
+/// Full-match regexes for the unit tests, run with maskpar's own DFA.
+#[cfg(test)]
+mod test_regex {
+    use crate::regex_dfa::{ByteDfa, DEAD};
+
+    pub struct Regex(ByteDfa);
+
+    impl Regex {
+        /// `pattern` may be written `^...$`; matching is always whole-text.
+        pub fn new(pattern: &str) -> Result<Self, crate::Error> {
+            ByteDfa::new(pattern.trim_start_matches('^').trim_end_matches('$')).map(Regex)
+        }
+
+        pub fn is_match(&self, text: &str) -> bool {
+            let q = self.0.step_bytes(self.0.start(), text.as_bytes());
+            q != DEAD && self.0.is_accepting(q)
+        }
+    }
+}
+
 use std::collections::HashMap;
 
 use serde_json::{Map, Value};

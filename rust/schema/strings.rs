@@ -292,21 +292,7 @@ pub fn format_regex(format: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::regex_dfa::{ByteDfa, DEAD};
-
-    /// A full-match regex, run with maskpar's own DFA.
-    struct Regex(ByteDfa);
-
-    impl Regex {
-        fn new(pattern: &str) -> Result<Self, crate::Error> {
-            ByteDfa::new(pattern.trim_start_matches('^').trim_end_matches('$')).map(Regex)
-        }
-
-        fn is_match(&self, text: &str) -> bool {
-            let q = self.0.step_bytes(self.0.start(), text.as_bytes());
-            q != DEAD && self.0.is_accepting(q)
-        }
-    }
+    use crate::schema::test_regex::Regex;
 
     fn full(re: &str) -> Regex {
         Regex::new(&format!("^(?:{re})$")).unwrap()
