@@ -209,14 +209,18 @@ impl CompiledGrammar {
             }
     }
 
-    /// The state after `bytes`; None if some byte is refused. `chart` must hold
-    /// exactly the sets `s` uses; new sets are appended (and removed on None).
+    /// The state after `bytes`; None if some byte is refused or `s` is
+    /// terminated (nothing follows EOS). `chart` must hold exactly the sets
+    /// `s` uses; new sets are appended (and removed on None).
     pub fn advance_bytes(
         &self,
         chart: &mut Chart,
         s: &State,
         bytes: &[u8],
     ) -> Result<Option<State>> {
+        if s.terminated {
+            return Ok(None);
+        }
         let parse = match (&self.engine, &s.parse) {
             (Engine::Regex(dfa), ParseState::Dfa(q)) => {
                 let next = dfa.step_bytes(*q, bytes);
@@ -241,9 +245,6 @@ impl CompiledGrammar {
                 parse: s.parse.clone(),
                 terminated: true,
             }));
-        }
-        if s.terminated {
-            return Ok(None);
         }
         match self.vocab.text_bytes(token) {
             Some(bytes) => self.advance_bytes(chart, s, bytes),
@@ -422,17 +423,24 @@ impl CompiledGrammar {
 
     /// The one byte that keeps `s` live, if exactly one does.
     fn only_live_byte(&self, chart: &mut Chart, s: &State) -> Result<Option<u8>> {
-        let mut only = None;
+        let live = self.live_bytes(chart, s, 2)?;
+        Ok(if let [b] = live[..] { Some(b) } else { None })
+    }
+
+    /// The first `limit` bytes (in byte order) that keep `s` live; `chart` is
+    /// left as it was.
+    fn live_bytes(&self, chart: &mut Chart, s: &State, limit: usize) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
         for b in 0..=255u8 {
+            if out.len() == limit {
+                break;
+            }
             if self.advance_bytes(chart, s, &[b])?.is_some() {
                 chart.truncate(sets_of(s));
-                if only.is_some() {
-                    return Ok(None);
-                }
-                only = Some(b);
+                out.push(b);
             }
         }
-        Ok(only)
+        Ok(out)
     }
 
     /// Tokens that spell a prefix of the forced bytes and that every sampler
@@ -462,22 +470,11 @@ impl CompiledGrammar {
         // Text that must end here forces EOS, when there is only one EOS id.
         if let ([eos], true) = (self.vocab.eos_token_ids(), pos == forced.len()) {
             let mut chart = end_chart;
-            if self.is_accepting(&end) && !self.any_live_byte(&mut chart, &end)? {
+            if self.is_accepting(&end) && self.live_bytes(&mut chart, &end, 1)?.is_empty() {
                 out.push(*eos);
             }
         }
         Ok(out)
-    }
-
-    /// True if some byte keeps `s` live (`chart` is left as it was).
-    fn any_live_byte(&self, chart: &mut Chart, s: &State) -> Result<bool> {
-        for b in 0..=255u8 {
-            if self.advance_bytes(chart, s, &[b])?.is_some() {
-                chart.truncate(sets_of(s));
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// True if some token below trie `node` stays live from state `s`.

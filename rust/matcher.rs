@@ -53,34 +53,26 @@ impl MatcherCore {
 
     /// Consumes `token` if allowed; otherwise returns false and changes nothing.
     pub fn consume_token(&mut self, token: u32) -> Result<bool> {
-        match self.grammar.advance(&mut self.chart, &self.state, token)? {
-            Some(next) => {
-                let prev = std::mem::replace(&mut self.state, next);
-                self.history.push(prev);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        let next = self.grammar.advance(&mut self.chart, &self.state, token)?;
+        Ok(self.step_to(next))
+    }
+
+    /// Makes `next` (if any) the current state, the old one going to history.
+    fn step_to(&mut self, next: Option<State>) -> bool {
+        let Some(next) = next else { return false };
+        let prev = std::mem::replace(&mut self.state, next);
+        self.history.push(prev);
+        true
     }
 
     /// Consumes raw text bytes (e.g. what another vocabulary's tokens spell)
     /// if the grammar allows all of them; otherwise returns false and changes
     /// nothing. One call is one step for `rollback`.
     pub fn consume_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
-        if self.state.terminated {
-            return Ok(false);
-        }
-        match self
+        let next = self
             .grammar
-            .advance_bytes(&mut self.chart, &self.state, bytes)?
-        {
-            Some(next) => {
-                let prev = std::mem::replace(&mut self.state, next);
-                self.history.push(prev);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+            .advance_bytes(&mut self.chart, &self.state, bytes)?;
+        Ok(self.step_to(next))
     }
 
     /// A copy of this matcher (state and history) over `grammar`, which must be
@@ -107,8 +99,7 @@ impl MatcherCore {
         self.chart = chart;
         // states[0] is the current state; each later one replaces it in turn.
         for next in states.into_iter().skip(1) {
-            let prev = std::mem::replace(&mut self.state, next);
-            self.history.push(prev);
+            self.step_to(Some(next));
         }
         Ok(true)
     }

@@ -35,6 +35,18 @@ struct Item<'py> {
     rest: Vec<Bound<'py, PyAny>>,
 }
 
+/// The elements of a tuple or list; TypeError `what()` for anything else.
+fn tuple_parts<'py>(
+    obj: &Bound<'py, PyAny>,
+    what: impl FnOnce() -> String,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    if obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PyList>() {
+        obj.try_iter()?.collect()
+    } else {
+        Err(PyTypeError::new_err(what()))
+    }
+}
+
 /// Reads `[(matcher, row, ...), ...]` where each item has `arity` elements
 /// (`shape` names them for errors), checking matchers and rows. Without
 /// `with_row`, items are `(matcher, ...)` and every row is 0.
@@ -48,14 +60,7 @@ fn parse_items<'py>(
     let mut seen: Vec<usize> = Vec::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
-        let mut parts: Vec<Bound<'py, PyAny>> =
-            if item.is_instance_of::<PyTuple>() || item.is_instance_of::<PyList>() {
-                item.try_iter()?.collect::<PyResult<_>>()?
-            } else {
-                return Err(PyTypeError::new_err(format!(
-                    "item {i} must be a tuple {shape}"
-                )));
-            };
+        let mut parts = tuple_parts(&item, || format!("item {i} must be a tuple {shape}"))?;
         if parts.len() != arity {
             return Err(PyTypeError::new_err(format!(
                 "item {i} must be a tuple {shape}, got {} elements",
@@ -145,20 +150,10 @@ fn fill_bitmask<'py>(
     Ok(bm)
 }
 
-fn run_fill(
-    py: Python<'_>,
-    items: &Bound<'_, PyAny>,
-    bitmask: &Bound<'_, PyAny>,
-    num_threads: Option<i64>,
-    with_drafts: bool,
-) -> PyResult<Vec<usize>> {
-    let (arity, shape) = if with_drafts {
-        (3, "(matcher, row, drafts)")
-    } else {
-        (2, "(matcher, row)")
-    };
-    let items = parse_items(items, arity, shape, true)?;
-    let mut reqs: Vec<DraftRequest<'_>> = Vec::with_capacity(items.len());
+/// Draft requests from items whose element after the row (if any) is the
+/// drafts, checked against each matcher's vocabulary.
+fn draft_requests<'a>(items: &'a [Item<'_>]) -> PyResult<Vec<DraftRequest<'a>>> {
+    let mut reqs = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
         let drafts = match it.rest.first() {
             Some(d) => it
@@ -174,6 +169,23 @@ fn run_fill(
             drafts,
         });
     }
+    Ok(reqs)
+}
+
+fn run_fill(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+    num_threads: Option<i64>,
+    with_drafts: bool,
+) -> PyResult<Vec<usize>> {
+    let (arity, shape) = if with_drafts {
+        (3, "(matcher, row, drafts)")
+    } else {
+        (2, "(matcher, row)")
+    };
+    let items = parse_items(items, arity, shape, true)?;
+    let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;
     let spans: Vec<Span<'_>> = reqs.iter().map(DraftRequest::span).collect();
     let mut bm = fill_bitmask(bitmask, &items, &spans)?;
@@ -187,14 +199,9 @@ fn run_fill(
 fn parse_tree(tree: &Bound<'_, PyAny>, i: usize, m: &PyMatcher) -> PyResult<DraftTree> {
     const SHAPE: &str = "(tokens, parents) or (retrieve_next_token, retrieve_next_sibling, \
                          draft_tokens)";
-    let parts: Vec<Bound<'_, PyAny>> =
-        if tree.is_instance_of::<PyTuple>() || tree.is_instance_of::<PyList>() {
-            tree.try_iter()?.collect::<PyResult<_>>()?
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "item {i}: the tree must be a tuple {SHAPE}"
-            )));
-        };
+    let parts = tuple_parts(tree, || {
+        format!("item {i}: the tree must be a tuple {SHAPE}")
+    })?;
     let vocab = m.core.grammar().vocab();
     let tree = match parts.as_slice() {
         [tokens, parents] => DraftTree::from_parents(
@@ -292,19 +299,7 @@ fn grammar_aware_drafts(
     let max_drafts = usize::try_from(max_drafts)
         .map_err(|_| PyValueError::new_err(format!("max_drafts must be >= 0, got {max_drafts}")))?;
     let items = parse_items(requests, 2, "(matcher, drafts)", false)?;
-    let mut reqs: Vec<DraftRequest<'_>> = Vec::with_capacity(items.len());
-    for (i, it) in items.iter().enumerate() {
-        let drafts = it
-            .matcher
-            .core
-            .check_ids(&int_seq(&it.rest[0], i, "drafts")?)
-            .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?;
-        reqs.push(DraftRequest {
-            matcher: &it.matcher.core,
-            row: 0,
-            drafts,
-        });
-    }
+    let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;
     detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?.map_err(to_py_err)
 }
