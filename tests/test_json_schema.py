@@ -218,3 +218,36 @@ def test_dict_and_json_text_compile_alike(byte_tok):
     schema = {"type": "integer", "maximum": 7}
     c = maskpar.compile_json_schema(byte_tok, schema, whitespace="compact")
     assert accepts(c, "7")
+
+
+def test_unsatisfiable_subschemas_prune_what_uses_them(byte_tok):
+    # An optional property no value satisfies may only be left out.
+    g = maskpar.compile_json_schema(
+        byte_tok,
+        {"properties": {"a": {"type": "string", "enum": [1, 2]}, "b": False}},
+    )
+    assert accepts(g, '{"c": 1}') and accepts(g, "{}")
+    assert not accepts(g, '{"a": 1}') and not accepts(g, '{"b": 1}')
+    # anyOf keeps the branches some value satisfies.
+    g = maskpar.compile_json_schema(byte_tok, {"anyOf": [False, {"type": "null"}]})
+    assert accepts(g, "null") and not accepts(g, "1")
+    # A required one makes the whole schema unsatisfiable: refused, not compiled empty.
+    for schema in (
+        False,
+        {
+            "type": "object",
+            "required": ["a"],
+            "properties": {"a": {"enum": ["x"], "type": "integer"}},
+        },
+    ):
+        with pytest.raises(ValueError, match="no value satisfies the schema"):
+            maskpar.compile_json_schema(byte_tok, schema)
+
+
+def test_large_const_objects_are_refused_not_ordered(byte_tok):
+    small = {f"k{i}": i for i in range(3)}
+    g = maskpar.compile_json_schema(byte_tok, {"const": small})
+    assert accepts(g, '{"k2": 2, "k0": 0, "k1": 1}')
+    big = {f"k{i}": i for i in range(11)}
+    with pytest.raises(ValueError, match="11 keys"):
+        maskpar.compile_json_schema(byte_tok, {"enum": [1, big]})

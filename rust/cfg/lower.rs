@@ -7,9 +7,9 @@
 //! accepting points, so this keeps the language exactly. Alternatives and
 //! repetitions of non-regular parts become fresh nonterminals.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use super::ast::{GrammarAst, Lexing, Node, Pos, TermDef};
+use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef, TermDef};
 use crate::error::{Error, Result};
 use crate::regex_dfa::ByteDfa;
 
@@ -433,6 +433,33 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         }
     }
     finish(l, ignore)
+}
+
+/// Whether rule `start` of `rules` derives some string, assuming every
+/// lexeme matches one (true of the schema compiler's literals and regexes).
+pub fn derives_a_string(rules: &[RuleDef], start: &str) -> bool {
+    let mut productive: HashSet<&str> = HashSet::new();
+    loop {
+        let before = productive.len();
+        for r in rules {
+            if !productive.contains(r.name.as_str()) && node_derives(&r.body, &productive) {
+                productive.insert(&r.name);
+            }
+        }
+        if productive.len() == before {
+            return productive.contains(start);
+        }
+    }
+}
+
+fn node_derives(n: &Node, productive: &HashSet<&str>) -> bool {
+    match n {
+        Node::Ref(name, _) | Node::Call(name, _, _) => productive.contains(name.as_str()),
+        Node::Seq(v) => v.iter().all(|x| node_derives(x, productive)),
+        Node::Alt(v) => v.iter().any(|x| node_derives(x, productive)),
+        Node::Repeat { node, min, .. } => *min == 0 || node_derives(node, productive),
+        _ => true,
+    }
 }
 
 fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {

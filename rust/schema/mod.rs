@@ -106,10 +106,14 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         rules: Vec::new(),
         by_pointer: HashMap::new(),
         any: None,
+        never: false,
         objects: 0,
     };
     let top = c.rule_for("", &root)?;
     c.rules.push(rule("root", Node::Ref(top, Pos::default())));
+    if c.never && !crate::cfg::lower::derives_a_string(&c.rules, "root") {
+        return refuse("", "no value satisfies the schema");
+    }
     Ok(GrammarAst {
         rules: c.rules,
         terminals: Vec::new(),
@@ -155,6 +159,7 @@ struct Compiler<'a> {
     rules: Vec<RuleDef>,
     by_pointer: HashMap<String, String>,
     any: Option<String>,
+    never: bool,
     /// Objects compiled so far (names their member rules).
     objects: usize,
 }
@@ -244,6 +249,19 @@ impl<'a> Compiler<'a> {
         me()
     }
 
+    /// The empty language: for subschemas no value satisfies. The rule
+    /// derives nothing, so lowering prunes every alternative that uses it
+    /// (an optional property, an anyOf branch) and only a required use
+    /// makes its parent unsatisfiable in turn.
+    fn never(&mut self) -> Node {
+        if !self.never {
+            self.never = true;
+            self.rules
+                .push(rule(NEVER, Node::Ref(NEVER.into(), Pos::default())));
+        }
+        Node::Ref(NEVER.into(), Pos::default())
+    }
+
     /// A string whose encoded contents match `content` (None: any string).
     fn string_node(&self, content: Option<Node>) -> Node {
         let inner = content.unwrap_or_else(|| Node::repeat(re(strings::ANY_CHAR), 0, None));
@@ -254,7 +272,7 @@ impl<'a> Compiler<'a> {
     fn value(&mut self, schema: &'a Value, ptr: &str) -> Result<Node> {
         let obj = match schema {
             Value::Bool(true) => return Ok(self.any()),
-            Value::Bool(false) => return refuse(ptr, "the schema `false` admits no value"),
+            Value::Bool(false) => return Ok(self.never()),
             Value::Object(o) => o,
             _ => return refuse(ptr, "a schema must be an object or a boolean"),
         };
@@ -311,7 +329,7 @@ impl<'a> Compiler<'a> {
             }
         }
         if alts.is_empty() {
-            return refuse(ptr, "no value satisfies this schema");
+            return Ok(self.never());
         }
         Ok(Node::alt(alts))
     }
@@ -473,19 +491,19 @@ impl<'a> Compiler<'a> {
         let mut alts = Vec::new();
         for v in values {
             if types.iter().any(|t| has_type(v, t)) {
-                alts.push(self.literal(v));
+                alts.push(self.literal(v, ptr)?);
             }
         }
         if alts.is_empty() {
-            return refuse(ptr, "no value of `enum`/`const` satisfies `type`");
+            return Ok(self.never());
         }
         Ok(Node::alt(alts))
     }
 
     /// The text of one JSON value, as json.dumps writes it (object keys in
     /// the order given).
-    fn literal(&mut self, v: &Value) -> Node {
-        match v {
+    fn literal(&mut self, v: &Value, ptr: &str) -> Result<Node> {
+        Ok(match v {
             Value::Null => lit("null"),
             Value::Bool(b) => lit(if *b { "true" } else { "false" }),
             Value::Number(n) => number_literal(n),
@@ -496,35 +514,30 @@ impl<'a> Compiler<'a> {
                     if i > 0 {
                         items.push(self.item_sep());
                     }
-                    items.push(self.literal(x));
+                    items.push(self.literal(x, ptr)?);
                 }
                 items.extend([self.ws(), lit("]")]);
                 Node::seq(items)
             }
             Value::Object(o) if o.len() <= MAX_ANY_ORDER_PROPERTIES => {
                 // Equal objects may list their keys in any order.
-                let listed: Vec<(String, Node, bool)> = o
+                let listed = o
                     .iter()
-                    .map(|(k, x)| (k.clone(), self.literal(x), true))
-                    .collect();
+                    .map(|(k, x)| Ok((k.clone(), self.literal(x, ptr)?, true)))
+                    .collect::<Result<Vec<(String, Node, bool)>>>()?;
                 self.members(&listed, None)
             }
             Value::Object(o) => {
-                let mut items = vec![lit("{"), self.ws()];
-                for (i, (k, x)) in o.iter().enumerate() {
-                    if i > 0 {
-                        items.push(self.item_sep());
-                    }
-                    items.extend([
-                        lit(&format!("\"{}\"", strings::encode(k))),
-                        self.key_sep(),
-                        self.literal(x),
-                    ]);
-                }
-                items.extend([self.ws(), lit("}")]);
-                Node::seq(items)
+                return refuse(
+                    ptr,
+                    format!(
+                        "an `enum`/`const` object with {} keys: at most \
+                         {MAX_ANY_ORDER_PROPERTIES} (its keys may come in any order)",
+                        o.len()
+                    ),
+                )
             }
-        }
+        })
     }
 
     /// The values of JSON type `t` that `obj` validates (None: none do).
@@ -838,6 +851,9 @@ impl<'a> Compiler<'a> {
         Node::seq(vec![lit("{"), ws, Node::alt(open)])
     }
 }
+
+/// The rule that derives no string.
+const NEVER: &str = "no_value";
 
 /// A JSON number (what json.dumps writes for ints and finite floats).
 const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
