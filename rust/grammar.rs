@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::bitmask::{set_bit, words_for};
-use crate::cfg::ast::GrammarAst;
+use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet};
 use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::lower::{lower, Cfg};
@@ -325,10 +325,52 @@ impl CompiledGrammar {
         first: &mut bool,
     ) -> Result<()> {
         let trie = self.vocab.trie();
-        let entry = lex_cache.get(cfg, trie, row.len(), &key, node as u32);
-        entry.apply(row, std::mem::take(first));
+        let boundary = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
+            // With all-splits lexing the scans are independent alternatives, so
+            // the lexer-only part is the union of one cache entry per scan:
+            // those recur across parser states (a key's scan inside a JSON
+            // string) even when their combination never does.
+            let mut boundary: Vec<u32> = Vec::new();
+            for pair in &key {
+                let entry = lex_cache.get(
+                    cfg,
+                    trie,
+                    self.vocab.lex_shared(),
+                    row.len(),
+                    &vec![*pair],
+                    node as u32,
+                );
+                entry.apply(row, std::mem::take(first));
+                boundary.extend_from_slice(&entry.boundary);
+            }
+            boundary.sort_unstable();
+            boundary.dedup();
+            // The parser walk below a boundary node covers its whole subtree
+            // (nodes are numbered in pre-order), so nested ones are skipped.
+            let mut outer: Vec<u32> = Vec::with_capacity(boundary.len());
+            for b in boundary {
+                if outer
+                    .last()
+                    .is_none_or(|&o| (b as usize) > o as usize + trie.subtree_size(o as usize))
+                {
+                    outer.push(b);
+                }
+            }
+            outer
+        } else {
+            let entry = lex_cache.get(
+                cfg,
+                trie,
+                self.vocab.lex_shared(),
+                row.len(),
+                &key,
+                node as u32,
+            );
+            entry.apply(row, std::mem::take(first));
+            entry.boundary.clone()
+        };
         let base = trie.depth(node);
-        for &b in &entry.boundary {
+        for &b in &boundary {
             let b = b as usize;
             let path = trie.path(b);
             let live = path[base..]

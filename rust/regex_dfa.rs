@@ -183,6 +183,50 @@ impl ByteDfa {
         state
     }
 
+    /// A canonical description of the language read from state `q`: the
+    /// states reachable from `q`, numbered in breadth-first order (bytes
+    /// ascending, the dead state 0), each written as its acceptance and its
+    /// transitions as runs of bytes with one target. Equal signatures mean
+    /// isomorphic automata, so equal behaviour on every byte string, whatever
+    /// DFA they come from. None when it would be longer than `limit` words.
+    pub fn residual_signature(&self, q: u32, limit: usize) -> Option<Vec<u32>> {
+        let mut ids: HashMap<u32, u32> = HashMap::from([(DEAD, 0)]);
+        let mut order = vec![q];
+        ids.insert(q, 1);
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            i += 1;
+            out.push(self.is_accepting(s) as u32);
+            let runs_at = out.len();
+            out.push(0);
+            let mut prev = u32::MAX;
+            // Targets are numbered in byte order, looked up once per byte class.
+            let mut class_id = [u32::MAX; 256];
+            for b in 0..=255u8 {
+                let c = self.classes[b as usize] as usize;
+                if class_id[c] == u32::MAX {
+                    let t = self.trans[s as usize * self.stride + c];
+                    class_id[c] = *ids.entry(t).or_insert_with(|| {
+                        order.push(t);
+                        order.len() as u32
+                    });
+                }
+                let id = class_id[c];
+                if id != prev {
+                    out.extend([b as u32, id]);
+                    out[runs_at] += 1;
+                    prev = id;
+                }
+            }
+            if out.len() > limit {
+                return None;
+            }
+        }
+        Some(out)
+    }
+
     /// True if the text read so far is in the language.
     pub fn is_accepting(&self, state: u32) -> bool {
         self.accepting[state as usize]
@@ -359,6 +403,28 @@ mod tests {
         let e = ByteDfa::new("[ab]*a[ab]{24}").map(|_| ()).unwrap_err();
         assert!(e.to_string().contains("limit"), "{e}");
         assert!(matches!(e, Error::LimitExceeded(_) | Error::Compile(_)));
+    }
+
+    #[test]
+    fn residual_signatures_name_the_language_left() {
+        let sig = |pattern: &str, read: &str| {
+            let d = ByteDfa::new(pattern).unwrap();
+            let q = d.step_bytes(d.start(), read.as_bytes());
+            d.residual_signature(q, 1 << 20).unwrap()
+        };
+        // Same language left, from different automata and states.
+        assert_eq!(sig("x[0-9]+", "x"), sig("[0-9]+", ""));
+        assert_eq!(sig("a(b|c)*d", "ab"), sig("[bc]*d", ""));
+        assert_eq!(sig("\"[^\"]*\":", "\"key"), sig("[^\"]*\":", ""));
+        // Languages that differ only in accepting the empty string, or in
+        // one byte, or in length, do not share.
+        assert_ne!(sig("[0-9]+", ""), sig("[0-9]*", ""));
+        assert_ne!(sig("[0-9]+", ""), sig("[0-8]+", ""));
+        assert_ne!(sig("[a-z]{0,3}", ""), sig("[a-z]{0,4}", ""));
+        assert_ne!(sig("ab", ""), sig("ac", ""));
+        assert_ne!(sig("a[bc]", ""), sig("a[bc]?", ""));
+        let d = ByteDfa::new("[a-z]{0,300}").unwrap();
+        assert!(d.residual_signature(d.start(), 100).is_none());
     }
 
     #[test]

@@ -235,6 +235,20 @@ impl TokenTrie {
         }
     }
 
+    /// The children of `node` with their bytes, in byte order.
+    pub fn children(&self, node: usize) -> impl Iterator<Item = (usize, u8)> + '_ {
+        let end = self.subtree_end(node);
+        let mut c = node + 1;
+        std::iter::from_fn(move || {
+            if c >= end {
+                return None;
+            }
+            let here = c;
+            c = self.nodes[c].subtree_end as usize;
+            Some((here, self.nodes[here].byte))
+        })
+    }
+
     /// Number of nodes strictly below `node`.
     pub fn subtree_size(&self, node: usize) -> usize {
         self.subtree_end(node) - node - 1

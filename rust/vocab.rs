@@ -1,6 +1,7 @@
 //! A tokenizer's vocabulary as maskpar sees it: exact bytes per token id, which
 //! ids are EOS or special, the model's logits width, and the token trie.
 
+use crate::cfg::lexcache::SharedLexCache;
 use crate::error::{Error, Result};
 use crate::invalid;
 use crate::trie::TokenTrie;
@@ -17,9 +18,19 @@ pub struct Vocab {
     eos: Vec<u32>,
     vocab_size: usize,
     trie: TokenTrie,
+    /// Lexer-only token sets shared by every grammar over this vocabulary.
+    lex_shared: SharedLexCache,
 }
 
+/// Bound on the lexer-only cache shared by a vocabulary's grammars.
+pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
+
 impl Vocab {
+    /// The lexer-only cache shared by every grammar over this vocabulary.
+    pub fn lex_shared(&self) -> &SharedLexCache {
+        &self.lex_shared
+    }
+
     /// `tokens[i]` is the exact byte string of id `i`. `vocab_size` (the model's
     /// logits width) defaults to `tokens.len()` and may exceed it (padding).
     pub fn new(
@@ -81,6 +92,7 @@ impl Vocab {
             eos,
             vocab_size,
             trie,
+            lex_shared: SharedLexCache::new(SHARED_LEX_CACHE_BYTES),
         })
     }
 

@@ -18,12 +18,13 @@ import os
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import maskpar
-from conftest import SHARED_DATA, allowed_ids, new_bitmask
+from conftest import LLAMA3_EOS, SHARED_DATA, allowed_ids, llama3_vocab, new_bitmask
 
 SUITE = os.path.join(SHARED_DATA, "json-schema-test-suite", "draft2020-12")
 # One token per byte: grammar acceptance without tokenization effects.
@@ -251,3 +252,44 @@ def test_large_const_objects_are_refused_not_ordered(byte_tok):
     big = {f"k{i}": i for i in range(11)}
     with pytest.raises(ValueError, match="11 keys"):
         maskpar.compile_json_schema(byte_tok, {"enum": [1, big]})
+
+
+def test_masks_do_not_depend_on_what_other_grammars_cached(llama3):
+    # Lexer-only token sets are shared across a vocabulary's grammars by
+    # residual automaton: warming other schemas first must not change a mask.
+    enc, tokens, special = llama3_vocab()
+    warm_first = [
+        {"properties": {"name": {"type": "string"}, "tags": {"items": {"maxLength": 5}}}},
+        {"type": "object", "properties": {"nam": {"enum": ["x", "yz"]}, "n": {"type": "number"}}},
+    ]
+    target = {
+        "type": "object",
+        "properties": {
+            "nam": {"type": "string", "maxLength": 3},
+            "name": {"type": "string", "format": "date"},
+            "id": {"type": "integer", "minimum": -5},
+        },
+        "required": ["id"],
+    }
+    instance = json.dumps({"name": "2024-01-31", "nam": "ab", "id": -3, "zz": [1, "q"]})
+    seq = enc.encode(instance)
+    rows = []
+    for warm in (True, False):
+        tok = maskpar.Tokenizer.from_vocab(tokens, LLAMA3_EOS, special)
+        if warm:
+            for schema in warm_first:
+                m = maskpar.Matcher(maskpar.compile_json_schema(tok, schema))
+                for t in enc.encode(json.dumps({"name": "abc", "nam": "yz", "n": 1.5})):
+                    m.fill_next_token_bitmask(new_bitmask(1, tok.vocab_size), 0)
+                    if not m.consume_token(t):
+                        break
+        m = maskpar.Matcher(maskpar.compile_json_schema(tok, target))
+        masks = []
+        for t in seq:
+            bm = new_bitmask(1, tok.vocab_size)
+            m.fill_next_token_bitmask(bm, 0)
+            masks.append(bm.copy())
+            assert m.consume_token(t)
+        rows.append(masks)
+    for i, (a, b) in enumerate(zip(*rows)):
+        assert np.array_equal(a, b), f"mask {i} differs after warming other grammars"

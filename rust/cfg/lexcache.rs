@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 use super::ast::Lexing;
 use super::earley::Scan;
 use super::lower::Cfg;
-use crate::bitmask::set_bit;
+use crate::bitmask::{iter_set_bits, set_bit};
 use crate::regex_dfa::DEAD;
 use crate::trie::{TokenTrie, Visit, VisitStepper};
 
@@ -69,9 +69,76 @@ pub fn lex_key(frontier: &[Scan]) -> LexKey {
     k
 }
 
+/// Residual signatures longer than this (in words) are not shared.
+const MAX_SIGNATURE_WORDS: usize = 4 << 10;
+
+/// Lexer-only entries shared by every grammar over one vocabulary. A key is
+/// the lexing mode and the scans' residual automata (`residual_signature`),
+/// which is all a lexer-only walk depends on: the JSON string-content scan of
+/// one schema is the same as another's, so a new schema starts warm.
+#[derive(Debug)]
+pub struct SharedLexCache {
+    residuals: RwLock<HashMap<Vec<u32>, u32>>,
+    map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
+    bytes: AtomicUsize,
+    limit: usize,
+}
+
+/// Lexing mode and residual ids, then the trie node.
+type SharedKey = (Vec<u32>, u32);
+
+impl SharedLexCache {
+    pub fn new(limit: usize) -> Self {
+        SharedLexCache {
+            residuals: RwLock::new(HashMap::default()),
+            map: RwLock::new(HashMap::default()),
+            bytes: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    fn residual_id(&self, signature: Vec<u32>) -> Option<u32> {
+        if let Some(&id) = read(&self.residuals).get(&signature) {
+            return Some(id);
+        }
+        let size = signature.len() * 4 + 16;
+        if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.limit {
+            self.bytes.fetch_sub(size, Ordering::Relaxed);
+            return None;
+        }
+        let mut ids = write(&self.residuals);
+        let next = ids.len() as u32;
+        Some(*ids.entry(signature).or_insert(next))
+    }
+
+    fn get(&self, key: &SharedKey) -> Option<Arc<LexEntry>> {
+        read(&self.map).get(key).cloned()
+    }
+
+    fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
+        let size = entry.bytes() + key.0.len() * 4;
+        if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.limit {
+            self.bytes.fetch_sub(size, Ordering::Relaxed);
+            return entry;
+        }
+        write(&self.map).entry(key).or_insert(entry).clone()
+    }
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One grammar's lexer-only entries, backed by its vocabulary's shared cache.
 #[derive(Debug)]
 pub struct LexCache {
     map: RwLock<HashMap<(LexKey, u32), Arc<LexEntry>>>,
+    /// Each scan's residual id in the shared cache (None: not shared).
+    residual: RwLock<HashMap<(u32, u32), Option<u32>>>,
     bytes: AtomicUsize,
     limit: usize,
 }
@@ -80,38 +147,78 @@ impl LexCache {
     pub fn new(limit: usize) -> Self {
         LexCache {
             map: RwLock::new(HashMap::default()),
+            residual: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
         }
     }
 
-    /// The entry for lexer state `key` at trie node `top`, computed (and kept
-    /// while under the memory bound) on a miss.
+    /// The entry for lexer state `key` at trie node `top`: from this
+    /// grammar's cache, else the vocabulary's, else computed (and kept while
+    /// under the memory bounds).
     pub fn get(
         &self,
         cfg: &Cfg,
         trie: &TokenTrie,
+        shared: &SharedLexCache,
         words: usize,
         key: &LexKey,
         top: u32,
     ) -> Arc<LexEntry> {
         let map_key = (key.clone(), top);
-        if let Some(e) = self
-            .map
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&map_key)
-        {
+        if let Some(e) = read(&self.map).get(&map_key) {
             return e.clone();
         }
-        let entry = Arc::new(build(cfg, trie, words, key, top as usize));
+        let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
+        let found = shared_key.as_ref().and_then(|k| shared.get(k));
+        let entry = match found {
+            Some(e) => e,
+            None => {
+                let built = Arc::new(if top == 0 {
+                    build_at_root(self, cfg, trie, shared, words, key)
+                } else {
+                    build(cfg, trie, words, key, top as usize)
+                });
+                match shared_key {
+                    Some(k) => shared.insert(k, built),
+                    None => built,
+                }
+            }
+        };
         let size = entry.bytes() + key.len() * 8;
         if self.bytes.fetch_add(size, Ordering::Relaxed) + size <= self.limit {
-            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-            return map.entry(map_key).or_insert(entry).clone();
+            return write(&self.map).entry(map_key).or_insert(entry).clone();
         }
         self.bytes.fetch_sub(size, Ordering::Relaxed);
         entry
+    }
+
+    /// The shared key of `key`: the lexing mode, then its scans' residual
+    /// ids (sorted, deduplicated: equal residuals walk alike).
+    fn shared_key(&self, cfg: &Cfg, shared: &SharedLexCache, key: &LexKey) -> Option<Vec<u32>> {
+        let mut ids = Vec::with_capacity(key.len() + 1);
+        for &(l, q) in key {
+            let known = read(&self.residual).get(&(l, q)).copied();
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    let dfa = cfg.lexemes[l as usize]
+                        .dfa
+                        .as_ref()
+                        .expect("scans have DFAs");
+                    let id = dfa
+                        .residual_signature(q, MAX_SIGNATURE_WORDS)
+                        .and_then(|sig| shared.residual_id(sig));
+                    write(&self.residual).insert((l, q), id);
+                    id
+                }
+            };
+            ids.push(id?);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids.insert(0, cfg.lexing as u32);
+        Some(ids)
     }
 }
 
@@ -123,43 +230,93 @@ struct ScanOnly<'a> {
     ends: Vec<usize>,
 }
 
+/// Steps the scans `pairs[start..end]` by `byte`, pushing the survivors onto
+/// `pairs` (which must end at `end`), and says what a walk does at that node.
+fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) -> Visit {
+    let end = pairs.len();
+    let mut accepted_after = false;
+    let mut accepted_before = false;
+    for i in start..end {
+        let (l, q) = pairs[i];
+        let dfa = cfg.lexemes[l as usize]
+            .dfa
+            .as_ref()
+            .expect("scans have DFAs");
+        accepted_before |= dfa.is_accepting(q);
+        let q2 = dfa.step(q, byte);
+        if q2 != DEAD {
+            accepted_after |= dfa.is_accepting(q2);
+            pairs.push((l, q2));
+        }
+    }
+    let survived = pairs.len() > end;
+    // Where a lexeme may complete, the parser decides: stop and leave it
+    // to the fill. All-splits completes after the byte; longest-match
+    // only when no scan takes the byte.
+    let completes = match cfg.lexing {
+        Lexing::AllSplits => accepted_after,
+        Lexing::Longest => !survived && accepted_before,
+    };
+    if completes {
+        Visit::Stop
+    } else if survived {
+        Visit::Live
+    } else {
+        Visit::Dead
+    }
+}
+
 impl VisitStepper for ScanOnly<'_> {
     fn visit(&mut self, depth: usize, byte: u8) -> Visit {
         let start = if depth >= 2 { self.ends[depth - 2] } else { 0 };
-        let end = self.ends[depth - 1];
-        self.pairs.truncate(end);
-        let mut accepted_after = false;
-        let mut accepted_before = false;
-        for i in start..end {
-            let (l, q) = self.pairs[i];
-            let dfa = self.cfg.lexemes[l as usize]
-                .dfa
-                .as_ref()
-                .expect("scans have DFAs");
-            accepted_before |= dfa.is_accepting(q);
-            let q2 = dfa.step(q, byte);
-            if q2 != DEAD {
-                accepted_after |= dfa.is_accepting(q2);
-                self.pairs.push((l, q2));
+        self.pairs.truncate(self.ends[depth - 1]);
+        let v = step_scans(self.cfg, &mut self.pairs, start, byte);
+        self.ends[depth] = self.pairs.len();
+        v
+    }
+}
+
+/// The entry at the trie root, put together from one entry per child: the
+/// scans after the first byte recur far more often than the scans
+/// themselves (inside a JSON key, every new prefix is a new DFA state, but
+/// one byte on most of them reach the same "any other key" state), so a new
+/// key costs a lookup per first byte instead of a walk of the whole trie.
+fn build_at_root(
+    cache: &LexCache,
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    shared: &SharedLexCache,
+    words: usize,
+    key: &LexKey,
+) -> LexEntry {
+    let mut bits = vec![0u32; words];
+    let mut boundary = Vec::new();
+    let mut pairs = key.clone();
+    for (child, byte) in trie.children(0) {
+        pairs.truncate(key.len());
+        match step_scans(cfg, &mut pairs, 0, byte) {
+            Visit::Dead => {}
+            Visit::Stop => boundary.push(child as u32),
+            Visit::Live => {
+                trie.node_tokens(child)
+                    .iter()
+                    .for_each(|&t| set_bit(&mut bits, t));
+                let mut next = pairs[key.len()..].to_vec();
+                next.sort_unstable();
+                next.dedup();
+                let below = cache.get(cfg, trie, shared, words, &next, child as u32);
+                below.apply(&mut bits, false);
+                boundary.extend_from_slice(&below.boundary);
             }
         }
-        self.ends[depth] = self.pairs.len();
-        let survived = self.pairs.len() > end;
-        // Where a lexeme may complete, the parser decides: stop and leave it
-        // to the fill. All-splits completes after the byte; longest-match
-        // only when no scan takes the byte.
-        let completes = match self.cfg.lexing {
-            Lexing::AllSplits => accepted_after,
-            Lexing::Longest => !survived && accepted_before,
-        };
-        if completes {
-            Visit::Stop
-        } else if survived {
-            Visit::Live
-        } else {
-            Visit::Dead
-        }
     }
+    let ones: usize = bits.iter().map(|w| w.count_ones() as usize).sum();
+    let inner = if ones >= words {
+        TokenSet::Dense(bits.into_boxed_slice())
+    } else {
+        TokenSet::Sparse(iter_set_bits(&bits).collect())
+    };
+    LexEntry { inner, boundary }
 }
 
 fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {
