@@ -223,6 +223,10 @@ def run_file(eng: Engine, rec: dict, seqs: list[list[int]], bitmask: Any) -> Fil
 def worker(name: str, jobs: Any, results: Any) -> None:
     import torch
 
+    # Engines log refusals from native code on stderr; results carry them.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+
     eng = make_engine(name)
     bitmask = torch.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=torch.int32)
     results.put(("ready", None))
@@ -309,7 +313,7 @@ def summarize(names: list[str], results: dict[str, list[FileResult]], n: int) ->
         "invalid accepted",
         "crash",
     ]
-    rows = [head, ["-" * len(h) for h in head]]
+    rows = [head]
     for name in names:
         c = Counter(r.outcome for r in results[name])
         rows.append(
@@ -354,7 +358,7 @@ def summarize(names: list[str], results: dict[str, list[FileResult]], n: int) ->
         "compile p50 ms",
         "compile p99 ms",
     ]
-    rows = [head, ["-" * len(h) for h in head]]
+    rows = [head]
     for name in names:
         s = stats[name]
         rows.append(
@@ -379,7 +383,7 @@ def summarize(names: list[str], results: dict[str, list[FileResult]], n: int) ->
         "ratio p99",
         "compile ratio",
     ]
-    rows = [head, ["-" * len(h) for h in head]]
+    rows = [head]
     sub: dict[str, tuple[float, float, float, float]] = {}
     for name in names:
         ns = (

@@ -118,6 +118,43 @@ SCHEMAS = [
     {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "null"}], "minItems": 1},
     {"type": "string", "format": "date-time"},
     {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]},
+    # Intersections: allOf with $ref, keywords next to oneOf/anyOf, enum with constraints.
+    {
+        "$defs": {
+            "base": {
+                "type": "object",
+                "properties": {"id": {"type": "integer", "minimum": 1}},
+                "required": ["id"],
+            }
+        },
+        "allOf": [
+            {"$ref": "#/$defs/base"},
+            {
+                "properties": {"kind": {"enum": ["a", "b"]}, "id": {"maximum": 9}},
+                "required": ["kind"],
+                "additionalProperties": False,
+            },
+        ],
+    },
+    {
+        "type": "object",
+        "required": ["t"],
+        "properties": {"t": {"type": "string"}},
+        "oneOf": [
+            {
+                "properties": {"t": {"const": "x"}, "x": {"type": "integer"}},
+                "required": ["t"],
+                "additionalProperties": False,
+            },
+            {
+                "properties": {"t": {"const": "y"}, "y": {"type": "string", "maxLength": 2}},
+                "required": ["t", "y"],
+                "additionalProperties": False,
+            },
+        ],
+    },
+    {"enum": ["ab", "abcd", 5, 7, [1]], "maxLength": 3, "maximum": 6, "maxItems": 0},
+    {"type": "string", "anyOf": [{"maxLength": 1}, {"pattern": "^z+$"}]},
 ]
 
 
@@ -198,12 +235,16 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
         ({"oneOf": [{"type": "string"}, {"minLength": 1}]}, "/oneOf/1"),
         ({"type": "object", "properties": {f"p{i}": {} for i in range(11)}}, "at most 10"),
         ({"type": "what"}, "unknown type"),
+        ({"properties": {"u": {"format": "uri"}}}, "/properties/u/format"),
         ("{not json", "not valid JSON"),
     ]
     for schema, message in cases:
         with pytest.raises(ValueError, match=message.replace("/", "/")) as e:
             maskpar.compile_json_schema(byte_tok, schema)
         assert "schema at" in str(e.value) or "JSON" in str(e.value)
+    # Formats read as annotations when asked; unknown names always are.
+    maskpar.compile_json_schema(byte_tok, {"format": "uri"}, assert_formats=False)
+    maskpar.compile_json_schema(byte_tok, {"format": "x-custom"})
     with pytest.raises(ValueError, match="indent"):
         maskpar.compile_json_schema(byte_tok, {}, indent=2)
     with pytest.raises(TypeError, match="schema must be"):
@@ -293,3 +334,82 @@ def test_masks_do_not_depend_on_what_other_grammars_cached(llama3):
         rows.append(masks)
     for i, (a, b) in enumerate(zip(*rows)):
         assert np.array_equal(a, b), f"mask {i} differs after warming other grammars"
+
+
+def test_recursive_and_cyclic_merges_terminate(byte_tok):
+    # A recursive schema merged with another inside itself (MaskBench o17683).
+    foo = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "definitions": {
+            "Child": {"type": "object", "required": ["c"]},
+            "Foo": {
+                "type": "object",
+                "properties": {
+                    "kids": {
+                        "allOf": [{"$ref": "#/definitions/Foo"}, {"$ref": "#/definitions/Child"}]
+                    }
+                },
+            },
+        },
+        "$ref": "#/definitions/Foo",
+    }
+    g = maskpar.compile_json_schema(byte_tok, foo)
+    assert accepts(g, '{"kids": {"c": 1, "kids": {"c": []}}}')
+    assert not accepts(g, '{"kids": {"kids": {"c": 1}}}')  # the outer kid lacks "c"
+    cycle = {
+        "$defs": {
+            "a": {"allOf": [{"$ref": "#/$defs/b"}, {"properties": {"x": {"$ref": "#/$defs/a"}}}]},
+            "b": {"allOf": [{"$ref": "#/$defs/a"}, {"type": "object"}]},
+        },
+        "$ref": "#/$defs/a",
+    }
+    with pytest.raises(ValueError, match="more than 512 steps"):
+        maskpar.compile_json_schema(byte_tok, cycle)
+    deep: dict = {"type": "integer"}
+    for _ in range(63):
+        deep = {"type": "array", "items": deep}
+    assert accepts(maskpar.compile_json_schema(byte_tok, deep), "[" * 63 + "1" + "]" * 63)
+
+
+def test_keywords_next_to_combinators_intersect(byte_tok):
+    def g(schema):
+        return maskpar.compile_json_schema(byte_tok, schema)
+
+    s = g({"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}]})
+    assert accepts(s, '{"b": 1}') and not accepts(s, "{}") and not accepts(s, "[1]")
+    # Drafts 4-7 ignore keywords next to $ref; 2019-09 and later apply them.
+    for draft, ok in (
+        ("http://json-schema.org/draft-07/schema#", True),
+        ("https://json-schema.org/draft/2020-12/schema", False),
+    ):
+        s = g(
+            {
+                "$schema": draft,
+                "$defs": {"n": {"type": "integer"}},
+                "$ref": "#/$defs/n",
+                "maximum": 3,
+            }
+        )
+        assert accepts(s, "7") == ok and accepts(s, "2")
+    # oneOf is exact when branches differ by a required constant.
+    tagged = {
+        "oneOf": [
+            {"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+            {"type": "object", "properties": {"k": {"enum": [2, 3]}}, "required": ["k"]},
+        ]
+    }
+    assert accepts(g(tagged), '{"k": 3}') and not accepts(g(tagged), '{"k": 4}')
+    with pytest.raises(ValueError, match="may overlap"):
+        g(
+            {
+                "oneOf": [
+                    {"type": "object", "properties": {"k": {"const": 1}}},
+                    {"type": "object", "properties": {"k": {"enum": [2, 3]}}},
+                ]
+            }
+        )
+    # enum next to other keywords keeps the values they accept.
+    s = g({"enum": ["a", "abc", 2, 9], "maxLength": 2, "maximum": 5})
+    assert [accepts(s, t) for t in ('"a"', '"abc"', "2", "9")] == [True, False, True, False]
+    with pytest.raises(ValueError, match="pattern"):
+        g({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})

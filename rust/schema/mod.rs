@@ -5,6 +5,8 @@
 //! `json.dumps(value, ensure_ascii=False)` writes (with flexible whitespace
 //! by default), for exactly the values the schema validates.
 
+mod check;
+mod merge;
 mod numbers;
 mod strings;
 
@@ -100,13 +102,25 @@ const UNSUPPORTED: &[&str] = &[
 pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
     let root: Value = serde_json::from_str(schema)
         .map_err(|e| Error::Compile(format!("the schema is not valid JSON: {e}")))?;
+    let arena = typed_arena::Arena::new();
     let mut c = Compiler {
         root: &root,
+        arena: &arena,
+        ignore_ref_siblings: root
+            .get("$schema")
+            .and_then(Value::as_str)
+            .is_some_and(|s| {
+                ["draft-03", "draft-04", "draft-06", "draft-07"]
+                    .iter()
+                    .any(|d| s.contains(d))
+            }),
+        single_resource: !has_nested_id(&root, true),
         opts,
         rules: Vec::new(),
         by_pointer: HashMap::new(),
         any: None,
         never: false,
+        depth: 0,
         objects: 0,
     };
     let top = c.rule_for("", &root)?;
@@ -155,11 +169,20 @@ const TYPES: [&str; 7] = [
 
 struct Compiler<'a> {
     root: &'a Value,
+    /// Schemas made by merging (they live as long as the document).
+    arena: &'a typed_arena::Arena<Value>,
+    /// Drafts 4 to 7 ignore keywords next to `$ref`.
+    ignore_ref_siblings: bool,
+    /// No `$id` below the root: a `$ref` resolves the same from anywhere,
+    /// which merged schemas (copied out of their place) rely on.
+    single_resource: bool,
     opts: &'a SchemaOptions,
     rules: Vec<RuleDef>,
     by_pointer: HashMap<String, String>,
     any: Option<String>,
     never: bool,
+    /// Schemas being compiled, one inside another (bounds the recursion).
+    depth: usize,
     /// Objects compiled so far (names their member rules).
     objects: usize,
 }
@@ -188,13 +211,26 @@ impl<'a> Compiler<'a> {
 
     /// The rule for the schema at `ptr` (memoized, so `$ref` cycles recurse).
     fn rule_for(&mut self, ptr: &str, schema: &'a Value) -> Result<String> {
-        if let Some(name) = self.by_pointer.get(ptr) {
+        self.rule_keyed(ptr.to_string(), ptr, schema)
+    }
+
+    /// The rule for `schema` (at `ptr`), memoized under `key`.
+    fn rule_keyed(&mut self, key: String, ptr: &str, schema: &'a Value) -> Result<String> {
+        if let Some(name) = self.by_pointer.get(&key) {
             return Ok(name.clone());
         }
+        if self.depth >= MAX_SCHEMA_DEPTH {
+            return refuse(
+                ptr,
+                format!("the schema nests deeper than {MAX_SCHEMA_DEPTH} levels"),
+            );
+        }
         let name = format!("s{}", self.by_pointer.len());
-        self.by_pointer.insert(ptr.to_string(), name.clone());
-        let body = self.value(schema, ptr)?;
-        self.rules.push(rule(&name, body));
+        self.by_pointer.insert(key, name.clone());
+        self.depth += 1;
+        let body = self.value(schema, ptr);
+        self.depth -= 1;
+        self.rules.push(rule(&name, body?));
         Ok(name)
     }
 
@@ -297,26 +333,45 @@ impl<'a> Compiler<'a> {
             .filter(|k| obj.contains_key(*k))
             .collect();
         if let Some(&k) = present.first() {
-            // Intersections are not compiled: the combinator must stand alone
-            // (annotations aside), except `type` next to `enum`/`const`.
-            let others: Vec<&String> = obj
-                .keys()
-                .filter(|x| {
-                    *x != k && is_constraint(x) && !(matches!(k, "enum" | "const") && *x == "type")
-                })
-                .collect();
-            if let Some(o) = others.first() {
+            let others: Vec<&String> = obj.keys().filter(|x| *x != k && is_constraint(x)).collect();
+            if k == "$ref" && self.ignore_ref_siblings {
+                return self.reference(obj["$ref"].as_str(), ptr);
+            }
+            if matches!(k, "enum" | "const") && present.len() == 1 {
+                return self.enumeration(schema, obj, ptr);
+            }
+            if others.is_empty() && k != "allOf" {
+                return match k {
+                    "$ref" => self.reference(obj["$ref"].as_str(), ptr),
+                    _ => self.union(obj, k, ptr),
+                };
+            }
+            // An intersection: merged on the schema JSON, then compiled.
+            if !self.single_resource {
                 return refuse(
                     ptr,
-                    format!("`{k}` together with `{o}` needs an intersection, not supported yet"),
+                    format!("`{k}` with other keywords in a document with nested `$id`s is not supported yet"),
                 );
             }
-            return match k {
-                "$ref" => self.reference(obj["$ref"].as_str(), ptr),
-                "anyOf" | "oneOf" => self.union(obj, k, ptr),
-                "allOf" => self.all_of(&obj["allOf"], ptr),
-                _ => self.enumeration(obj, ptr),
+            let merged = {
+                let resolve = |target: &Value, at: &str| -> Result<(String, Value)> {
+                    let (p, v) = self.resolve(target.as_str(), at)?;
+                    Ok((p, v.clone()))
+                };
+                let mut m = merge::Merger {
+                    resolve: &resolve,
+                    ignore_ref_siblings: false,
+                    work: 0,
+                };
+                m.merge(vec![schema.clone()], ptr, 0)?
             };
+            // Memoized by content: a recursive schema merged into itself
+            // (`Foo.kids: allOf[Foo, Bar]`) meets the same merge again below,
+            // and one schema resource resolves equal content the same anywhere.
+            let key = format!("(merged){merged}");
+            let merged: &'a Value = self.arena.alloc(merged);
+            let name = self.rule_keyed(key, &format!("{ptr}/(merged)"), merged)?;
+            return Ok(Node::Ref(name, Pos::default()));
         }
         let types = self.types(obj, ptr)?;
         let mut alts = Vec::new();
@@ -350,6 +405,13 @@ impl<'a> Compiler<'a> {
     }
 
     fn reference(&mut self, target: Option<&str>, ptr: &str) -> Result<Node> {
+        let (resolved, node) = self.resolve(target, ptr)?;
+        let name = self.rule_for(&resolved, node)?;
+        Ok(Node::Ref(name, Pos::default()))
+    }
+
+    /// The target of the `$ref` in the schema at `ptr`, and its pointer.
+    fn resolve(&self, target: Option<&str>, ptr: &str) -> Result<(String, &'a Value)> {
         let here = format!("{ptr}/$ref");
         let Some(target) = target else {
             return refuse(&here, "`$ref` must be a string");
@@ -389,8 +451,7 @@ impl<'a> Compiler<'a> {
                 _ => return refuse(&here, format!("the anchor {frag:?} is defined twice")),
             }
         };
-        let name = self.rule_for(&resolved, node)?;
-        Ok(Node::Ref(name, Pos::default()))
+        Ok((resolved, node))
     }
 
     /// The schema resource (the nearest enclosing schema with an `$id`, else
@@ -432,32 +493,26 @@ impl<'a> Compiler<'a> {
     fn union(&mut self, obj: &'a Map<String, Value>, k: &str, ptr: &str) -> Result<Node> {
         let list = self.branches(&obj[k], k, ptr)?;
         if k == "oneOf" {
-            let mut seen: Vec<&str> = Vec::new();
-            for (i, b) in list.iter().enumerate() {
-                let here = format!("{ptr}/oneOf/{i}");
-                let ts = match b {
-                    Value::Object(o) if o.contains_key("type") => self.types(o, &here)?,
-                    _ => {
+            // Exactly one branch holds iff at most one can: check every pair
+            // is disjoint, by type or by a required const/enum property.
+            let views: Vec<Option<&'a Map<String, Value>>> = list
+                .iter()
+                .enumerate()
+                .map(|(i, b)| self.branch_view(b, &format!("{ptr}/oneOf/{i}")))
+                .collect::<Result<_>>()?;
+            for j in 1..views.len() {
+                for i in 0..j {
+                    if !disjoint(views[i], views[j]) {
                         return refuse(
-                            &here,
-                            "`oneOf` branches must be disjoint by `type` (use anyOf if they cannot overlap)",
-                        )
+                            &format!("{ptr}/oneOf/{j}"),
+                            format!(
+                                "`oneOf` branches {i} and {j} may overlap (exact only when they \
+                                 differ by `type` or by a required `const`/`enum` property; \
+                                 use anyOf if they cannot overlap)"
+                            ),
+                        );
                     }
-                };
-                let ts: Vec<&str> = ts
-                    .into_iter()
-                    .flat_map(|t| {
-                        if t == "number" {
-                            vec!["number", "integer"]
-                        } else {
-                            vec![t]
-                        }
-                    })
-                    .collect();
-                if let Some(t) = ts.iter().find(|t| seen.contains(t)) {
-                    return refuse(&here, format!("`oneOf` branches overlap on type {t:?}"));
                 }
-                seen.extend(ts);
             }
         }
         let mut alts = Vec::new();
@@ -468,29 +523,46 @@ impl<'a> Compiler<'a> {
         Ok(Node::alt(alts))
     }
 
-    fn all_of(&mut self, v: &'a Value, ptr: &str) -> Result<Node> {
-        let list = self.branches(v, "allOf", ptr)?;
-        if list.len() > 1 {
-            return refuse(
-                &format!("{ptr}/allOf"),
-                "`allOf` with several schemas is not supported yet",
-            );
+    /// The keywords of a `oneOf` branch, through `$ref`s (None: `true`).
+    fn branch_view(&self, b: &'a Value, ptr: &str) -> Result<Option<&'a Map<String, Value>>> {
+        let mut node = b;
+        let mut at = ptr.to_string();
+        for _ in 0..16 {
+            match node {
+                Value::Object(o)
+                    if o.contains_key("$ref") && (o.len() == 1 || self.ignore_ref_siblings) =>
+                {
+                    let (p, v) = self.resolve(o["$ref"].as_str(), &at)?;
+                    (at, node) = (p, v);
+                }
+                Value::Object(o) => return Ok(Some(o)),
+                _ => return Ok(None),
+            }
         }
-        let name = self.rule_for(&format!("{ptr}/allOf/0"), &list[0])?;
-        Ok(Node::Ref(name, Pos::default()))
+        Ok(None)
     }
 
-    /// `enum` / `const`: the values' own texts (filtered by `type` if given).
-    fn enumeration(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Node> {
+    /// `enum` / `const`: the texts of the values that also satisfy the
+    /// schema's other keywords.
+    fn enumeration(
+        &mut self,
+        schema: &Value,
+        obj: &'a Map<String, Value>,
+        ptr: &str,
+    ) -> Result<Node> {
         let values: Vec<&Value> = match (obj.get("const"), obj.get("enum")) {
             (Some(c), _) => vec![c],
             (None, Some(Value::Array(a))) => a.iter().collect(),
             _ => return refuse(&format!("{ptr}/enum"), "`enum` must be an array"),
         };
-        let types = self.types(obj, ptr)?;
+        let mut rest = schema.clone();
+        if let Value::Object(o) = &mut rest {
+            o.remove("enum");
+            o.remove("const");
+        }
         let mut alts = Vec::new();
         for v in values {
-            if types.iter().any(|t| has_type(v, t)) {
+            if check::satisfies(v, &rest, ptr, self.opts.assert_formats)? {
                 alts.push(self.literal(v, ptr)?);
             }
         }
@@ -564,11 +636,7 @@ impl<'a> Compiler<'a> {
             }
             Some(_) => return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string"),
         };
-        let format = obj
-            .get("format")
-            .and_then(Value::as_str)
-            .filter(|_| self.opts.assert_formats)
-            .and_then(strings::format_regex);
+        let format = self.format(obj, ptr)?;
         let constrained = match (pattern, format) {
             (Some(_), Some(_)) => {
                 return refuse(ptr, "`pattern` together with `format` is not supported yet")
@@ -584,6 +652,11 @@ impl<'a> Compiler<'a> {
             (None, _) => Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max),
         };
         Ok(self.string_node(Some(content)))
+    }
+
+    /// The regex of the schema's asserted `format`, if any.
+    fn format(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<String>> {
+        asserted_format(obj.get("format"), self.opts.assert_formats, ptr)
     }
 
     fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
@@ -852,6 +925,29 @@ impl<'a> Compiler<'a> {
     }
 }
 
+/// The regex of `format` when formats are asserted; a standard format
+/// maskpar cannot express exactly is refused (never read as an annotation).
+fn asserted_format(
+    format: Option<&Value>,
+    assert_formats: bool,
+    ptr: &str,
+) -> Result<Option<String>> {
+    let Some(name) = format.and_then(Value::as_str).filter(|_| assert_formats) else {
+        return Ok(None);
+    };
+    match strings::format_regex(name) {
+        Some(r) => Ok(Some(r)),
+        None if strings::STANDARD_FORMATS.contains(&name) => refuse(
+            &format!("{ptr}/format"),
+            format!("the format {name:?} is not supported yet (assert_formats=False reads formats as annotations)"),
+        ),
+        None => Ok(None),
+    }
+}
+
+/// Bound on schemas compiled one inside another (the stack is finite).
+const MAX_SCHEMA_DEPTH: usize = 100;
+
 /// The rule that derives no string.
 const NEVER: &str = "no_value";
 
@@ -859,8 +955,8 @@ const NEVER: &str = "no_value";
 const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
 
 /// Keywords that only annotate a schema.
-fn is_constraint(k: &str) -> bool {
-    !matches!(
+fn is_annotation(k: &str) -> bool {
+    matches!(
         k,
         "title"
             | "description"
@@ -876,9 +972,110 @@ fn is_constraint(k: &str) -> bool {
             | "$defs"
             | "definitions"
             | "$anchor"
+            | "$dynamicAnchor"
             | "contentMediaType"
             | "contentEncoding"
-    ) && (TYPE_KEYWORDS.contains(&k) || k.starts_with('$') || COMBINATORS.contains(&k))
+    )
+}
+
+/// Keywords that constrain values (unknown keywords are annotations).
+fn is_constraint(k: &str) -> bool {
+    !is_annotation(k)
+        && (TYPE_KEYWORDS.contains(&k)
+            || k.starts_with('$')
+            || COMBINATORS.contains(&k)
+            || UNSUPPORTED.contains(&k))
+}
+
+/// Whether no value satisfies both schemas, judged by their types and by
+/// required properties pinned to `const`/`enum` values (None: no keywords).
+fn disjoint(a: Option<&Map<String, Value>>, b: Option<&Map<String, Value>>) -> bool {
+    let (Some(a), Some(b)) = (a, b) else {
+        return false;
+    };
+    let (ta, tb) = (possible_types(a), possible_types(b));
+    if let (Some(ta), Some(tb)) = (&ta, &tb) {
+        if !ta.iter().any(|t| tb.contains(t)) {
+            return true;
+        }
+    }
+    let pinned = |m: &Map<String, Value>, key: &str| -> Option<Vec<Value>> {
+        let required = m.get("required")?.as_array()?;
+        if !required.iter().any(|r| r.as_str() == Some(key)) {
+            return None;
+        }
+        let p = m.get("properties")?.get(key)?.as_object()?;
+        match (p.get("const"), p.get("enum")) {
+            (Some(c), _) => Some(vec![c.clone()]),
+            (None, Some(Value::Array(e))) => Some(e.clone()),
+            _ => None,
+        }
+    };
+    let Some(props) = a.get("properties").and_then(Value::as_object) else {
+        return false;
+    };
+    props.keys().any(|k| match (pinned(a, k), pinned(b, k)) {
+        (Some(x), Some(y)) => !x.iter().any(|v| y.iter().any(|w| merge::json_equal(v, w))),
+        _ => false,
+    })
+}
+
+/// The JSON types a schema's values may have (number includes integer),
+/// from `type` or its `const`/`enum` values; None: any.
+fn possible_types(m: &Map<String, Value>) -> Option<Vec<&'static str>> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let mut add = |t: &'static str| {
+        let more: &[&'static str] = if t == "number" {
+            &["number", "integer"]
+        } else {
+            &[t]
+        };
+        for x in more {
+            if !out.contains(x) {
+                out.push(x);
+            }
+        }
+    };
+    if let Some(t) = m.get("type") {
+        let names: Vec<&str> = match t {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => return None,
+        };
+        for n in names {
+            add(TYPES.iter().copied().find(|t| *t == n)?);
+        }
+        return Some(out);
+    }
+    let values: Vec<&Value> = match (m.get("const"), m.get("enum")) {
+        (Some(c), _) => vec![c],
+        (None, Some(Value::Array(e))) => e.iter().collect(),
+        _ => return None,
+    };
+    for v in values {
+        let t = TYPES
+            .iter()
+            .copied()
+            .find(|t| *t != "integer" && has_type(v, t))?;
+        add(t);
+    }
+    Some(out)
+}
+
+/// Whether any schema below `v` (or `v` itself unless `top`) has an `$id`
+/// (values of `enum`/`const`/`default`/`examples` are data, not schemas).
+fn has_nested_id(v: &Value, top: bool) -> bool {
+    match v {
+        Value::Object(o) => {
+            (!top && o.get("$id").is_some_and(Value::is_string))
+                || o.iter().any(|(k, x)| {
+                    !matches!(k.as_str(), "enum" | "const" | "default" | "examples")
+                        && has_nested_id(x, false)
+                })
+        }
+        Value::Array(a) => a.iter().any(|x| has_nested_id(x, false)),
+        _ => false,
+    }
 }
 
 const TYPE_KEYWORDS: &[&str] = &[

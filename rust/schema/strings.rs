@@ -273,6 +273,31 @@ const IPV4_PART: &str = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
 const ATEXT: &str = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
 const HOST_LABEL: &str = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
 
+/// Formats the specification defines (validators assert them when asked
+/// to): one of these that `format_regex` cannot express is refused, not read
+/// as an annotation. Other names are annotations.
+pub const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
 /// The regex for a `format` maskpar constrains, over encoded text (these
 /// formats never contain characters json.dumps escapes); None: an annotation.
 pub fn format_regex(format: &str) -> Option<String> {

@@ -1,0 +1,186 @@
+//! Whether a given JSON value satisfies a schema, for the keywords next to an
+//! `enum`/`const` (which then compiles to the values that pass). Keywords it
+//! cannot decide are refused, never guessed.
+
+use serde_json::{Map, Value};
+
+use super::merge::json_equal;
+use super::{is_annotation, refuse, strings};
+use crate::error::Result;
+use crate::regex_dfa::{ByteDfa, DEAD};
+
+/// Does `v` satisfy `schema` (found at `ptr`)? `assert_formats` as in
+/// `SchemaOptions`.
+pub fn satisfies(v: &Value, schema: &Value, ptr: &str, assert_formats: bool) -> Result<bool> {
+    let obj = match schema {
+        Value::Bool(b) => return Ok(*b),
+        Value::Object(o) => o,
+        _ => return refuse(ptr, "a schema must be an object or a boolean"),
+    };
+    for (k, s) in obj {
+        let here = format!("{ptr}/{k}");
+        if is_annotation(k) || !applies(k, v) {
+            continue;
+        }
+        if !keyword(k, s, v, obj, &here, assert_formats)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Type-specific keywords ignore values of other types.
+fn applies(k: &str, v: &Value) -> bool {
+    match k {
+        "minLength" | "maxLength" | "pattern" | "format" => v.is_string(),
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
+            v.is_number()
+        }
+        "minItems" | "maxItems" | "items" | "prefixItems" | "additionalItems" | "uniqueItems" => {
+            v.is_array()
+        }
+        "required" | "properties" | "additionalProperties" | "minProperties" | "maxProperties" => {
+            v.is_object()
+        }
+        _ => true,
+    }
+}
+
+fn keyword(
+    k: &str,
+    s: &Value,
+    v: &Value,
+    obj: &Map<String, Value>,
+    ptr: &str,
+    formats: bool,
+) -> Result<bool> {
+    let num = |x: &Value| x.as_f64();
+    let len = |x: &Value| x.as_u64().map(|n| n as usize);
+    Ok(match k {
+        "type" => {
+            let types: Vec<&str> = match s {
+                Value::String(t) => vec![t.as_str()],
+                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                _ => return refuse(ptr, "`type` must be a string or an array"),
+            };
+            types.iter().any(|t| super::has_type(v, t))
+        }
+        "enum" => s
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| json_equal(x, v))),
+        "const" => json_equal(s, v),
+        "minLength" | "maxLength" => {
+            let n = v.as_str().map_or(0, |x| x.chars().count());
+            match (k, len(s)) {
+                ("minLength", Some(m)) => n >= m,
+                (_, Some(m)) => n <= m,
+                _ => return refuse(ptr, format!("`{k}` must be a non-negative integer")),
+            }
+        }
+        "pattern" | "format" => {
+            let regex = match (k, s.as_str()) {
+                ("pattern", Some(p)) => {
+                    Some(strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?)
+                }
+                ("format", Some(_)) => super::asserted_format(Some(s), formats, ptr)?,
+                _ => return refuse(ptr, format!("`{k}` must be a string")),
+            };
+            match regex {
+                None => true,
+                Some(r) => {
+                    // The regexes describe the string as json.dumps encodes it.
+                    let dfa = ByteDfa::new(&r)?;
+                    let text = strings::encode(v.as_str().unwrap_or(""));
+                    let q = dfa.step_bytes(dfa.start(), text.as_bytes());
+                    q != DEAD && dfa.is_accepting(q)
+                }
+            }
+        }
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
+            let x = num(v).unwrap_or(0.0);
+            let draft4 = |e: &str| obj.get(e) == Some(&Value::Bool(true));
+            match (k, s) {
+                (_, Value::Bool(_)) => true, // draft 4: read with its bound
+                ("minimum", b) if draft4("exclusiveMinimum") => num(b).is_some_and(|b| x > b),
+                ("maximum", b) if draft4("exclusiveMaximum") => num(b).is_some_and(|b| x < b),
+                ("minimum", b) => num(b).is_some_and(|b| x >= b),
+                ("maximum", b) => num(b).is_some_and(|b| x <= b),
+                ("exclusiveMinimum", b) => num(b).is_some_and(|b| x > b),
+                (_, b) => num(b).is_some_and(|b| x < b),
+            }
+        }
+        "multipleOf" => match (v.as_i64(), s.as_i64()) {
+            (Some(x), Some(m)) if m > 0 => x % m == 0,
+            _ => {
+                return refuse(
+                    ptr,
+                    "`multipleOf` next to `enum` is decided for integers only",
+                )
+            }
+        },
+        "minItems" | "maxItems" | "minProperties" | "maxProperties" => {
+            let n = match v {
+                Value::Array(a) => a.len(),
+                Value::Object(o) => o.len(),
+                _ => 0,
+            };
+            match (k.starts_with("min"), len(s)) {
+                (true, Some(m)) => n >= m,
+                (false, Some(m)) => n <= m,
+                _ => return refuse(ptr, format!("`{k}` must be a non-negative integer")),
+            }
+        }
+        "uniqueItems" => {
+            let a = v.as_array().map_or(&[][..], Vec::as_slice);
+            s != &Value::Bool(true)
+                || a.iter()
+                    .enumerate()
+                    .all(|(i, x)| a[..i].iter().all(|y| !json_equal(x, y)))
+        }
+        "items" if s.is_object() || s.is_boolean() => {
+            let a = v.as_array().map_or(&[][..], Vec::as_slice);
+            for x in a {
+                if !satisfies(x, s, ptr, formats)? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        "required" => {
+            let o = v.as_object();
+            s.as_array().is_some_and(|r| {
+                r.iter().all(|n| {
+                    n.as_str()
+                        .is_some_and(|n| o.is_some_and(|o| o.contains_key(n)))
+                })
+            })
+        }
+        "properties" | "additionalProperties" => {
+            let o = v.as_object().expect("applies to objects");
+            let listed = obj.get("properties").and_then(Value::as_object);
+            for (name, x) in o {
+                let sub = match (k, listed.and_then(|p| p.get(name))) {
+                    ("properties", Some(sub)) => sub,
+                    ("additionalProperties", None) => s,
+                    _ => continue,
+                };
+                if !satisfies(
+                    x,
+                    sub,
+                    &format!("{ptr}/{}", super::pointer_part(name)),
+                    formats,
+                )? {
+                    return Ok(false);
+                }
+            }
+            true
+        }
+        _ if !super::is_constraint(k) => true,
+        _ => {
+            return refuse(
+                ptr,
+                format!("`{k}` next to `enum`/`const` is not supported yet"),
+            )
+        }
+    })
+}

@@ -1,0 +1,382 @@
+//! Intersections of schemas (`allOf`, and keywords next to `$ref`, `anyOf`,
+//! `oneOf`), computed on the schema JSON before it is compiled.
+//!
+//! A merge yields one schema that validates exactly the values all its parts
+//! validate, or refuses. `$ref`s at the top of a part are resolved and their
+//! targets merged in; nested `$ref`s stay as they are (the document has one
+//! schema resource, checked by the caller, so they resolve the same anywhere).
+//! A disjunction is distributed over the rest: `P ∧ anyOf(B1..Bn)` is
+//! `anyOf(P ∧ B1, .., P ∧ Bn)`, and likewise for `oneOf` (exactly one `P ∧ Bi`
+//! holds iff `P` holds and exactly one `Bi` does).
+
+use serde_json::{Map, Value};
+
+use super::{is_constraint, refuse};
+use crate::error::Result;
+
+/// Bound on `$ref`s expanded and branches made while merging one schema.
+const MAX_MERGE_WORK: usize = 512;
+/// Bound on nested merges (merging recursive schemas into each other).
+const MAX_MERGE_DEPTH: usize = 16;
+
+/// Keywords dropped from a merge: annotations and containers of subschemas
+/// that `$ref`s reach through the document itself.
+const DROPPED: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$defs",
+    "definitions",
+    "$schema",
+    "$id",
+    "id",
+    "$anchor",
+    "$dynamicAnchor",
+];
+
+/// Resolves a `$ref` value found at a pointer to its target (and pointer).
+pub type Resolve<'r> = &'r dyn Fn(&Value, &str) -> Result<(String, Value)>;
+
+pub struct Merger<'r> {
+    pub resolve: Resolve<'r>,
+    /// Drafts 4 to 7: keywords next to `$ref` are ignored.
+    pub ignore_ref_siblings: bool,
+    pub work: usize,
+}
+
+impl Merger<'_> {
+    fn spend(&mut self, ptr: &str) -> Result<()> {
+        self.work += 1;
+        if self.work > MAX_MERGE_WORK {
+            return refuse(
+                ptr,
+                format!("merging this schema needs more than {MAX_MERGE_WORK} steps (a `$ref` cycle or a large product of `anyOf`s)"),
+            );
+        }
+        Ok(())
+    }
+
+    /// One schema validating exactly what every schema of `parts` validates.
+    pub fn merge(&mut self, parts: Vec<Value>, ptr: &str, depth: usize) -> Result<Value> {
+        if depth > MAX_MERGE_DEPTH {
+            return refuse(ptr, "`allOf` of recursive schemas nests too deep to merge");
+        }
+        let mut queue: std::collections::VecDeque<Value> = parts.into();
+        let mut plain: Vec<Map<String, Value>> = Vec::new();
+        let mut choices: Vec<(String, Vec<Value>)> = Vec::new();
+        while let Some(part) = queue.pop_front() {
+            let mut o = match part {
+                Value::Bool(true) => continue,
+                Value::Bool(false) => return Ok(Value::Bool(false)),
+                Value::Object(o) => o,
+                _ => return refuse(ptr, "a schema must be an object or a boolean"),
+            };
+            if let Some(target) = o.remove("$ref") {
+                self.spend(ptr)?;
+                let (_, resolved) = (self.resolve)(&target, ptr)?;
+                if self.ignore_ref_siblings {
+                    o.clear();
+                }
+                queue.push_back(resolved);
+            }
+            match o.remove("allOf") {
+                Some(Value::Array(list)) => queue.extend(list),
+                Some(_) => return refuse(&format!("{ptr}/allOf"), "`allOf` must be an array"),
+                None => {}
+            }
+            for k in ["anyOf", "oneOf"] {
+                match o.remove(k) {
+                    Some(Value::Array(list)) if !list.is_empty() => choices.push((k.into(), list)),
+                    Some(_) => {
+                        return refuse(
+                            &format!("{ptr}/{k}"),
+                            format!("`{k}` must be a non-empty array"),
+                        )
+                    }
+                    None => {}
+                }
+            }
+            plain.push(o);
+        }
+        let mut merged = Map::new();
+        for p in plain {
+            merged = self.merge_two(merged, p, ptr, depth)?;
+        }
+        if choices.is_empty() {
+            return Ok(Value::Object(merged));
+        }
+        let (k, branches) = choices.remove(0);
+        let mut out = Vec::new();
+        for (i, b) in branches.into_iter().enumerate() {
+            self.spend(ptr)?;
+            let mut parts = vec![Value::Object(merged.clone()), b];
+            parts.extend(choices.iter().map(|(k2, l)| {
+                let mut m = Map::new();
+                m.insert(k2.clone(), Value::Array(l.clone()));
+                Value::Object(m)
+            }));
+            let branch = self.merge(parts, &format!("{ptr}/{k}/{i}"), depth)?;
+            // A branch nothing satisfies changes neither anyOf nor oneOf.
+            if branch != Value::Bool(false) {
+                out.push(branch);
+            }
+        }
+        if out.is_empty() {
+            return Ok(Value::Bool(false));
+        }
+        let mut m = Map::new();
+        m.insert(k, Value::Array(out));
+        Ok(Value::Object(m))
+    }
+
+    fn merge_two(
+        &mut self,
+        mut a: Map<String, Value>,
+        mut b: Map<String, Value>,
+        ptr: &str,
+        depth: usize,
+    ) -> Result<Map<String, Value>> {
+        // Annotations and unknown keywords constrain nothing.
+        a.retain(|k, _| is_constraint(k) && !DROPPED.contains(&k.as_str()));
+        b.retain(|k, _| is_constraint(k) && !DROPPED.contains(&k.as_str()));
+        if a.is_empty() {
+            return Ok(b);
+        }
+        if b.is_empty() {
+            return Ok(a);
+        }
+        self.merge_members(&mut a, &mut b, ptr, depth)?;
+        // `const`/`enum`: the values both sides allow, as one `enum`.
+        match (take_values(&mut a, ptr)?, take_values(&mut b, ptr)?) {
+            (None, None) => {}
+            (Some(x), None) | (None, Some(x)) => {
+                a.insert("enum".into(), Value::Array(x));
+            }
+            (Some(x), Some(y)) => {
+                a.insert("enum".into(), Value::Array(intersect_values(x, &y)));
+            }
+        }
+        let draft4_bounds = |m: &Map<String, Value>| {
+            ["exclusiveMinimum", "exclusiveMaximum"]
+                .iter()
+                .any(|k| matches!(m.get(*k), Some(Value::Bool(_))))
+        };
+        let bounds = |m: &Map<String, Value>| {
+            ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]
+                .iter()
+                .any(|k| m.contains_key(*k))
+        };
+        if (draft4_bounds(&a) || draft4_bounds(&b)) && bounds(&a) && bounds(&b) {
+            return refuse(
+                ptr,
+                "merging number bounds with draft-4 boolean `exclusiveMinimum`/`exclusiveMaximum` is not supported",
+            );
+        }
+        for (k, vb) in b {
+            let here = format!("{ptr}/{k}");
+            let merged = match a.remove(&k) {
+                None => vb,
+                Some(va) => self.combine(&k, va, vb, &here, depth)?,
+            };
+            a.insert(k, merged);
+        }
+        Ok(a)
+    }
+
+    /// `properties` and `additionalProperties` of both sides: a property one
+    /// side lists meets the other side's additional-properties schema.
+    fn merge_members(
+        &mut self,
+        a: &mut Map<String, Value>,
+        b: &mut Map<String, Value>,
+        ptr: &str,
+        depth: usize,
+    ) -> Result<()> {
+        let object_keys = ["properties", "additionalProperties", "patternProperties"];
+        let touches = |m: &Map<String, Value>| object_keys.iter().any(|k| m.contains_key(*k));
+        if !(touches(a) && touches(b)) {
+            return Ok(());
+        }
+        if a.contains_key("patternProperties") || b.contains_key("patternProperties") {
+            return refuse(
+                ptr,
+                "merging schemas with `patternProperties` is not supported yet",
+            );
+        }
+        let props = |m: &mut Map<String, Value>| match m.remove("properties") {
+            Some(Value::Object(p)) => Ok(p),
+            None => Ok(Map::new()),
+            Some(_) => refuse(
+                &format!("{ptr}/properties"),
+                "`properties` must be an object",
+            ),
+        };
+        let (pa, pb) = (props(a)?, props(b)?);
+        let (xa, xb) = (
+            a.remove("additionalProperties"),
+            b.remove("additionalProperties"),
+        );
+        let mut out = Map::new();
+        let keys: Vec<String> = pa
+            .keys()
+            .chain(pb.keys().filter(|k| !pa.contains_key(*k)))
+            .cloned()
+            .collect();
+        for k in keys {
+            let side = |p: &Map<String, Value>, x: &Option<Value>| {
+                p.get(&k).cloned().or_else(|| x.clone())
+            };
+            let parts: Vec<Value> = [side(&pa, &xa), side(&pb, &xb)]
+                .into_iter()
+                .flatten()
+                .collect();
+            let here = format!("{ptr}/properties/{}", super::pointer_part(&k));
+            let v = if parts.len() == 1 {
+                parts.into_iter().next().expect("one part")
+            } else {
+                self.merge(parts, &here, depth + 1)?
+            };
+            out.insert(k, v);
+        }
+        a.insert("properties".into(), Value::Object(out));
+        let extra: Vec<Value> = [xa, xb].into_iter().flatten().collect();
+        match extra.len() {
+            0 => {}
+            1 => {
+                a.insert(
+                    "additionalProperties".into(),
+                    extra.into_iter().next().expect("one"),
+                );
+            }
+            _ => {
+                let m = self.merge(extra, &format!("{ptr}/additionalProperties"), depth + 1)?;
+                a.insert("additionalProperties".into(), m);
+            }
+        }
+        Ok(())
+    }
+
+    /// Keyword `k` present on both sides.
+    fn combine(&mut self, k: &str, va: Value, vb: Value, ptr: &str, depth: usize) -> Result<Value> {
+        let num = |v: &Value| v.as_f64();
+        Ok(match k {
+            "type" => {
+                let (ta, tb) = (type_set(&va), type_set(&vb));
+                let mut out: Vec<Value> = Vec::new();
+                for t in &ta {
+                    for u in &tb {
+                        let both = match (t.as_str(), u.as_str()) {
+                            (x, y) if x == y => Some(x),
+                            ("number", "integer") | ("integer", "number") => Some("integer"),
+                            _ => None,
+                        };
+                        if let Some(x) = both {
+                            if !out.iter().any(|o| o == x) {
+                                out.push(Value::String(x.into()));
+                            }
+                        }
+                    }
+                }
+                Value::Array(out)
+            }
+            "required" => {
+                let mut out = match va {
+                    Value::Array(x) => x,
+                    _ => return refuse(ptr, "`required` must be an array"),
+                };
+                for x in vb.as_array().cloned().unwrap_or_default() {
+                    if !out.contains(&x) {
+                        out.push(x);
+                    }
+                }
+                Value::Array(out)
+            }
+            "minLength" | "minItems" | "minProperties" | "minimum" | "minContains" => {
+                match (num(&va), num(&vb)) {
+                    (Some(x), Some(y)) => if x >= y { va } else { vb },
+                    _ => return refuse(ptr, format!("`{k}` must be a number")),
+                }
+            }
+            "maxLength" | "maxItems" | "maxProperties" | "maximum" | "maxContains" => {
+                match (num(&va), num(&vb)) {
+                    (Some(x), Some(y)) => if x <= y { va } else { vb },
+                    _ => return refuse(ptr, format!("`{k}` must be a number")),
+                }
+            }
+            "exclusiveMinimum" | "exclusiveMaximum" => match (num(&va), num(&vb)) {
+                (Some(x), Some(y)) => {
+                    let keep_a = if k == "exclusiveMinimum" { x >= y } else { x <= y };
+                    if keep_a { va } else { vb }
+                }
+                _ => return refuse(ptr, format!("merging two draft-4 `{k}`s is not supported")),
+            },
+            "items" | "additionalItems" | "contains" | "propertyNames"
+                if !va.is_array() && !vb.is_array() =>
+            {
+                self.merge(vec![va, vb], ptr, depth + 1)?
+            }
+            "uniqueItems" => Value::Bool(va == Value::Bool(true) || vb == Value::Bool(true)),
+            _ if json_equal(&va, &vb) => va,
+            _ => {
+                return refuse(
+                    ptr,
+                    format!("merging two different `{k}`s (in `allOf` or next to `$ref`/`anyOf`/`oneOf`) is not supported yet"),
+                )
+            }
+        })
+    }
+}
+
+/// Removes `const` and `enum` from `m`: the values they allow, if any.
+fn take_values(m: &mut Map<String, Value>, ptr: &str) -> Result<Option<Vec<Value>>> {
+    let c = m.remove("const").map(|v| vec![v]);
+    let e = match m.remove("enum") {
+        None => None,
+        Some(Value::Array(x)) => Some(x),
+        Some(_) => return refuse(&format!("{ptr}/enum"), "`enum` must be an array"),
+    };
+    Ok(match (c, e) {
+        (Some(c), Some(e)) => Some(intersect_values(c, &e)),
+        (c, e) => c.or(e),
+    })
+}
+
+fn intersect_values(x: Vec<Value>, y: &[Value]) -> Vec<Value> {
+    x.into_iter()
+        .filter(|v| y.iter().any(|w| json_equal(v, w)))
+        .collect()
+}
+
+fn type_set(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a
+            .iter()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// JSON equality as JSON Schema defines it: numbers by value (1 == 1.0).
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y || (x.as_f64().is_some() && x.as_f64() == y.as_f64())
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
