@@ -360,7 +360,7 @@ impl<'a> Compiler<'a> {
                 };
                 let mut m = merge::Merger {
                     resolve: &resolve,
-                    ignore_ref_siblings: false,
+                    ignore_ref_siblings: self.ignore_ref_siblings,
                     work: 0,
                 };
                 m.merge(vec![schema.clone()], ptr, 0)?
