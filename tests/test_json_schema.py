@@ -392,8 +392,13 @@ def test_keywords_next_to_combinators_intersect(byte_tok):
         )
         assert accepts(s, "7") == ok and accepts(s, "2")
         # Inside allOf too: a part's own keywords next to its $ref.
-        s = g({"$schema": draft, "$defs": {"n": {"type": "integer"}},
-               "allOf": [{"$ref": "#/$defs/n", "maximum": 3}, {"minimum": 0}]})
+        s = g(
+            {
+                "$schema": draft,
+                "$defs": {"n": {"type": "integer"}},
+                "allOf": [{"$ref": "#/$defs/n", "maximum": 3}, {"minimum": 0}],
+            }
+        )
         assert accepts(s, "7") == ok and accepts(s, "2") and not accepts(s, "-1")
     # oneOf is exact when branches differ by a required constant.
     tagged = {
