@@ -325,52 +325,54 @@ impl CompiledGrammar {
         first: &mut bool,
     ) -> Result<()> {
         let trie = self.vocab.trie();
-        let boundary = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
-            // With all-splits lexing the scans are independent alternatives, so
-            // the lexer-only part is the union of one cache entry per scan:
-            // those recur across parser states (a key's scan inside a JSON
-            // string) even when their combination never does.
-            let mut boundary: Vec<u32> = Vec::new();
-            for pair in &key {
-                let entry = lex_cache.get(
-                    cfg,
-                    trie,
-                    self.vocab.lex_shared(),
-                    row.len(),
-                    &vec![*pair],
-                    node as u32,
-                );
-                entry.apply(row, std::mem::take(first));
-                boundary.extend_from_slice(&entry.boundary);
-            }
-            boundary.sort_unstable();
-            boundary.dedup();
-            // The parser walk below a boundary node covers its whole subtree
-            // (nodes are numbered in pre-order), so nested ones are skipped.
-            let mut outer: Vec<u32> = Vec::with_capacity(boundary.len());
-            for b in boundary {
-                if outer
-                    .last()
-                    .is_none_or(|&o| (b as usize) > o as usize + trie.subtree_size(o as usize))
-                {
-                    outer.push(b);
-                }
-            }
-            outer
-        } else {
-            let entry = lex_cache.get(
+        let entry = |k: &Vec<(u32, u32)>| {
+            lex_cache.get(
                 cfg,
                 trie,
                 self.vocab.lex_shared(),
                 row.len(),
-                &key,
+                k,
                 node as u32,
-            );
-            entry.apply(row, std::mem::take(first));
-            entry.boundary.clone()
+            )
+        };
+        // With all-splits lexing the scans are independent alternatives, so
+        // the lexer-only part is the union of one cache entry per scan: those
+        // recur across parser states (a key's scan inside a JSON string) even
+        // when their combination never does.
+        let entries: Vec<_> = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
+            key.iter().map(|pair| entry(&vec![*pair])).collect()
+        } else {
+            vec![entry(&key)]
+        };
+        for e in &entries {
+            e.apply(row, std::mem::take(first));
+        }
+        let merged: Vec<u32>;
+        let boundary: &[u32] = if let [only] = entries.as_slice() {
+            &only.boundary
+        } else {
+            let mut all: Vec<u32> = entries
+                .iter()
+                .flat_map(|e| e.boundary.iter().copied())
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            // The parser walk below a boundary node covers its whole subtree
+            // (nodes are numbered in pre-order), so nested ones are skipped.
+            let mut outer: Vec<u32> = Vec::with_capacity(all.len());
+            for b in all {
+                if outer
+                    .last()
+                    .is_none_or(|&o| b as usize >= trie.subtree_end(o as usize))
+                {
+                    outer.push(b);
+                }
+            }
+            merged = outer;
+            &merged
         };
         let base = trie.depth(node);
-        for &b in &boundary {
+        for &b in boundary {
             let b = b as usize;
             let path = trie.path(b);
             let live = path[base..]

@@ -255,7 +255,7 @@ impl TokenTrie {
     }
 
     /// Index of the first node after `node`'s subtree (the root's is the end).
-    fn subtree_end(&self, node: usize) -> usize {
+    pub fn subtree_end(&self, node: usize) -> usize {
         if node == 0 {
             self.num_nodes()
         } else {

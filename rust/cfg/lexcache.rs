@@ -101,9 +101,7 @@ impl SharedLexCache {
         if let Some(&id) = read(&self.residuals).get(&signature) {
             return Some(id);
         }
-        let size = signature.len() * 4 + 16;
-        if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.limit {
-            self.bytes.fetch_sub(size, Ordering::Relaxed);
+        if !charge(&self.bytes, self.limit, signature.len() * 4 + 16) {
             return None;
         }
         let mut ids = write(&self.residuals);
@@ -116,13 +114,21 @@ impl SharedLexCache {
     }
 
     fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
-        let size = entry.bytes() + key.0.len() * 4;
-        if self.bytes.fetch_add(size, Ordering::Relaxed) + size > self.limit {
-            self.bytes.fetch_sub(size, Ordering::Relaxed);
+        if !charge(&self.bytes, self.limit, entry.bytes() + key.0.len() * 4) {
             return entry;
         }
         write(&self.map).entry(key).or_insert(entry).clone()
     }
+}
+
+/// Counts `size` more bytes against `limit`; false (and nothing counted)
+/// when they would not fit.
+fn charge(bytes: &AtomicUsize, limit: usize, size: usize) -> bool {
+    if bytes.fetch_add(size, Ordering::Relaxed) + size > limit {
+        bytes.fetch_sub(size, Ordering::Relaxed);
+        return false;
+    }
+    true
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -185,12 +191,10 @@ impl LexCache {
                 }
             }
         };
-        let size = entry.bytes() + key.len() * 8;
-        if self.bytes.fetch_add(size, Ordering::Relaxed) + size <= self.limit {
-            return write(&self.map).entry(map_key).or_insert(entry).clone();
+        if !charge(&self.bytes, self.limit, entry.bytes() + key.len() * 8) {
+            return entry;
         }
-        self.bytes.fetch_sub(size, Ordering::Relaxed);
-        entry
+        write(&self.map).entry(map_key).or_insert(entry).clone()
     }
 
     /// The shared key of `key`: the lexing mode, then its scans' residual
