@@ -58,10 +58,8 @@ fn keyword(
     let len = |x: &Value| x.as_u64().map(|n| n as usize);
     Ok(match k {
         "type" => {
-            let types: Vec<&str> = match s {
-                Value::String(t) => vec![t.as_str()],
-                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-                _ => return refuse(ptr, "`type` must be a string or an array"),
+            let Some(types) = super::type_names(s) else {
+                return refuse(ptr, "`type` must be a string or an array of strings");
             };
             types.iter().any(|t| super::has_type(v, t))
         }

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{is_constraint, refuse};
+use super::{is_constraint, refuse, type_names};
 use crate::error::Result;
 
 /// Bound on `$ref`s expanded and branches made while merging one schema.
@@ -19,28 +19,8 @@ const MAX_MERGE_WORK: usize = 512;
 /// Bound on nested merges (merging recursive schemas into each other).
 const MAX_MERGE_DEPTH: usize = 16;
 
-/// Keywords dropped from a merge: annotations and containers of subschemas
-/// that `$ref`s reach through the document itself.
-const DROPPED: &[&str] = &[
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$comment",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$defs",
-    "definitions",
-    "$schema",
-    "$id",
-    "id",
-    "$anchor",
-    "$dynamicAnchor",
-];
-
-/// Resolves a `$ref` value found at a pointer to its target (and pointer).
-pub type Resolve<'r> = &'r dyn Fn(&Value, &str) -> Result<(String, Value)>;
+/// Resolves a `$ref` value found at a pointer to (a copy of) its target.
+pub type Resolve<'r> = &'r dyn Fn(&Value, &str) -> Result<Value>;
 
 pub struct Merger<'r> {
     pub resolve: Resolve<'r>,
@@ -78,7 +58,7 @@ impl Merger<'_> {
             };
             if let Some(target) = o.remove("$ref") {
                 self.spend(ptr)?;
-                let (_, resolved) = (self.resolve)(&target, ptr)?;
+                let resolved = (self.resolve)(&target, ptr)?;
                 if self.ignore_ref_siblings {
                     o.clear();
                 }
@@ -142,8 +122,8 @@ impl Merger<'_> {
         depth: usize,
     ) -> Result<Map<String, Value>> {
         // Annotations and unknown keywords constrain nothing.
-        a.retain(|k, _| is_constraint(k) && !DROPPED.contains(&k.as_str()));
-        b.retain(|k, _| is_constraint(k) && !DROPPED.contains(&k.as_str()));
+        a.retain(|k, _| is_constraint(k));
+        b.retain(|k, _| is_constraint(k));
         if a.is_empty() {
             return Ok(b);
         }
@@ -266,11 +246,13 @@ impl Merger<'_> {
         let num = |v: &Value| v.as_f64();
         Ok(match k {
             "type" => {
-                let (ta, tb) = (type_set(&va), type_set(&vb));
+                let (Some(ta), Some(tb)) = (type_names(&va), type_names(&vb)) else {
+                    return refuse(ptr, "`type` must be a string or an array of strings");
+                };
                 let mut out: Vec<Value> = Vec::new();
                 for t in &ta {
                     for u in &tb {
-                        let both = match (t.as_str(), u.as_str()) {
+                        let both = match (*t, *u) {
                             (x, y) if x == y => Some(x),
                             ("number", "integer") | ("integer", "number") => Some("integer"),
                             _ => None,
@@ -350,17 +332,6 @@ fn intersect_values(x: Vec<Value>, y: &[Value]) -> Vec<Value> {
     x.into_iter()
         .filter(|v| y.iter().any(|w| json_equal(v, w)))
         .collect()
-}
-
-fn type_set(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => vec![s.clone()],
-        Value::Array(a) => a
-            .iter()
-            .filter_map(|x| x.as_str().map(String::from))
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// JSON equality as JSON Schema defines it: numbers by value (1 == 1.0).

@@ -354,9 +354,8 @@ impl<'a> Compiler<'a> {
                 );
             }
             let merged = {
-                let resolve = |target: &Value, at: &str| -> Result<(String, Value)> {
-                    let (p, v) = self.resolve(target.as_str(), at)?;
-                    Ok((p, v.clone()))
+                let resolve = |target: &Value, at: &str| -> Result<Value> {
+                    Ok(self.resolve(target.as_str(), at)?.1.clone())
                 };
                 let mut m = merge::Merger {
                     resolve: &resolve,
@@ -399,8 +398,13 @@ impl<'a> Compiler<'a> {
         };
         match obj.get("type") {
             None => Ok(TYPES.to_vec()),
-            Some(Value::Array(list)) => list.iter().map(named).collect(),
-            Some(v) => Ok(vec![named(v)?]),
+            Some(v) => match type_names(v) {
+                Some(names) => names.into_iter().map(|n| named(&Value::from(n))).collect(),
+                None => refuse(
+                    &format!("{ptr}/type"),
+                    "`type` must be a string or an array of strings",
+                ),
+            },
         }
     }
 
@@ -550,10 +554,8 @@ impl<'a> Compiler<'a> {
         obj: &'a Map<String, Value>,
         ptr: &str,
     ) -> Result<Node> {
-        let values: Vec<&Value> = match (obj.get("const"), obj.get("enum")) {
-            (Some(c), _) => vec![c],
-            (None, Some(Value::Array(a))) => a.iter().collect(),
-            _ => return refuse(&format!("{ptr}/enum"), "`enum` must be an array"),
+        let Some(values) = pinned_values(obj) else {
+            return refuse(&format!("{ptr}/enum"), "`enum` must be an array");
         };
         let mut rest = schema.clone();
         if let Value::Object(o) = &mut rest {
@@ -636,7 +638,7 @@ impl<'a> Compiler<'a> {
             }
             Some(_) => return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string"),
         };
-        let format = self.format(obj, ptr)?;
+        let format = asserted_format(obj.get("format"), self.opts.assert_formats, ptr)?;
         let constrained = match (pattern, format) {
             (Some(_), Some(_)) => {
                 return refuse(ptr, "`pattern` together with `format` is not supported yet")
@@ -652,11 +654,6 @@ impl<'a> Compiler<'a> {
             (None, _) => Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max),
         };
         Ok(self.string_node(Some(content)))
-    }
-
-    /// The regex of the schema's asserted `format`, if any.
-    fn format(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<String>> {
-        asserted_format(obj.get("format"), self.opts.assert_formats, ptr)
     }
 
     fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
@@ -989,7 +986,7 @@ fn is_constraint(k: &str) -> bool {
 
 /// Whether no value satisfies both schemas, judged by their types and by
 /// required properties pinned to `const`/`enum` values (None: no keywords).
-fn disjoint(a: Option<&Map<String, Value>>, b: Option<&Map<String, Value>>) -> bool {
+fn disjoint<'a>(a: Option<&'a Map<String, Value>>, b: Option<&'a Map<String, Value>>) -> bool {
     let (Some(a), Some(b)) = (a, b) else {
         return false;
     };
@@ -999,17 +996,12 @@ fn disjoint(a: Option<&Map<String, Value>>, b: Option<&Map<String, Value>>) -> b
             return true;
         }
     }
-    let pinned = |m: &Map<String, Value>, key: &str| -> Option<Vec<Value>> {
+    let pinned = |m: &'a Map<String, Value>, key: &str| -> Option<Vec<&'a Value>> {
         let required = m.get("required")?.as_array()?;
         if !required.iter().any(|r| r.as_str() == Some(key)) {
             return None;
         }
-        let p = m.get("properties")?.get(key)?.as_object()?;
-        match (p.get("const"), p.get("enum")) {
-            (Some(c), _) => Some(vec![c.clone()]),
-            (None, Some(Value::Array(e))) => Some(e.clone()),
-            _ => None,
-        }
+        pinned_values(m.get("properties")?.get(key)?.as_object()?)
     };
     let Some(props) = a.get("properties").and_then(Value::as_object) else {
         return false;
@@ -1037,22 +1029,12 @@ fn possible_types(m: &Map<String, Value>) -> Option<Vec<&'static str>> {
         }
     };
     if let Some(t) = m.get("type") {
-        let names: Vec<&str> = match t {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-            _ => return None,
-        };
-        for n in names {
+        for n in type_names(t)? {
             add(TYPES.iter().copied().find(|t| *t == n)?);
         }
         return Some(out);
     }
-    let values: Vec<&Value> = match (m.get("const"), m.get("enum")) {
-        (Some(c), _) => vec![c],
-        (None, Some(Value::Array(e))) => e.iter().collect(),
-        _ => return None,
-    };
-    for v in values {
+    for v in pinned_values(m)? {
         let t = TYPES
             .iter()
             .copied()
@@ -1060,6 +1042,25 @@ fn possible_types(m: &Map<String, Value>) -> Option<Vec<&'static str>> {
         add(t);
     }
     Some(out)
+}
+
+/// The names a `type` keyword lists (None: not a string or an array of them).
+fn type_names(v: &Value) -> Option<Vec<&str>> {
+    match v {
+        Value::String(s) => Some(vec![s.as_str()]),
+        Value::Array(a) => a.iter().map(Value::as_str).collect(),
+        _ => None,
+    }
+}
+
+/// The values `const` (else `enum`) allows (None: neither, or an `enum`
+/// that is not an array).
+fn pinned_values(m: &Map<String, Value>) -> Option<Vec<&Value>> {
+    match (m.get("const"), m.get("enum")) {
+        (Some(c), _) => Some(vec![c]),
+        (None, Some(Value::Array(e))) => Some(e.iter().collect()),
+        _ => None,
+    }
 }
 
 /// Whether any schema below `v` (or `v` itself unless `top`) has an `$id`
