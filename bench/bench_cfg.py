@@ -81,11 +81,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_regex import (  # noqa: E402
     EOS_IDS,
-    LLAMA3_PAT,
     VOCAB_SIZE,
     Vocab,
     bits_of,
+    llguidance_tokenizer,
     load_vocab,
+    maskpar_tokenizer,
     print_aligned,
     versions,
     xgrammar_tokenizer_info,
@@ -323,12 +324,7 @@ class MaskparEngine(Engine):
 
         self.mp = maskpar
         maskpar.set_num_threads(threads)
-        self.tok = maskpar.Tokenizer.from_vocab(
-            vocab.tokens,
-            eos_token_ids=list(EOS_IDS),
-            special_token_ids=vocab.special_ids,
-            vocab_size=VOCAB_SIZE,
-        )
+        self.tok = maskpar_tokenizer(vocab)
 
     def compile(self, text: str) -> Any:
         return self.mp.Matcher(self.mp.compile_grammar(self.tok, text))
@@ -349,14 +345,7 @@ class LLGuidanceEngine(Engine):
 
         self.llg = llguidance
         self.fill_fn = llguidance.torch.fill_next_token_bitmask
-        special_set = set(vocab.special.values())
-        self.tok = llguidance.LLTokenizer.from_tiktoken(
-            encoder={t: i for i, t in enumerate(vocab.tokens) if i not in special_set},
-            special_tokens=vocab.special,
-            pattern=LLAMA3_PAT,
-            eos_token=list(EOS_IDS),
-            n_vocab=VOCAB_SIZE,
-        )
+        self.tok = llguidance_tokenizer(vocab)
 
     def compile(self, text: str) -> Any:
         grammar = self.llg.grammar_from("gbnf", text)

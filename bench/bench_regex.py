@@ -217,12 +217,7 @@ class MaskparEngine(Engine):
 
         self.mp = maskpar
         self.threads = threads
-        self.tok = maskpar.Tokenizer.from_vocab(
-            vocab.tokens,
-            eos_token_ids=list(EOS_IDS),
-            special_token_ids=vocab.special_ids,
-            vocab_size=VOCAB_SIZE,
-        )
+        self.tok = maskpar_tokenizer(vocab)
 
     def compile(self, pattern: str) -> Any:
         return self.mp.compile_regex(self.tok, pattern)
@@ -248,14 +243,7 @@ class LLGuidanceEngine(Engine):
         import llguidance.torch
 
         self.llg = llguidance
-        special_set = set(vocab.special.values())
-        self.tok = llguidance.LLTokenizer.from_tiktoken(
-            encoder={t: i for i, t in enumerate(vocab.tokens) if i not in special_set},
-            special_tokens=vocab.special,
-            pattern=LLAMA3_PAT,
-            eos_token=list(EOS_IDS),
-            n_vocab=VOCAB_SIZE,
-        )
+        self.tok = llguidance_tokenizer(vocab)
         self.executor = llguidance.LLExecutor(num_threads=threads)
 
     def compile(self, pattern: str) -> Any:
@@ -290,6 +278,32 @@ class LLGuidanceEngine(Engine):
         for t in tokens:
             ok = m.consume_token(t)
             assert ok and not m.is_error(), ("llguidance rejected a true token", t, m.get_error())
+
+
+def maskpar_tokenizer(vocab: Vocab) -> Any:
+    """maskpar's view of the Llama-3 vocabulary."""
+    import maskpar
+
+    return maskpar.Tokenizer.from_vocab(
+        vocab.tokens,
+        eos_token_ids=list(EOS_IDS),
+        special_token_ids=vocab.special_ids,
+        vocab_size=VOCAB_SIZE,
+    )
+
+
+def llguidance_tokenizer(vocab: Vocab) -> Any:
+    """llguidance's view of the Llama-3 vocabulary (a tiktoken-style BPE)."""
+    import llguidance
+
+    special_set = set(vocab.special.values())
+    return llguidance.LLTokenizer.from_tiktoken(
+        encoder={t: i for i, t in enumerate(vocab.tokens) if i not in special_set},
+        special_tokens=vocab.special,
+        pattern=LLAMA3_PAT,
+        eos_token=list(EOS_IDS),
+        n_vocab=VOCAB_SIZE,
+    )
 
 
 def xgrammar_tokenizer_info(vocab: Vocab) -> Any:

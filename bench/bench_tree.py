@@ -65,6 +65,7 @@ from bench_regex import (  # noqa: E402
     bits_of,
     judge,
     load_vocab,
+    maskpar_tokenizer,
     popcount,
     print_aligned,
     versions,
@@ -397,9 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     vocab = load_vocab()
     seqs = [[vocab.encode(t) + [EOS_IDS[1]] for t in s.texts] for s in SAMPLES]
-    mp_tok = mp.Tokenizer.from_vocab(
-        vocab.tokens, list(EOS_IDS), vocab.special_ids, vocab_size=VOCAB_SIZE
-    )
+    mp_tok = maskpar_tokenizer(vocab)
     info = xgrammar_tokenizer_info(vocab)
     compiler = xgr.GrammarCompiler(info, max_threads=args.threads, cache_enabled=False)
     t0 = time.perf_counter()

@@ -46,9 +46,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_regex import (  # noqa: E402
     EOS_IDS,
-    LLAMA3_PAT,
     VOCAB_SIZE,
+    Vocab,
+    llguidance_tokenizer,
     load_vocab,
+    maskpar_tokenizer,
     print_aligned,
     versions,
     xgrammar_tokenizer_info,
@@ -81,17 +83,12 @@ class Engine:
 
 
 class MaskparEngine(Engine):
-    def __init__(self, tokens: list[bytes], special_ids: list[int]) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         import maskpar
 
         self.mp = maskpar
         maskpar.set_num_threads(2)
-        self.tok = maskpar.Tokenizer.from_vocab(
-            tokens,
-            eos_token_ids=list(EOS_IDS),
-            special_token_ids=special_ids,
-            vocab_size=VOCAB_SIZE,
-        )
+        self.tok = maskpar_tokenizer(vocab)
 
     def compile(self, schema: str) -> Any:
         return self.mp.Matcher(self.mp.compile_json_schema(self.tok, schema))
@@ -104,20 +101,13 @@ class MaskparEngine(Engine):
 
 
 class LLGuidanceEngine(Engine):
-    def __init__(self, tokens: list[bytes], special: dict[str, int]) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         import llguidance
         import llguidance.torch
 
         self.llg = llguidance
         self.fill_fn = llguidance.torch.fill_next_token_bitmask
-        special_set = set(special.values())
-        self.tok = llguidance.LLTokenizer.from_tiktoken(
-            encoder={t: i for i, t in enumerate(tokens) if i not in special_set},
-            special_tokens=special,
-            pattern=LLAMA3_PAT,
-            eos_token=list(EOS_IDS),
-            n_vocab=VOCAB_SIZE,
-        )
+        self.tok = llguidance_tokenizer(vocab)
 
     def compile(self, schema: str) -> Any:
         grammar = self.llg.LLMatcher.grammar_from_json_schema(
@@ -136,7 +126,7 @@ class LLGuidanceEngine(Engine):
 
 
 class XGrammarEngine(Engine):
-    def __init__(self, vocab: Any) -> None:
+    def __init__(self, vocab: Vocab) -> None:
         import xgrammar
 
         self.xgr = xgrammar
@@ -158,9 +148,9 @@ class XGrammarEngine(Engine):
 def make_engine(name: str) -> Engine:
     vocab = load_vocab()
     if name == "maskpar":
-        return MaskparEngine(vocab.tokens, vocab.special_ids)
+        return MaskparEngine(vocab)
     if name == "llguidance":
-        return LLGuidanceEngine(vocab.tokens, vocab.special)
+        return LLGuidanceEngine(vocab)
     return XGrammarEngine(vocab)
 
 
