@@ -233,7 +233,7 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
         ({"$ref": "http://example.com/s.json"}, "only local references"),
         ({"type": "number", "minimum": 0.5}, "/minimum"),
         ({"oneOf": [{"type": "string"}, {"minLength": 1}]}, "/oneOf/1"),
-        ({"type": "object", "properties": {f"p{i}": {} for i in range(11)}}, "at most 10"),
+        ({"type": "object", "properties": {f"p{i}": {} for i in range(65)}}, "at most 64"),
         ({"type": "what"}, "unknown type"),
         ({"properties": {"u": {"format": "uri"}}}, "/properties/u/format"),
         ("{not json", "not valid JSON"),
@@ -290,9 +290,75 @@ def test_large_const_objects_are_refused_not_ordered(byte_tok):
     small = {f"k{i}": i for i in range(3)}
     g = maskpar.compile_json_schema(byte_tok, {"const": small})
     assert accepts(g, '{"k2": 2, "k0": 0, "k1": 1}')
-    big = {f"k{i}": i for i in range(11)}
-    with pytest.raises(ValueError, match="11 keys"):
+    g = maskpar.compile_json_schema(byte_tok, {"const": {f"k{i}": i for i in range(40)}})
+    shuffled = [f'"k{i}": {i}' for i in random.Random(5).sample(range(40), 40)]
+    assert accepts(g, "{" + ", ".join(shuffled) + "}")
+    assert not accepts(g, "{" + ", ".join(shuffled[:39]) + "}")
+    big = {f"k{i}": i for i in range(65)}
+    with pytest.raises(ValueError, match="65 keys"):
         maskpar.compile_json_schema(byte_tok, {"enum": [1, big]})
+
+
+MANY = {
+    "type": "object",
+    "properties": {f"p{i}": {"type": "integer"} for i in range(40)},
+    "required": [f"p{i}" for i in range(0, 40, 7)],
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 44), max_size=14),
+    closed=st.booleans(),
+)
+def test_many_properties_any_order_each_listed_at_most_once(byte_tok, keys, closed):
+    """Objects with up to 64 listed properties take them in any order; the
+    oracle is jsonschema plus "no listed key twice" (a parsed dict cannot
+    show duplicates)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = dict(MANY, additionalProperties=not closed)
+    g = compiled_many(byte_tok, closed)
+    # Keys p40..p44 are not listed: extra members.
+    pairs = [(f"p{k}", k) for k in keys]
+    text = "{" + ", ".join(f'"{k}": {v}' for k, v in pairs) + "}"
+    listed = [k for k, _ in pairs if k in MANY["properties"]]
+    valid = len(set(listed)) == len(listed) and jsonschema.Draft202012Validator(schema).is_valid(
+        dict(pairs)
+    )
+    assert accepts(g, text) == valid, text
+
+
+_MANY_CACHE: dict[bool, maskpar.Grammar] = {}
+
+
+def compiled_many(tok, closed: bool) -> maskpar.Grammar:
+    if closed not in _MANY_CACHE:
+        _MANY_CACHE[closed] = maskpar.compile_json_schema(
+            tok, dict(MANY, additionalProperties=not closed)
+        )
+    return _MANY_CACHE[closed]
+
+
+def test_required_members_no_value_reaches_prune_their_object(byte_tok):
+    # `loop` requires a member of its own kind: no finite value, so `x` may
+    # only be left out, and the mask must not let a walk start it.
+    schema = {
+        "$defs": {
+            "loop": {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/loop"}, "b": {}},
+                "required": ["a"],
+            }
+        },
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/loop"}, "y": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    g = maskpar.compile_json_schema(byte_tok, schema)
+    assert accepts(g, '{"y": 1}') and accepts(g, "{}")
+    assert not maskpar.Matcher(g).consume_bytes(b'{"x"')
+    with pytest.raises(ValueError, match="no value|no string"):
+        maskpar.compile_json_schema(byte_tok, {"$defs": schema["$defs"], "$ref": "#/$defs/loop"})
 
 
 def test_masks_do_not_depend_on_what_other_grammars_cached(llama3):

@@ -43,6 +43,42 @@ pub enum Node {
     /// A template instantiation (Lark `name{arg, ...}`); front ends expand
     /// these before lowering.
     Call(String, Vec<Node>, Pos),
+    /// A JSON object's members (the schema compiler's): see [`Members`].
+    Members(Box<Members>),
+}
+
+/// Bound on the listed members of one [`Members`] node (the member set of
+/// each parser item is a 64-bit mask).
+pub const MAX_MEMBERS: usize = 64;
+
+/// The body of a JSON object after `{`: each listed member at most once, in
+/// any order, every required one present, and `extra` members anywhere.
+/// As rules over subsets this needs 2^n of them; lowering instead gives the
+/// parser items a member set, so it costs rules linear in the members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Members {
+    /// Each listed member (key, separator and value) and whether it is required.
+    pub listed: Vec<(Node, bool)>,
+    /// A member whose key is none of the listed ones (None: not allowed).
+    pub extra: Option<Node>,
+    /// Between two members.
+    pub sep: Node,
+    /// Ends the object after at least one member.
+    pub close: Node,
+    /// Ends an object with no members.
+    pub close_empty: Node,
+}
+
+impl Members {
+    /// The bit mask of the required members.
+    pub fn required(&self) -> u64 {
+        self.listed
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| *r)
+            .map(|(i, _)| 1u64 << i)
+            .sum()
+    }
 }
 
 impl Node {

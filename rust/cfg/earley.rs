@@ -28,6 +28,9 @@ pub struct Item {
     pub rule: u32,
     pub dot: u32,
     pub origin: u32,
+    /// The members used so far by the object this item's rule belongs to
+    /// (member-set nonterminals only; 0 elsewhere).
+    pub members: u64,
 }
 
 #[derive(Debug, Default)]
@@ -115,16 +118,20 @@ impl Cfg {
                 }
             };
             match self.next_sym(&it) {
-                Some(Sym::N(b)) => {
+                Some(sym @ (Sym::N(b) | Sym::P(b, _))) => {
+                    let members = sym.member_set(it.members);
                     for &r in &self.by_lhs[b as usize] {
-                        add(
-                            Item {
-                                rule: r,
-                                dot: 0,
-                                origin: cur,
-                            },
-                            &mut items,
-                        );
+                        if self.rules[r as usize].guard.admits(members) {
+                            add(
+                                Item {
+                                    rule: r,
+                                    dot: 0,
+                                    origin: cur,
+                                    members,
+                                },
+                                &mut items,
+                            );
+                        }
                     }
                     if self.nullable[b as usize] {
                         add(
@@ -153,7 +160,10 @@ impl Cfg {
                     // advanced at prediction time, as the nonterminal is nullable.
                     let lhs = self.rules[it.rule as usize].lhs;
                     for p in &chart.set(it.origin).items {
-                        if self.next_sym(p) == Some(Sym::N(lhs)) {
+                        let parent = self.next_sym(p);
+                        if parent.and_then(Sym::nonterminal) == Some(lhs)
+                            && parent.map(|s| s.member_set(p.members)) == Some(it.members)
+                        {
                             add(
                                 Item {
                                     dot: p.dot + 1,
@@ -193,6 +203,7 @@ impl Cfg {
             rule: self.start_rule(),
             dot: 1,
             origin: 0,
+            members: 0,
         });
         Ok((EarleySet { items }, frontier, accepting))
     }
@@ -204,6 +215,7 @@ impl Cfg {
             rule: self.start_rule(),
             dot: 0,
             origin: 0,
+            members: 0,
         }];
         let (set, frontier, accepting) = self.closure(&chart[..], 0, kernel)?;
         chart.push(Arc::new(set));
@@ -453,6 +465,67 @@ mod tests {
         assert_eq!(accepts(g, ""), (true, true));
         assert_eq!(accepts(g, "xxx"), (true, true));
         assert_eq!(accepts(g, "y"), (false, false));
+    }
+
+    #[test]
+    fn member_sets_take_each_member_once_in_any_order() {
+        use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
+        let lit = |s: &str| Node::Literal(s.into());
+        let member = |k: &str| Node::seq(vec![lit(k), Node::Ref("v".into(), Pos::default())]);
+        let members = Members {
+            // a and c required, b optional; extra members are "x" + value.
+            listed: vec![
+                (member("a"), true),
+                (member("b"), false),
+                (member("c"), true),
+            ],
+            extra: Some(member("x")),
+            sep: lit(","),
+            close: lit("}"),
+            close_empty: lit("}"),
+        };
+        let ast = GrammarAst {
+            rules: vec![
+                RuleDef {
+                    name: "root".into(),
+                    body: Node::seq(vec![lit("{"), Node::Members(Box::new(members))]),
+                    pos: Pos::default(),
+                },
+                RuleDef {
+                    name: "v".into(),
+                    body: Node::alt(vec![lit("1"), Node::Ref("root".into(), Pos::default())]),
+                    pos: Pos::default(),
+                },
+            ],
+            terminals: vec![],
+            ignore: vec![],
+            start: "root".into(),
+            lexing: Lexing::AllSplits,
+        };
+        let cfg = lower(&ast).unwrap();
+        let run = |text: &str| {
+            let mut chart = Chart::new();
+            let st = cfg.initial(&mut chart).unwrap();
+            match cfg.advance_bytes(&mut chart, &st, text.as_bytes()).unwrap() {
+                Some(s) => (true, s.accepting),
+                None => (false, false),
+            }
+        };
+        for ok in [
+            "{a1,c1}",
+            "{c1,a1}",
+            "{c1,b1,a1}",
+            "{x1,a1,x1,c1}",
+            "{a{a1,c1},c1}",
+        ] {
+            assert_eq!(run(ok), (true, true), "{ok}");
+        }
+        assert_eq!(run("{a1,b1"), (true, false));
+        assert_eq!(run("{a1,b1}"), (false, false)); // c is still required
+        assert_eq!(run("{a1,a1"), (false, false)); // a twice
+        assert_eq!(run("{c1,b1,b"), (false, false));
+        assert_eq!(run("{}"), (false, false));
+        assert_eq!(run("{a1,c1,a"), (false, false));
     }
 
     #[test]

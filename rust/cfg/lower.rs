@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef, TermDef};
+use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef, MAX_MEMBERS};
 use crate::error::{Error, Result};
 use crate::regex_dfa::ByteDfa;
 
@@ -24,12 +24,59 @@ pub enum Sym {
     T(u32),
     /// A nonterminal.
     N(u32),
+    /// A member-set nonterminal (from `Node::Members`) whose instance has the
+    /// member set of the item that predicts it plus member `.1` (or the same
+    /// set, for [`KEEP`]).
+    P(u32, u8),
+}
+
+/// `Sym::P`'s member for "no member added".
+pub const KEEP: u8 = u8::MAX;
+
+impl Sym {
+    pub fn nonterminal(self) -> Option<u32> {
+        match self {
+            Sym::N(x) | Sym::P(x, _) => Some(x),
+            Sym::T(_) => None,
+        }
+    }
+
+    /// The member set of the nonterminal instance this symbol predicts from
+    /// an item whose set is `used` (plain nonterminals start from none).
+    pub fn member_set(self, used: u64) -> u64 {
+        match self {
+            Sym::P(_, KEEP) => used,
+            Sym::P(_, m) => used | 1 << m,
+            _ => 0,
+        }
+    }
+}
+
+/// Which member sets a rule may be predicted with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guard {
+    Always,
+    /// Member `.0` is not used yet.
+    Without(u8),
+    /// Every member of the mask is used.
+    Covers(u64),
+}
+
+impl Guard {
+    pub fn admits(self, used: u64) -> bool {
+        match self {
+            Guard::Always => true,
+            Guard::Without(m) => used & (1 << m) == 0,
+            Guard::Covers(mask) => used & mask == mask,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
 pub struct Rule {
     pub lhs: u32,
     pub rhs: Vec<Sym>,
+    pub guard: Guard,
 }
 
 #[derive(Debug)]
@@ -76,11 +123,13 @@ struct Lowerer<'a> {
     lexeme_ids: HashMap<String, u32>,
     lexemes: Vec<Lexeme>,
     symbols: usize,
+    /// The member-set nonterminal of each `Node::Members`, with its required mask.
+    member_sets: Vec<(u32, u64)>,
 }
 
 fn is_regular(n: &Node) -> bool {
     match n {
-        Node::Ref(..) | Node::Call(..) => false,
+        Node::Ref(..) | Node::Call(..) | Node::Members(_) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
         _ => true,
@@ -130,7 +179,9 @@ fn to_regex(n: &Node, out: &mut String) {
             out.push_str(r);
             out.push(')');
         }
-        Node::Ref(..) | Node::Call(..) => unreachable!("to_regex is only called on regular nodes"),
+        Node::Ref(..) | Node::Call(..) | Node::Members(_) => {
+            unreachable!("to_regex is only called on regular nodes")
+        }
         Node::Seq(v) => {
             out.push_str("(?:");
             v.iter().for_each(|x| to_regex(x, out));
@@ -158,6 +209,20 @@ fn to_regex(n: &Node, out: &mut String) {
     }
 }
 
+/// `a` then `b` as one flat sequence, so that a run of regular items across
+/// the join lowers to one lexeme.
+fn then(a: &Node, b: &Node) -> Node {
+    let mut items = Vec::new();
+    for n in [a, b] {
+        match n {
+            Node::Seq(v) => items.extend(v.iter().cloned()),
+            Node::Empty => {}
+            other => items.push(other.clone()),
+        }
+    }
+    Node::seq(items)
+}
+
 impl Lowerer<'_> {
     fn fresh(&mut self, hint: &str) -> Result<u32> {
         if self.nonterminals.len() >= MAX_RULES {
@@ -171,13 +236,17 @@ impl Lowerer<'_> {
     }
 
     fn add_rule(&mut self, lhs: u32, rhs: Vec<Sym>) -> Result<()> {
+        self.add_guarded_rule(lhs, rhs, Guard::Always)
+    }
+
+    fn add_guarded_rule(&mut self, lhs: u32, rhs: Vec<Sym>, guard: Guard) -> Result<()> {
         self.symbols += rhs.len() + 1;
         if self.rules.len() >= MAX_RULES || self.symbols > MAX_RHS_SYMBOLS {
             return Err(Error::LimitExceeded(format!(
                 "grammar expands to more than {MAX_RULES} rules or {MAX_RHS_SYMBOLS} symbols"
             )));
         }
-        self.rules.push(Rule { lhs, rhs });
+        self.rules.push(Rule { lhs, rhs, guard });
         Ok(())
     }
 
@@ -308,8 +377,53 @@ impl Lowerer<'_> {
             Node::Call(name, _, pos) => Err(Error::Compile(format!(
                 "template '{name}' used at {pos} was not expanded"
             ))),
+            Node::Members(m) => self.members(m, hint).map(|s| vec![s]),
             _ => unreachable!("regular nodes are handled above"),
         }
+    }
+
+    /// `open -> member_i after{i} | extra after{} | close_empty` and
+    /// `after -> sep member_i after{+i} [i unused] | sep extra after{same}
+    /// | close [required used]`, where after's items carry the member set.
+    fn members(&mut self, m: &Members, hint: &str) -> Result<Sym> {
+        if m.listed.len() > MAX_MEMBERS {
+            return Err(Error::LimitExceeded(format!(
+                "an object lists {} members: at most {MAX_MEMBERS}",
+                m.listed.len()
+            )));
+        }
+        let open = self.fresh(hint)?;
+        let after = self.fresh(hint)?;
+        let entries = m
+            .listed
+            .iter()
+            .enumerate()
+            .map(|(i, (member, _))| (member, i as u8))
+            .chain(m.extra.iter().map(|x| (x, KEEP)));
+        for (member, i) in entries {
+            let next = Sym::P(after, i);
+            let mut first = self.lower(member, hint)?;
+            first.push(next);
+            self.add_rule(open, first)?;
+            // Lowered together, the separator and a literal key form one lexeme.
+            let mut rest = self.lower(&then(&m.sep, member), hint)?;
+            rest.push(next);
+            let guard = if i == KEEP {
+                Guard::Always
+            } else {
+                Guard::Without(i)
+            };
+            self.add_guarded_rule(after, rest, guard)?;
+        }
+        let required = m.required();
+        if required == 0 {
+            let rhs = self.lower(&m.close_empty, hint)?;
+            self.add_rule(open, rhs)?;
+        }
+        let rhs = self.lower(&m.close, hint)?;
+        self.add_guarded_rule(after, rhs, Guard::Covers(required))?;
+        self.member_sets.push((after, required));
+        Ok(Sym::N(open))
     }
 
     fn reference(&mut self, name: &str, pos: Pos) -> Result<Sym> {
@@ -384,6 +498,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         lexeme_ids: HashMap::new(),
         lexemes: Vec::new(),
         symbols: 0,
+        member_sets: Vec::new(),
     };
     for r in &ast.rules {
         if l.names.contains_key(&r.name) {
@@ -426,7 +541,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         for sym in l.lower(n, "%ignore")? {
             match sym {
                 Sym::T(t) => ignore.push(t),
-                Sym::N(_) => {
+                Sym::N(_) | Sym::P(..) => {
                     return Err(Error::Compile("%ignore takes terminals, not rules".into()));
                 }
             }
@@ -458,6 +573,14 @@ fn node_derives(n: &Node, productive: &HashSet<&str>) -> bool {
         Node::Seq(v) => v.iter().all(|x| node_derives(x, productive)),
         Node::Alt(v) => v.iter().any(|x| node_derives(x, productive)),
         Node::Repeat { node, min, .. } => *min == 0 || node_derives(node, productive),
+        Node::Members(m) => {
+            let derives = |x: &Node| node_derives(x, productive);
+            let required: Vec<&Node> = m.listed.iter().filter(|x| x.1).map(|x| &x.0).collect();
+            let some_member =
+                m.listed.iter().any(|x| derives(&x.0)) || m.extra.as_ref().is_some_and(derives);
+            (required.is_empty() && derives(&m.close_empty))
+                || (required.iter().all(|x| derives(x)) && some_member && derives(&m.close))
+        }
         _ => true,
     }
 }
@@ -470,13 +593,50 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
     let lex_ok: Vec<bool> = l.lexemes.iter().map(|x| x.dfa.is_some()).collect();
     let sym_ok = |s: &Sym, productive: &[bool]| match *s {
         Sym::T(t) => lex_ok[t as usize],
-        Sym::N(x) => productive[x as usize],
+        Sym::N(x) | Sym::P(x, _) => productive[x as usize],
+    };
+    // A member-set nonterminal's guards decide which rules apply: it derives
+    // a string iff it can close and can add each required member.
+    let mut is_member_set = vec![false; n];
+    let mut member_rules: HashMap<u32, Vec<&Rule>> = HashMap::new();
+    for &(after, _) in &l.member_sets {
+        is_member_set[after as usize] = true;
+    }
+    for r in &l.rules {
+        if is_member_set[r.lhs as usize] {
+            member_rules.entry(r.lhs).or_default().push(r);
+        }
+    }
+    let member_set_ok = |after: u32, required: u64, productive: &[bool]| {
+        let ok = |r: &&&Rule| {
+            r.rhs
+                .iter()
+                .all(|s| s.nonterminal() == Some(after) || sym_ok(s, productive))
+        };
+        let live: Vec<Guard> = member_rules[&after]
+            .iter()
+            .filter(ok)
+            .map(|r| r.guard)
+            .collect();
+        live.contains(&Guard::Covers(required))
+            && (0..MAX_MEMBERS as u8)
+                .filter(|&m| required & (1 << m) != 0)
+                .all(|m| live.contains(&Guard::Without(m)))
     };
     loop {
         let mut changed = false;
         for r in &l.rules {
-            if !productive[r.lhs as usize] && r.rhs.iter().all(|s| sym_ok(s, &productive)) {
+            if !productive[r.lhs as usize]
+                && !is_member_set[r.lhs as usize]
+                && r.rhs.iter().all(|s| sym_ok(s, &productive))
+            {
                 productive[r.lhs as usize] = true;
+                changed = true;
+            }
+        }
+        for &(after, required) in &l.member_sets {
+            if !productive[after as usize] && member_set_ok(after, required, &productive) {
+                productive[after as usize] = true;
                 changed = true;
             }
         }
@@ -504,7 +664,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
             if !nullable[r.lhs as usize]
                 && r.rhs.iter().all(|s| match *s {
                     Sym::T(t) => lex_nullable[t as usize],
-                    Sym::N(x) => nullable[x as usize],
+                    Sym::N(x) | Sym::P(x, _) => nullable[x as usize],
                 })
             {
                 nullable[r.lhs as usize] = true;
@@ -514,6 +674,14 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         if !changed {
             break;
         }
+    }
+    // The parser advances over nullable nonterminals whatever the member
+    // set, which is exact only if member-set nonterminals are not nullable.
+    if let Some(&(after, _)) = l.member_sets.iter().find(|(a, _)| nullable[*a as usize]) {
+        return Err(Error::Compile(format!(
+            "object members '{}' may be empty after a member",
+            l.nonterminals[after as usize]
+        )));
     }
     Ok(Cfg {
         nonterminals: l.nonterminals,

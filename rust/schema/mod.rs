@@ -34,12 +34,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::cfg::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
+use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, MAX_MEMBERS};
 use crate::error::{Error, Result};
-
-/// Objects with at most this many listed properties accept them in any
-/// order (the grammar has one rule per subset of properties used).
-pub const MAX_ANY_ORDER_PROPERTIES: usize = 10;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Whitespace {
@@ -121,7 +117,6 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         any: None,
         never: false,
         depth: 0,
-        objects: 0,
     };
     let top = c.rule_for("", &root)?;
     c.rules.push(rule("root", Node::Ref(top, Pos::default())));
@@ -183,8 +178,6 @@ struct Compiler<'a> {
     never: bool,
     /// Schemas being compiled, one inside another (bounds the recursion).
     depth: usize,
-    /// Objects compiled so far (names their member rules).
-    objects: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -593,7 +586,7 @@ impl<'a> Compiler<'a> {
                 items.extend([self.ws(), lit("]")]);
                 Node::seq(items)
             }
-            Value::Object(o) if o.len() <= MAX_ANY_ORDER_PROPERTIES => {
+            Value::Object(o) if o.len() <= MAX_MEMBERS => {
                 // Equal objects may list their keys in any order.
                 let listed = o
                     .iter()
@@ -606,7 +599,7 @@ impl<'a> Compiler<'a> {
                     ptr,
                     format!(
                         "an `enum`/`const` object with {} keys: at most \
-                         {MAX_ANY_ORDER_PROPERTIES} (its keys may come in any order)",
+                         {MAX_MEMBERS} (its keys may come in any order)",
                         o.len()
                     ),
                 )
@@ -843,12 +836,12 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        if listed.len() > MAX_ANY_ORDER_PROPERTIES {
+        if listed.len() > MAX_MEMBERS {
             return refuse(
                 &format!("{ptr}/properties"),
                 format!(
-                    "{} properties: objects may list at most {MAX_ANY_ORDER_PROPERTIES} (they are \
-                     accepted in any order, one grammar rule per subset)",
+                    "{} properties: objects may list at most {MAX_MEMBERS} (properties and \
+                     required names together)",
                     listed.len()
                 ),
             );
@@ -871,54 +864,22 @@ impl<'a> Compiler<'a> {
     /// `{ ... }` with each listed member at most once, in any order, all
     /// required ones present, and `extra` members anywhere.
     fn members(&mut self, listed: &[(String, Node, bool)], extra: Option<Node>) -> Node {
-        let n = listed.len();
-        let required: u32 = listed
+        let ksep = self.key_sep();
+        let listed = listed
             .iter()
-            .enumerate()
-            .filter(|(_, (_, _, r))| *r)
-            .map(|(i, _)| 1 << i)
-            .sum();
-        self.objects += 1;
-        let base = format!("obj{}", self.objects);
-        let state = |used: u32| Node::Ref(format!("{base}_{used}"), Pos::default());
-        let (ws, isep, ksep) = (self.ws(), self.item_sep(), self.key_sep());
-        let entry = |i: usize| {
-            Node::seq(vec![
-                lit(&format!("\"{}\"", strings::encode(&listed[i].0))),
-                ksep.clone(),
-                listed[i].1.clone(),
-            ])
+            .map(|(k, v, required)| {
+                let key = lit(&format!("\"{}\"", strings::encode(k)));
+                (Node::seq(vec![key, ksep.clone(), v.clone()]), *required)
+            })
+            .collect();
+        let body = Members {
+            listed,
+            extra,
+            sep: self.item_sep(),
+            close: Node::seq(vec![self.ws(), lit("}")]),
+            close_empty: lit("}"),
         };
-        // A member, then the state it leads to, from state `used`.
-        let choices = |used: u32| -> Vec<Node> {
-            let mut out: Vec<Node> = (0..n)
-                .filter(|i| used & (1 << i) == 0)
-                .map(|i| Node::seq(vec![entry(i), state(used | 1 << i)]))
-                .collect();
-            if let Some(x) = &extra {
-                out.push(Node::seq(vec![x.clone(), state(used)]));
-            }
-            out
-        };
-        // after_S: at least one member written, `S` of the listed ones.
-        for used in 0..(1u32 << n) {
-            let mut alts = Vec::new();
-            if used & required == required {
-                alts.push(Node::seq(vec![ws.clone(), lit("}")]));
-            }
-            let next = choices(used);
-            if !next.is_empty() {
-                alts.push(Node::seq(vec![isep.clone(), Node::alt(next)]));
-            }
-            // Not empty: once every listed member is used, the required ones are.
-            self.rules
-                .push(rule(&format!("{base}_{used}"), Node::alt(alts)));
-        }
-        let mut open = choices(0);
-        if required == 0 {
-            open.push(lit("}"));
-        }
-        Node::seq(vec![lit("{"), ws, Node::alt(open)])
+        Node::seq(vec![lit("{"), self.ws(), Node::Members(Box::new(body))])
     }
 }
 
