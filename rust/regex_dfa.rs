@@ -108,57 +108,85 @@ impl ByteDfa {
         for (i, &s) in order.iter().enumerate() {
             accepting[i + 1] = dfa.is_match_state(dfa.next_eoi_state(s));
         }
-
-        // Live = can reach an accepting state; everything else is merged into DEAD.
-        let live = live_states(&raw_trans, stride, &accepting);
-        if !live[start_id as usize] {
-            return Err(Error::Compile(format!(
-                "regex {pattern:?} matches no string"
-            )));
-        }
-        let mut renumber = vec![DEAD; n];
-        let mut count = 1u32;
-        for (old, &is_live) in live.iter().enumerate().skip(1) {
-            if is_live {
-                renumber[old] = count;
-                count += 1;
-            }
-        }
-        let m = count as usize;
-        let mut trans = vec![DEAD; m * stride];
-        let mut acc = vec![false; m];
-        for old in 1..n {
-            let new = renumber[old] as usize;
-            if new == 0 {
-                continue;
-            }
-            acc[new] = accepting[old];
-            for c in 0..stride {
-                trans[new * stride + c] = renumber[raw_trans[old * stride + c] as usize];
-            }
-        }
-        let forced_byte = (0..m)
-            .map(|s| {
-                if s == 0 || acc[s] {
-                    return None;
-                }
-                let mut live_classes = (0..stride).filter(|&c| trans[s * stride + c] != DEAD);
-                match (live_classes.next(), live_classes.next()) {
-                    (Some(c), None) if class_size[c] == 1 => Some(representative[c]),
-                    _ => None,
-                }
-            })
-            .collect();
-        Ok(ByteDfa {
+        let table = Table {
             classes,
-            stride,
-            trans,
-            accepting: acc,
-            forced_byte,
-            start: renumber[start_id as usize],
-        })
+            class_size,
+            representative,
+            trans: raw_trans,
+            accepting,
+            start: start_id,
+        };
+        table
+            .pruned()
+            .ok_or_else(|| Error::Compile(format!("regex {pattern:?} matches no string")))
     }
 
+    /// The strings `a` accepts that `b` does (`Op::And`) or does not
+    /// (`Op::AndNot`) accept, by the product construction.
+    pub fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Self> {
+        // Byte classes: one per pair of classes that occurs.
+        let mut class_ids: HashMap<(u8, u8), u8> = HashMap::new();
+        let mut classes = [0u8; 256];
+        let mut class_size = Vec::new();
+        let mut representative = Vec::new();
+        for byte in 0..=255u8 {
+            let key = (a.classes[byte as usize], b.classes[byte as usize]);
+            let fresh = class_ids.len();
+            let c = *class_ids.entry(key).or_insert_with(|| {
+                representative.push(byte);
+                class_size.push(0);
+                fresh as u8
+            });
+            classes[byte as usize] = c;
+            class_size[c as usize] += 1;
+        }
+        let stride = representative.len();
+        let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut order: Vec<(u32, u32)> = Vec::new();
+        let mut intern = |pair: (u32, u32), order: &mut Vec<(u32, u32)>| -> u32 {
+            let dead = pair.0 == DEAD || (pair.1 == DEAD && op == Op::And);
+            if dead {
+                return DEAD;
+            }
+            *ids.entry(pair).or_insert_with(|| {
+                order.push(pair);
+                order.len() as u32
+            })
+        };
+        let start = intern((a.start, b.start), &mut order);
+        let mut trans: Vec<u32> = vec![DEAD; stride];
+        let mut next = 0;
+        while next < order.len() {
+            let (qa, qb) = order[next];
+            next += 1;
+            for &rep in &representative {
+                let t = intern((a.step(qa, rep), b.step(qb, rep)), &mut order);
+                trans.push(t);
+            }
+            if trans.len() * 4 > DFA_SIZE_LIMIT {
+                return Err(Error::LimitExceeded(format!(
+                    "a product of automata needs a DFA larger than {} MiB",
+                    DFA_SIZE_LIMIT >> 20
+                )));
+            }
+        }
+        let mut accepting = vec![false];
+        accepting.extend(order.iter().map(|&(qa, qb)| {
+            let in_b = qb != DEAD && b.is_accepting(qb);
+            a.is_accepting(qa) && (in_b == (op == Op::And))
+        }));
+        let table = Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start,
+        };
+        table
+            .pruned()
+            .ok_or_else(|| Error::Compile("a product of automata matches no string".into()))
+    }
     pub fn start(&self) -> u32 {
         self.start
     }
@@ -289,6 +317,85 @@ impl ByteDfa {
     }
 }
 
+/// Which strings [`ByteDfa::product`] keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    And,
+    AndNot,
+}
+
+/// A DFA table before pruning: row 0 is the dead state.
+struct Table {
+    classes: [u8; 256],
+    class_size: Vec<usize>,
+    representative: Vec<u8>,
+    trans: Vec<u32>,
+    accepting: Vec<bool>,
+    start: u32,
+}
+
+impl Table {
+    /// Merges every state that cannot reach an accepting one into the dead
+    /// state; None if the start state is among them (no string matches).
+    fn pruned(self) -> Option<ByteDfa> {
+        let Table {
+            classes,
+            class_size,
+            representative,
+            trans: raw_trans,
+            accepting,
+            start: start_id,
+        } = self;
+        let stride = representative.len();
+        let n = accepting.len();
+        let live = live_states(&raw_trans, stride, &accepting);
+        if !live[start_id as usize] {
+            return None;
+        }
+        let mut renumber = vec![DEAD; n];
+        let mut count = 1u32;
+        for (old, &is_live) in live.iter().enumerate().skip(1) {
+            if is_live {
+                renumber[old] = count;
+                count += 1;
+            }
+        }
+        let m = count as usize;
+        let mut trans = vec![DEAD; m * stride];
+        let mut acc = vec![false; m];
+        for old in 1..n {
+            let new = renumber[old] as usize;
+            if new == 0 {
+                continue;
+            }
+            acc[new] = accepting[old];
+            for c in 0..stride {
+                trans[new * stride + c] = renumber[raw_trans[old * stride + c] as usize];
+            }
+        }
+        let forced_byte = (0..m)
+            .map(|s| {
+                if s == 0 || acc[s] {
+                    return None;
+                }
+                let mut live_classes = (0..stride).filter(|&c| trans[s * stride + c] != DEAD);
+                match (live_classes.next(), live_classes.next()) {
+                    (Some(c), None) if class_size[c] == 1 => Some(representative[c]),
+                    _ => None,
+                }
+            })
+            .collect();
+        Some(ByteDfa {
+            classes,
+            stride,
+            trans,
+            accepting: acc,
+            forced_byte,
+            start: renumber[start_id as usize],
+        })
+    }
+}
+
 fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
     let config = dense::Config::new()
         // All keeps every alternative alive (full-match semantics: `a|ab`
@@ -393,6 +500,51 @@ mod tests {
         assert_eq!(d.forced_byte(s), Some(b'b'));
         let s = d.step(s, b'b');
         assert_eq!(d.forced_byte(s), None);
+    }
+
+    #[test]
+    fn products_keep_exactly_the_strings_of_their_operation() {
+        // Every string over {a, b, c} up to length 7 against both operands.
+        let pairs = [
+            ("(ab|c)*", "[abc]*c[abc]"),
+            ("a*b*c?", "(aa)*b*"),
+            ("é?[ab]+", "a+"),
+        ];
+        let mut texts: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=7 {
+            let prev: Vec<Vec<u8>> = texts
+                .iter()
+                .filter(|t| t.len() == len - 1)
+                .cloned()
+                .collect();
+            for t in prev {
+                for c in [b'a', b'b', b'c'] {
+                    texts.push([t.as_slice(), &[c]].concat());
+                }
+            }
+        }
+        for (pa, pb) in pairs {
+            let (a, b) = (ByteDfa::new(pa).unwrap(), ByteDfa::new(pb).unwrap());
+            for op in [Op::And, Op::AndNot] {
+                let p = ByteDfa::product(&a, &b, op).unwrap();
+                let keep = |t: &[u8]| full_match(&a, t) && (full_match(&b, t) == (op == Op::And));
+                for t in &texts {
+                    assert_eq!(full_match(&p, t), keep(t), "{pa} {op:?} {pb} on {t:?}");
+                    // Live exactly when some continuation (up to 7 bytes here) is kept.
+                    if t.len() <= 3 {
+                        let completes = texts.iter().any(|s| keep(&[t.as_slice(), s].concat()));
+                        assert_eq!(live_prefix(&p, t), completes, "{pa} {op:?} {pb}: {t:?}");
+                    }
+                }
+            }
+        }
+        let e = ByteDfa::product(
+            &ByteDfa::new("a+").unwrap(),
+            &ByteDfa::new("a*").unwrap(),
+            Op::AndNot,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("matches no string"), "{e}");
     }
 
     #[test]

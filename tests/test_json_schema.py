@@ -299,6 +299,27 @@ def test_large_const_objects_are_refused_not_ordered(byte_tok):
         maskpar.compile_json_schema(byte_tok, {"enum": [1, big]})
 
 
+PATTERN_AND_LENGTH = {"type": "string", "pattern": "^[a-c]+x?$|é", "minLength": 2, "maxLength": 4}
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet="abcx-0é", max_size=7))
+def test_pattern_and_length_bounds_intersect(byte_tok, text):
+    jsonschema = pytest.importorskip("jsonschema")
+    g = maskpar.compile_json_schema(byte_tok, PATTERN_AND_LENGTH)
+    valid = jsonschema.Draft202012Validator(PATTERN_AND_LENGTH).is_valid(text)
+    assert accepts(g, json.dumps(text, ensure_ascii=False)) == valid, text
+
+
+def test_format_pattern_and_length_intersect(byte_tok):
+    g = maskpar.compile_json_schema(
+        byte_tok, {"type": "string", "format": "date", "pattern": "^2", "minLength": 10}
+    )
+    assert accepts(g, '"2020-02-29"')
+    for bad in ['"1999-01-01"', '"2021-02-29"', '"2020-1-01"', '"2"']:
+        assert not accepts(g, bad), bad
+
+
 MANY = {
     "type": "object",
     "properties": {f"p{i}": {"type": "integer"} for i in range(40)},

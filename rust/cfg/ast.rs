@@ -45,6 +45,12 @@ pub enum Node {
     Call(String, Vec<Node>, Pos),
     /// A JSON object's members (the schema compiler's): see [`Members`].
     Members(Box<Members>),
+    /// The strings every part matches. Parts are regular; the lexeme's DFA is
+    /// the product of theirs (all-splits lexing only). It is a lexeme of its
+    /// own: no neighbouring run merges into it.
+    Intersect(Vec<Node>),
+    /// The strings `.0` matches and `.1` does not (regular parts, as above).
+    Minus(Box<Node>, Box<Node>),
 }
 
 /// Bound on the listed members of one [`Members`] node (the member set of
@@ -59,8 +65,9 @@ pub const MAX_MEMBERS: usize = 64;
 pub struct Members {
     /// Each listed member (key, separator and value) and whether it is required.
     pub listed: Vec<(Node, bool)>,
-    /// A member whose key is none of the listed ones (None: not allowed).
-    pub extra: Option<Node>,
+    /// A member whose key is none of the listed ones (None: not allowed),
+    /// as the first member and after a separator (`sep` included).
+    pub extra: Option<(Node, Node)>,
     /// Between two members.
     pub sep: Node,
     /// Ends the object after at least one member.

@@ -479,7 +479,7 @@ mod tests {
                 (member("b"), false),
                 (member("c"), true),
             ],
-            extra: Some(member("x")),
+            extra: Some((member("x"), Node::seq(vec![lit(","), member("x")]))),
             sep: lit(","),
             close: lit("}"),
             close_empty: lit("}"),

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef, MAX_MEMBERS};
 use crate::error::{Error, Result};
-use crate::regex_dfa::ByteDfa;
+use crate::regex_dfa::{ByteDfa, Op};
 
 /// Bounds that keep a hostile grammar from exhausting memory or time.
 pub const MAX_RULES: usize = 200_000;
@@ -129,7 +129,11 @@ struct Lowerer<'a> {
 
 fn is_regular(n: &Node) -> bool {
     match n {
-        Node::Ref(..) | Node::Call(..) | Node::Members(_) => false,
+        Node::Ref(..)
+        | Node::Call(..)
+        | Node::Members(_)
+        | Node::Intersect(_)
+        | Node::Minus(..) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
         _ => true,
@@ -179,9 +183,11 @@ fn to_regex(n: &Node, out: &mut String) {
             out.push_str(r);
             out.push(')');
         }
-        Node::Ref(..) | Node::Call(..) | Node::Members(_) => {
-            unreachable!("to_regex is only called on regular nodes")
-        }
+        Node::Ref(..)
+        | Node::Call(..)
+        | Node::Members(_)
+        | Node::Intersect(_)
+        | Node::Minus(..) => unreachable!("to_regex is only called on regular nodes"),
         Node::Seq(v) => {
             out.push_str("(?:");
             v.iter().for_each(|x| to_regex(x, out));
@@ -206,6 +212,55 @@ fn to_regex(n: &Node, out: &mut String) {
                 None => out.push_str(&format!("{{{min},}}")),
             }
         }
+    }
+}
+
+/// A DFA is built for "no string" only to report it: None instead.
+fn none_if_empty(built: Result<ByteDfa>) -> Result<Option<ByteDfa>> {
+    match built {
+        Ok(d) => Ok(Some(d)),
+        Err(Error::Compile(m)) if m.ends_with("matches no string") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The full-match DFA of a regular node, intersections and differences
+/// included (None: it matches no string).
+fn dfa_of(n: &Node) -> Result<Option<ByteDfa>> {
+    match n {
+        Node::Intersect(parts) => {
+            let mut acc: Option<ByteDfa> = None;
+            for p in parts {
+                let Some(d) = dfa_of(p)? else {
+                    return Ok(None);
+                };
+                acc = Some(match acc {
+                    None => d,
+                    Some(a) => match none_if_empty(ByteDfa::product(&a, &d, Op::And))? {
+                        Some(x) => x,
+                        None => return Ok(None),
+                    },
+                });
+            }
+            Ok(acc)
+        }
+        Node::Minus(a, b) => {
+            let Some(a) = dfa_of(a)? else {
+                return Ok(None);
+            };
+            match dfa_of(b)? {
+                None => Ok(Some(a)),
+                Some(b) => none_if_empty(ByteDfa::product(&a, &b, Op::AndNot)),
+            }
+        }
+        _ if is_regular(n) => {
+            let mut re = String::new();
+            to_regex(n, &mut re);
+            none_if_empty(ByteDfa::new(&re))
+        }
+        _ => Err(Error::Compile(
+            "intersections and differences take regular parts only".into(),
+        )),
     }
 }
 
@@ -256,8 +311,13 @@ impl Lowerer<'_> {
 
     /// The lexeme for regular node `n` (distinct per priority).
     fn lexeme_with(&mut self, n: &Node, priority: i32, name: Option<&str>) -> Result<Sym> {
+        let boolean = matches!(n, Node::Intersect(_) | Node::Minus(..));
         let mut re = String::new();
-        to_regex(n, &mut re);
+        if boolean {
+            re = format!("{n:?}");
+        } else {
+            to_regex(n, &mut re);
+        }
         let key = format!("{priority}\u{0}{re}");
         if let Some(&id) = self.lexeme_ids.get(&key) {
             return Ok(Sym::T(id));
@@ -269,14 +329,14 @@ impl Lowerer<'_> {
         }
         // Lark terminals match as Python's re.match does; GBNF lexemes keep
         // every split (the exact character-level language).
-        let built = match self.lexing {
-            Lexing::AllSplits => ByteDfa::new(&re),
-            Lexing::Longest => ByteDfa::first_match(&re),
-        };
-        let dfa = match built {
-            Ok(d) => Some(d),
-            Err(Error::Compile(m)) if m.ends_with("matches no string") => None,
-            Err(e) => return Err(e),
+        let dfa = match self.lexing {
+            Lexing::AllSplits => dfa_of(n)?,
+            Lexing::Longest if boolean => {
+                return Err(Error::Compile(
+                    "intersections and differences need all-splits lexing".into(),
+                ))
+            }
+            Lexing::Longest => none_if_empty(ByteDfa::first_match(&re))?,
         };
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
@@ -300,7 +360,12 @@ impl Lowerer<'_> {
         }
         let leaf = matches!(
             n,
-            Node::Literal(_) | Node::Class { .. } | Node::AnyChar | Node::Regex(_)
+            Node::Literal(_)
+                | Node::Class { .. }
+                | Node::AnyChar
+                | Node::Regex(_)
+                | Node::Intersect(_)
+                | Node::Minus(..)
         );
         // With longest-match lexing each terminal is its own lexeme (ignored
         // text may sit between them), so only leaves become lexemes.
@@ -394,19 +459,19 @@ impl Lowerer<'_> {
         }
         let open = self.fresh(hint)?;
         let after = self.fresh(hint)?;
+        // Lowered together, the separator and a literal key form one lexeme.
         let entries = m
             .listed
             .iter()
             .enumerate()
-            .map(|(i, (member, _))| (member, i as u8))
-            .chain(m.extra.iter().map(|x| (x, KEEP)));
-        for (member, i) in entries {
+            .map(|(i, (member, _))| (member.clone(), then(&m.sep, member), i as u8))
+            .chain(m.extra.iter().map(|(x, y)| (x.clone(), y.clone(), KEEP)));
+        for (member, after_sep, i) in entries {
             let next = Sym::P(after, i);
-            let mut first = self.lower(member, hint)?;
+            let mut first = self.lower(&member, hint)?;
             first.push(next);
             self.add_rule(open, first)?;
-            // Lowered together, the separator and a literal key form one lexeme.
-            let mut rest = self.lower(&then(&m.sep, member), hint)?;
+            let mut rest = self.lower(&after_sep, hint)?;
             rest.push(next);
             let guard = if i == KEEP {
                 Guard::Always
@@ -576,8 +641,8 @@ fn node_derives(n: &Node, productive: &HashSet<&str>) -> bool {
         Node::Members(m) => {
             let derives = |x: &Node| node_derives(x, productive);
             let required: Vec<&Node> = m.listed.iter().filter(|x| x.1).map(|x| &x.0).collect();
-            let some_member =
-                m.listed.iter().any(|x| derives(&x.0)) || m.extra.as_ref().is_some_and(derives);
+            let some_member = m.listed.iter().any(|x| derives(&x.0))
+                || m.extra.as_ref().is_some_and(|x| derives(&x.0));
             (required.is_empty() && derives(&m.close_empty))
                 || (required.iter().all(|x| derives(x)) && some_member && derives(&m.close))
         }

@@ -632,21 +632,25 @@ impl<'a> Compiler<'a> {
             Some(_) => return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string"),
         };
         let format = asserted_format(obj.get("format"), self.opts.assert_formats, ptr)?;
-        let constrained = match (pattern, format) {
-            (Some(_), Some(_)) => {
-                return refuse(ptr, "`pattern` together with `format` is not supported yet")
-            }
-            (p, f) => p.or(f),
-        };
-        let content = match (constrained, min.or(max)) {
-            (Some(_), Some(_)) => return refuse(
-                ptr,
-                "`minLength`/`maxLength` together with `pattern` or `format` is not supported yet",
+        // The encoded contents every constraint allows: one DFA, their product.
+        let mut parts: Vec<Node> = [pattern, format]
+            .into_iter()
+            .flatten()
+            .map(|r| re(&r))
+            .collect();
+        if min.is_some() || max.is_some() || parts.is_empty() {
+            parts.push(Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max));
+        }
+        Ok(match parts.len() {
+            1 => self.string_node(parts.pop()),
+            // Quoted on both sides, the intersection is still one lexeme.
+            _ => Node::Intersect(
+                parts
+                    .into_iter()
+                    .map(|p| self.string_node(Some(p)))
+                    .collect(),
             ),
-            (Some(r), None) => re(&r),
-            (None, _) => Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max),
-        };
-        Ok(self.string_node(Some(content)))
+        })
     }
 
     fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
@@ -849,21 +853,40 @@ impl<'a> Compiler<'a> {
         // Additional keys exclude every listed name, `false` ones included.
         let mut names: Vec<&str> = listed.iter().map(|(k, _, _)| k.as_str()).collect();
         names.extend(props.into_iter().flatten().map(|(k, _)| k.as_str()));
+        names.sort_unstable();
+        names.dedup();
         let extra = add_node.map(|a| {
-            Node::seq(vec![
-                lit("\""),
-                re(&strings::not_one_of(&names)),
-                lit("\""),
-                self.key_sep(),
-                a,
-            ])
+            let key = |before: Node| Node::seq(vec![self.other_key(before, &names), a.clone()]);
+            (key(Node::Empty), key(self.item_sep()))
         });
         Ok(Some(self.members(&listed, extra)))
     }
 
+    /// `before`, a key none of `names`, and the key separator: one lexeme.
+    fn other_key(&self, before: Node, names: &[&str]) -> Node {
+        let quoted = |content: Node| {
+            Node::seq(vec![
+                before.clone(),
+                lit("\""),
+                content,
+                lit("\""),
+                self.key_sep(),
+            ])
+        };
+        let any = quoted(re(&strings::any_content()));
+        if names.is_empty() {
+            return any;
+        }
+        // The quotes delimit the key, so taking the listed keys out of
+        // `before "any" sep` leaves exactly `before "other" sep`.
+        let listed = names.iter().map(|k| lit(&strings::encode(k))).collect();
+        Node::Minus(Box::new(any), Box::new(quoted(Node::alt(listed))))
+    }
+
     /// `{ ... }` with each listed member at most once, in any order, all
-    /// required ones present, and `extra` members anywhere.
-    fn members(&mut self, listed: &[(String, Node, bool)], extra: Option<Node>) -> Node {
+    /// required ones present, and `extra` members (first, after a separator)
+    /// anywhere.
+    fn members(&mut self, listed: &[(String, Node, bool)], extra: Option<(Node, Node)>) -> Node {
         let ksep = self.key_sep();
         let listed = listed
             .iter()
