@@ -299,6 +299,35 @@ def test_large_const_objects_are_refused_not_ordered(byte_tok):
         maskpar.compile_json_schema(byte_tok, {"enum": [1, big]})
 
 
+# Nested quantifiers and groups (a printed `([0-9]{2})?` once came back lazy).
+SEARCH_PATTERNS = [
+    "^#[0-9a]{2}([0-9a]{2})?$",
+    "^a(?:b{2})?$",
+    "(ab){2,}",
+    "^(a|ba)?(b{1,2})+$",
+    "^((a|b){2})*$",
+    "a{2}b?|^b$",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(which=st.integers(0, len(SEARCH_PATTERNS) - 1), text=st.text(alphabet="#0ab", max_size=7))
+def test_patterns_search_like_python_re(byte_tok, which, text):
+    pattern = SEARCH_PATTERNS[which]
+    g = compiled_pattern(byte_tok, pattern)
+    assert accepts(g, json.dumps(text)) == bool(re.search(pattern, text)), (pattern, text)
+
+
+_PATTERN_CACHE: dict[str, maskpar.Grammar] = {}
+
+
+def compiled_pattern(tok, pattern: str) -> maskpar.Grammar:
+    if pattern not in _PATTERN_CACHE:
+        schema = {"type": "string", "pattern": pattern}
+        _PATTERN_CACHE[pattern] = maskpar.compile_json_schema(tok, schema)
+    return _PATTERN_CACHE[pattern]
+
+
 PATTERN_AND_LENGTH = {"type": "string", "pattern": "^[a-c]+x?$|é", "minLength": 2, "maxLength": 4}
 
 

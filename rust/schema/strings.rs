@@ -4,7 +4,9 @@
 //! the encoding `json.dumps(..., ensure_ascii=False)` writes: `"` and `\` and
 //! control characters escaped, everything else raw.
 
-use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition};
+use regex_syntax::hir::{
+    Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition,
+};
 
 /// One character of a JSON string, raw or escaped (any valid escape).
 pub const ANY_CHAR: &str = r#"(?:[^"\\\x00-\x1F]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))"#;
@@ -80,10 +82,23 @@ fn translate(h: &Hir) -> Result<Hir, String> {
         HirKind::Class(Class::Unicode(c)) => encode_class(c),
         HirKind::Class(Class::Bytes(_)) => return Err("a byte class".into()),
         HirKind::Look(l) => return Err(format!("the assertion {l:?} inside the pattern")),
-        HirKind::Repetition(r) => Hir::repetition(Repetition {
-            sub: Box::new(translate(&r.sub)?),
-            ..r.clone()
-        }),
+        HirKind::Repetition(r) => {
+            let mut sub = translate(&r.sub)?;
+            // regex-syntax prints a repetition of a repetition without a
+            // group, so `([0-9]{2})?` would come back as the lazy `[0-9]{2}?`:
+            // keep a group around the inner one.
+            if matches!(sub.kind(), HirKind::Repetition(_)) {
+                sub = Hir::capture(Capture {
+                    index: 1,
+                    name: None,
+                    sub: Box::new(sub),
+                });
+            }
+            Hir::repetition(Repetition {
+                sub: Box::new(sub),
+                ..r.clone()
+            })
+        }
         HirKind::Capture(c) => translate(&c.sub)?,
         HirKind::Concat(v) => Hir::concat(v.iter().map(translate).collect::<Result<_, _>>()?),
         HirKind::Alternation(v) => {
