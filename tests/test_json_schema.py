@@ -236,6 +236,8 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
         ({"type": "object", "properties": {f"p{i}": {} for i in range(65)}}, "at most 64"),
         ({"type": "what"}, "unknown type"),
         ({"properties": {"u": {"format": "uri"}}}, "/properties/u/format"),
+        ({"patternProperties": {"(?=a)": {}}}, "/patternProperties/\\(\\?=a\\)"),
+        ({"patternProperties": {str(i): {} for i in range(5)}}, "at most 4"),
         ("{not json", "not valid JSON"),
     ]
     for schema, message in cases:
@@ -347,6 +349,46 @@ def test_format_pattern_and_length_intersect(byte_tok):
     assert accepts(g, '"2020-02-29"')
     for bad in ['"1999-01-01"', '"2021-02-29"', '"2020-1-01"', '"2"']:
         assert not accepts(g, bad), bad
+
+
+PATTERN_PROPERTIES = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer"},
+        "ab": {"type": ["integer", "string"], "maximum": 5},
+        "x": {},
+    },
+    "patternProperties": {
+        "^a": {"type": "integer", "minimum": 0},
+        "b$": {"type": ["integer", "string"], "maximum": 3},
+    },
+}
+# Listed or not, matching no pattern, one or both.
+PATTERN_KEYS = ["a", "ab", "x", "", "b", "xa", "aab", "abb", "axb", "ax"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    members=st.dictionaries(
+        st.sampled_from(PATTERN_KEYS), st.sampled_from([-1, 2, 4, 7, "s"]), max_size=4
+    ),
+    additional=st.sampled_from([True, False, {"type": "string"}]),
+    required=st.lists(st.sampled_from(PATTERN_KEYS), max_size=2),
+)
+def test_pattern_properties_split_keys_by_the_patterns_they_match(
+    byte_tok, members, additional, required
+):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = dict(PATTERN_PROPERTIES, additionalProperties=additional, required=required)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(members)
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        # A required key no pattern or listing admits, with no additional ones.
+        assert "no value satisfies" in str(e) and additional is False
+        assert not valid
+        return
+    assert accepts(g, json.dumps(members)) == valid, (members, additional)
 
 
 MANY = {

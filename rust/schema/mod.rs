@@ -36,6 +36,7 @@ use serde_json::{Map, Value};
 
 use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, MAX_MEMBERS};
 use crate::error::{Error, Result};
+use crate::regex_dfa::{ByteDfa, DEAD};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Whitespace {
@@ -80,7 +81,6 @@ const UNSUPPORTED: &[&str] = &[
     "dependentSchemas",
     "dependentRequired",
     "dependencies",
-    "patternProperties",
     "propertyNames",
     "contains",
     "minContains",
@@ -797,19 +797,25 @@ impl<'a> Compiler<'a> {
                 )
             }
         };
-        let required: Vec<&str> = match obj.get("required") {
+        let mut required: Vec<&str> = match obj.get("required") {
             None => Vec::new(),
             Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
             Some(_) => return refuse(&format!("{ptr}/required"), "`required` must be an array"),
         };
+        // A name listed twice is still one member.
+        required.sort_unstable();
+        required.dedup();
         let additional: Option<&'a Value> = match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
             Some(v) => Some(v),
             None if self.opts.strict_properties => None,
             None => Some(&Value::Bool(true)),
         };
+        let patterns = self.key_patterns(obj, ptr)?;
         // Listed properties (false schemas cannot appear), then required names
-        // not listed, which take the additional-properties schema.
+        // not listed. A listed value also takes the schemas of the patterns
+        // its key matches; an unlisted one takes those, or else the
+        // additional-properties schema.
         let mut listed: Vec<(String, Node, bool)> = Vec::new();
         for (k, v) in props.into_iter().flatten() {
             if v == &Value::Bool(false) {
@@ -818,12 +824,11 @@ impl<'a> Compiler<'a> {
                 }
                 continue;
             }
-            let name = self.rule_for(&format!("{ptr}/properties/{}", pointer_part(k)), v)?;
-            listed.push((
-                k.clone(),
-                Node::Ref(name, Pos::default()),
-                required.contains(&k.as_str()),
-            ));
+            let at = format!("{ptr}/properties/{}", pointer_part(k));
+            let mut schemas = vec![(at, v)];
+            schemas.extend(matching(&patterns, k));
+            let value = self.all_of(schemas, ptr)?;
+            listed.push((k.clone(), value, required.contains(&k.as_str())));
         }
         let add_node = match additional {
             Some(a) => Some(Node::Ref(
@@ -834,10 +839,13 @@ impl<'a> Compiler<'a> {
         };
         for r in &required {
             if !props.is_some_and(|p| p.contains_key(*r)) {
-                match &add_node {
-                    Some(a) => listed.push((r.to_string(), a.clone(), true)),
-                    None => return Ok(None),
-                }
+                let schemas = matching(&patterns, r);
+                let value = match (&add_node, schemas.is_empty()) {
+                    (_, false) => self.all_of(schemas, ptr)?,
+                    (Some(a), true) => a.clone(),
+                    (None, true) => return Ok(None),
+                };
+                listed.push((r.to_string(), value, true));
             }
         }
         if listed.len() > MAX_MEMBERS {
@@ -855,15 +863,105 @@ impl<'a> Compiler<'a> {
         names.extend(props.into_iter().flatten().map(|(k, _)| k.as_str()));
         names.sort_unstable();
         names.dedup();
-        let extra = add_node.map(|a| {
-            let key = |before: Node| Node::seq(vec![self.other_key(before, &names), a.clone()]);
-            (key(Node::Empty), key(self.item_sep()))
+        // Unlisted keys, by which patterns they match: each such set of
+        // patterns is one kind of member (none matched: additional ones).
+        let mut kinds: Vec<(Vec<String>, Vec<String>, Node)> = Vec::new();
+        for set in 0..1usize << patterns.len() {
+            let in_set = |i: usize| set & (1 << i) != 0;
+            let regexes = |want: bool| -> Vec<String> {
+                let chosen = patterns
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| in_set(*i) == want);
+                chosen.map(|(_, p)| p.content.clone()).collect()
+            };
+            let value = if set == 0 {
+                match &add_node {
+                    Some(a) => a.clone(),
+                    None => continue,
+                }
+            } else {
+                let matched = patterns.iter().enumerate().filter(|(i, _)| in_set(*i));
+                let schemas = matched
+                    .map(|(_, p)| (p.pointer.clone(), p.schema))
+                    .collect();
+                self.all_of(schemas, ptr)?
+            };
+            kinds.push((regexes(true), regexes(false), value));
+        }
+        let extra = (!kinds.is_empty()).then(|| {
+            let members = |before: Node| {
+                let alts = kinds
+                    .iter()
+                    .map(|(yes, no, value)| {
+                        Node::seq(vec![
+                            self.other_key(&before, &names, yes, no),
+                            value.clone(),
+                        ])
+                    })
+                    .collect();
+                Node::alt(alts)
+            };
+            (members(Node::Empty), members(self.item_sep()))
         });
         Ok(Some(self.members(&listed, extra)))
     }
 
-    /// `before`, a key none of `names`, and the key separator: one lexeme.
-    fn other_key(&self, before: Node, names: &[&str]) -> Node {
+    /// `patternProperties`, in schema order (at most `MAX_KEY_PATTERNS`).
+    fn key_patterns(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Vec<KeyPattern<'a>>> {
+        let at = format!("{ptr}/patternProperties");
+        let patterns = match obj.get("patternProperties") {
+            None => return Ok(Vec::new()),
+            Some(Value::Object(p)) => p,
+            Some(_) => return refuse(&at, "`patternProperties` must be an object"),
+        };
+        if patterns.len() > MAX_KEY_PATTERNS {
+            return refuse(
+                &at,
+                format!(
+                    "{} patterns: at most {MAX_KEY_PATTERNS} (one kind of member per set of \
+                     patterns a key matches)",
+                    patterns.len()
+                ),
+            );
+        }
+        patterns
+            .iter()
+            .map(|(source, schema)| {
+                let pointer = format!("{at}/{}", pointer_part(source));
+                let content = strings::pattern_regex(source).or_else(|e| refuse(&pointer, e))?;
+                let dfa = ByteDfa::new(&content)?;
+                Ok(KeyPattern {
+                    pointer,
+                    content,
+                    dfa,
+                    schema,
+                })
+            })
+            .collect()
+    }
+
+    /// The value every one of `schemas` validates (each with its pointer).
+    fn all_of(&mut self, mut schemas: Vec<(String, &'a Value)>, ptr: &str) -> Result<Node> {
+        let name = if schemas.len() == 1 {
+            let (at, schema) = schemas.pop().expect("one schema");
+            self.rule_for(&at, schema)?
+        } else {
+            // Merged like any `allOf` (memoized by content there).
+            let list = schemas.into_iter().map(|(_, v)| v.clone()).collect();
+            let both: &'a Value = self.arena.alloc(Value::Object(Map::from_iter([(
+                "allOf".to_string(),
+                Value::Array(list),
+            )])));
+            let key = format!("(allOf){both}");
+            self.rule_keyed(key, &format!("{ptr}/(allOf)"), both)?
+        };
+        Ok(Node::Ref(name, Pos::default()))
+    }
+
+    /// `before`, a key that matches every regex of `yes` and none of `no`
+    /// and is none of `names`, then the key separator: one lexeme.
+    fn other_key(&self, before: &Node, names: &[&str], yes: &[String], no: &[String]) -> Node {
         let quoted = |content: Node| {
             Node::seq(vec![
                 before.clone(),
@@ -873,14 +971,20 @@ impl<'a> Compiler<'a> {
                 self.key_sep(),
             ])
         };
-        let any = quoted(re(&strings::any_content()));
-        if names.is_empty() {
-            return any;
+        // The quotes delimit the key, so intersections and differences of
+        // `before "content" sep` are those of the contents, quoted.
+        let mut wanted: Vec<Node> = yes.iter().map(|r| quoted(re(r))).collect();
+        let key = match wanted.len() {
+            0 => quoted(re(&strings::any_content())),
+            1 => wanted.pop().expect("one pattern"),
+            _ => Node::Intersect(wanted),
+        };
+        let mut unwanted: Vec<Node> = names.iter().map(|k| lit(&strings::encode(k))).collect();
+        unwanted.extend(no.iter().map(|r| re(r)));
+        if unwanted.is_empty() {
+            return key;
         }
-        // The quotes delimit the key, so taking the listed keys out of
-        // `before "any" sep` leaves exactly `before "other" sep`.
-        let listed = names.iter().map(|k| lit(&strings::encode(k))).collect();
-        Node::Minus(Box::new(any), Box::new(quoted(Node::alt(listed))))
+        Node::Minus(Box::new(key), Box::new(quoted(Node::alt(unwanted))))
     }
 
     /// `{ ... }` with each listed member at most once, in any order, all
@@ -904,6 +1008,32 @@ impl<'a> Compiler<'a> {
         };
         Node::seq(vec![lit("{"), self.ws(), Node::Members(Box::new(body))])
     }
+}
+
+/// Bound on `patternProperties` entries per object: members come in one kind
+/// per set of patterns a key matches.
+const MAX_KEY_PATTERNS: usize = 4;
+
+/// One `patternProperties` entry.
+struct KeyPattern<'a> {
+    pointer: String,
+    /// Regex over encoded key contents (search semantics).
+    content: String,
+    dfa: ByteDfa,
+    schema: &'a Value,
+}
+
+/// The (pointer, schema) of each pattern that `key` matches.
+fn matching<'a>(patterns: &[KeyPattern<'a>], key: &str) -> Vec<(String, &'a Value)> {
+    let encoded = strings::encode(key);
+    patterns
+        .iter()
+        .filter(|p| {
+            let q = p.dfa.step_bytes(p.dfa.start(), encoded.as_bytes());
+            q != DEAD && p.dfa.is_accepting(q)
+        })
+        .map(|p| (p.pointer.clone(), p.schema))
+        .collect()
 }
 
 /// The regex of `format` when formats are asserted; a standard format
