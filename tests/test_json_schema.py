@@ -80,7 +80,9 @@ def test_json_schema_test_suite(byte_tok):
     assert total[0] >= 550  # what compiles today; refusals shrink as keywords land
 
 
-@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "ipv4"])
+@pytest.mark.parametrize(
+    "fmt", ["date", "time", "date-time", "uuid", "ipv4", "ipv6", "uri", "uri-reference", "duration"]
+)
 def test_asserted_formats_match_the_optional_suite(byte_tok, fmt):
     files = suite_files(os.path.join(SUITE, "optional", "format"))
     assert f"{fmt}.json" in files
@@ -235,7 +237,7 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
         ({"oneOf": [{"type": "string"}, {"minLength": 1}]}, "/oneOf/1"),
         ({"type": "object", "properties": {f"p{i}": {} for i in range(65)}}, "at most 64"),
         ({"type": "what"}, "unknown type"),
-        ({"properties": {"u": {"format": "uri"}}}, "/properties/u/format"),
+        ({"properties": {"u": {"format": "iri"}}}, "/properties/u/format"),
         ({"patternProperties": {"(?=a)": {}}}, "/patternProperties/\\(\\?=a\\)"),
         ({"patternProperties": {str(i): {} for i in range(5)}}, "at most 4"),
         ("{not json", "not valid JSON"),
@@ -245,7 +247,7 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
             maskpar.compile_json_schema(byte_tok, schema)
         assert "schema at" in str(e.value) or "JSON" in str(e.value)
     # Formats read as annotations when asked; unknown names always are.
-    maskpar.compile_json_schema(byte_tok, {"format": "uri"}, assert_formats=False)
+    maskpar.compile_json_schema(byte_tok, {"format": "iri"}, assert_formats=False)
     maskpar.compile_json_schema(byte_tok, {"format": "x-custom"})
     with pytest.raises(ValueError, match="indent"):
         maskpar.compile_json_schema(byte_tok, {}, indent=2)

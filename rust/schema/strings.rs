@@ -256,6 +256,67 @@ const IPV4_PART: &str = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
 const ATEXT: &str = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
 const HOST_LABEL: &str = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
 
+/// RFC 3986 pieces.
+const UNRESERVED: &str = "A-Za-z0-9._~\\-";
+const SUB_DELIMS: &str = "!$&'()*+,;=";
+const PCT: &str = "%[0-9A-Fa-f]{2}";
+
+/// RFC 4291 section 2.2 text forms (no zone id), the last 32 bits
+/// optionally as an IPv4 address.
+fn ipv6_regex() -> String {
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    let ls32 = format!("(?:{h16}:{h16}|(?:{IPV4_PART}\\.){{3}}{IPV4_PART})");
+    // `n` groups before `::` (at most `max`) and `after` groups after it.
+    let before = |max: usize| match max {
+        0 => String::new(),
+        _ => format!("(?:(?:{h16}:){{0,{}}}{h16})?", max - 1),
+    };
+    let forms = [
+        format!("(?:{h16}:){{6}}{ls32}"),
+        format!("::(?:{h16}:){{5}}{ls32}"),
+        format!("{}::(?:{h16}:){{4}}{ls32}", before(1)),
+        format!("{}::(?:{h16}:){{3}}{ls32}", before(2)),
+        format!("{}::(?:{h16}:){{2}}{ls32}", before(3)),
+        format!("{}::{h16}:{ls32}", before(4)),
+        format!("{}::{ls32}", before(5)),
+        format!("{}::{h16}", before(6)),
+        format!("{}::", before(7)),
+    ];
+    format!("(?:{})", forms.join("|"))
+}
+
+/// RFC 3986 `URI` (`absolute` false: `URI-reference`, relative references too).
+fn uri_regex(absolute: bool) -> String {
+    let pchar = format!("(?:[{UNRESERVED}{SUB_DELIMS}:@]|{PCT})");
+    let segment = format!("{pchar}*");
+    let segment_nz = format!("{pchar}+");
+    let segment_nz_nc = format!("(?:[{UNRESERVED}{SUB_DELIMS}@]|{PCT})+");
+    let ip_future = format!("v[0-9A-Fa-f]+\\.[{UNRESERVED}{SUB_DELIMS}:]+");
+    let host = format!(
+        "(?:\\[(?:{}|{ip_future})\\]|(?:[{UNRESERVED}{SUB_DELIMS}]|{PCT})*)",
+        ipv6_regex()
+    );
+    let authority = format!("(?:(?:[{UNRESERVED}{SUB_DELIMS}:]|{PCT})*@)?{host}(?::[0-9]*)?");
+    let abempty = format!("(?:/{segment})*");
+    let absolute_path = format!("/(?:{segment_nz}(?:/{segment})*)?");
+    let tail = format!("(?:\\?(?:{pchar}|[/?])*)?(?:#(?:{pchar}|[/?])*)?");
+    let hier = format!("(?://{authority}{abempty}|{absolute_path}|{segment_nz}(?:/{segment})*|)");
+    let uri = format!("[A-Za-z][A-Za-z0-9+.-]*:{hier}{tail}");
+    if absolute {
+        return uri;
+    }
+    let relative =
+        format!("(?://{authority}{abempty}|{absolute_path}|{segment_nz_nc}(?:/{segment})*|){tail}");
+    format!("(?:{uri}|{relative})")
+}
+
+/// ISO 8601 durations as RFC 3339 appendix A writes them.
+const DURATION: &str = concat!(
+    "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)",
+    "(?:T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S))?",
+    "|T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)|[0-9]+W)"
+);
+
 /// Formats the specification defines (validators assert them when asked
 /// to): one of these that `format_regex` cannot express is refused, not read
 /// as an annotation. Other names are annotations.
@@ -293,6 +354,10 @@ pub fn format_regex(format: &str) -> Option<String> {
         "ipv4" => format!("(?:{IPV4_PART}\\.){{3}}{IPV4_PART}"),
         "hostname" => format!("{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
         "email" => format!("{ATEXT}+(?:\\.{ATEXT}+)*@{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
+        "ipv6" => ipv6_regex(),
+        "uri" => uri_regex(true),
+        "uri-reference" => uri_regex(false),
+        "duration" => DURATION.to_string(),
         _ => return None,
     })
 }
