@@ -393,6 +393,72 @@ def test_pattern_properties_split_keys_by_the_patterns_they_match(
     assert accepts(g, json.dumps(members)) == valid, (members, additional)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    members=st.dictionaries(st.sampled_from("abcxy"), st.sampled_from([1, "s"]), max_size=5),
+    min_max=st.tuples(st.sampled_from([None, 0, 1, 2, 4]), st.sampled_from([None, 0, 1, 2, 3])),
+    depends=st.sampled_from([{}, {"a": ["b"]}, {"a": ["x"], "x": ["c"]}, {"y": ["a", "b"]}]),
+    additional=st.sampled_from([True, False, {"type": "string"}]),
+    legacy=st.booleans(),
+)
+def test_member_counts_and_dependencies(byte_tok, members, min_max, depends, additional, legacy):
+    """minProperties / maxProperties count every member; dependentRequired
+    (`dependencies` in draft 7) names members that must come along."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema: dict = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {}, "c": {"type": "string"}},
+        "required": ["c"] if "c" in members and len(members) % 2 else [],
+        "additionalProperties": additional,
+    }
+    if legacy:
+        schema["$schema"] = "http://json-schema.org/draft-07/schema#"
+        schema["dependencies"] = depends
+    else:
+        schema["dependentRequired"] = depends
+    lo, hi = min_max
+    if lo is not None:
+        schema["minProperties"] = lo
+    if hi is not None:
+        schema["maxProperties"] = hi
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    valid = validator.is_valid(members)
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        message = str(e)
+        if "together with dependent" in message:
+            assert lo and depends
+            return
+        # Nothing validates: then this instance does not either.
+        assert "no value satisfies" in message or "matches no string" in message, message
+        assert not valid
+        return
+    assert accepts(g, json.dumps(members)) == valid, (members, schema)
+    # Masks never lead where no object can close: a random walk ends valid.
+    text = random_walk(g, random.Random(len(members)), 120)
+    if text is not None:
+        validator.validate(json.loads(text))
+
+
+def test_pattern_properties_survive_merges_and_filter_enums(byte_tok):
+    merged = maskpar.compile_json_schema(
+        byte_tok,
+        {"allOf": [{"patternProperties": {"^a": {"type": "integer"}}}, {"type": "object"}]},
+    )
+    assert accepts(merged, '{"ab": 1, "b": "x"}') and not accepts(merged, '{"ab": "x"}')
+    pinned = maskpar.compile_json_schema(
+        byte_tok,
+        {
+            "enum": [{"ab": 1}, {"ab": "x"}, {"b": 1}],
+            "patternProperties": {"^a": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    )
+    assert accepts(pinned, '{"ab": 1}')
+    assert not accepts(pinned, '{"ab": "x"}') and not accepts(pinned, '{"b": 1}')
+
+
 MANY = {
     "type": "object",
     "properties": {f"p{i}": {"type": "integer"} for i in range(40)},

@@ -2,6 +2,8 @@
 //! are regular expressions over terminals and rule references. `lower`
 //! turns it into the CFG the Earley engine runs.
 
+use super::members::MemberRules;
+
 /// A position in the grammar source, for error messages (1-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Pos {
@@ -53,12 +55,9 @@ pub enum Node {
     Minus(Box<Node>, Box<Node>),
 }
 
-/// Bound on the listed members of one [`Members`] node (the member set of
-/// each parser item is a 64-bit mask).
-pub const MAX_MEMBERS: usize = 64;
-
 /// The body of a JSON object after `{`: each listed member at most once, in
-/// any order, every required one present, and `extra` members anywhere.
+/// any order, every required one present, `extra` members anywhere, and the
+/// count and dependency constraints (see `members::MemberRules`).
 /// As rules over subsets this needs 2^n of them; lowering instead gives the
 /// parser items a member set, so it costs rules linear in the members.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,17 +73,28 @@ pub struct Members {
     pub close: Node,
     /// Ends an object with no members.
     pub close_empty: Node,
+    /// Members in all (listed and extra), at least / at most.
+    pub min: u32,
+    pub max: Option<u32>,
+    /// A listed member's index and the listed members it requires.
+    pub dependent: Vec<(usize, Vec<usize>)>,
 }
 
 impl Members {
-    /// The bit mask of the required members.
-    pub fn required(&self) -> u64 {
-        self.listed
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, r))| *r)
-            .map(|(i, _)| 1u64 << i)
-            .sum()
+    /// The constraints the parser checks on the set of members used.
+    pub fn rules(&self) -> MemberRules {
+        let bits = |ix: &mut dyn Iterator<Item = usize>| ix.map(|i| 1u64 << i).sum();
+        MemberRules {
+            listed: self.listed.len(),
+            required: bits(&mut (0..self.listed.len()).filter(|&i| self.listed[i].1)),
+            min: self.min,
+            max: self.max,
+            dependent: self
+                .dependent
+                .iter()
+                .map(|(m, deps)| (*m as u8, bits(&mut deps.iter().copied())))
+                .collect(),
+        }
     }
 }
 

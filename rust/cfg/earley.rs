@@ -121,7 +121,7 @@ impl Cfg {
                 Some(sym @ (Sym::N(b) | Sym::P(b, _))) => {
                     let members = sym.member_set(it.members);
                     for &r in &self.by_lhs[b as usize] {
-                        if self.rules[r as usize].guard.admits(members) {
+                        if self.admits(self.rules[r as usize].guard, members) {
                             add(
                                 Item {
                                     rule: r,
@@ -483,6 +483,9 @@ mod tests {
             sep: lit(","),
             close: lit("}"),
             close_empty: lit("}"),
+            min: 0,
+            max: None,
+            dependent: vec![],
         };
         let ast = GrammarAst {
             rules: vec![

@@ -9,7 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef, MAX_MEMBERS};
+use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
+use super::members::{self, MemberRules, COUNT, KEEP, MAX_MEMBERS};
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, Op};
 
@@ -25,13 +26,10 @@ pub enum Sym {
     /// A nonterminal.
     N(u32),
     /// A member-set nonterminal (from `Node::Members`) whose instance has the
-    /// member set of the item that predicts it plus member `.1` (or the same
-    /// set, for [`KEEP`]).
+    /// member set of the item that predicts it after op `.1`
+    /// (`members::apply`).
     P(u32, u8),
 }
-
-/// `Sym::P`'s member for "no member added".
-pub const KEEP: u8 = u8::MAX;
 
 impl Sym {
     pub fn nonterminal(self) -> Option<u32> {
@@ -45,31 +43,26 @@ impl Sym {
     /// an item whose set is `used` (plain nonterminals start from none).
     pub fn member_set(self, used: u64) -> u64 {
         match self {
-            Sym::P(_, KEEP) => used,
-            Sym::P(_, m) => used | 1 << m,
+            Sym::P(_, op) => members::apply(op, used),
             _ => 0,
         }
     }
 }
 
-/// Which member sets a rule may be predicted with.
+/// Which member sets a rule may be predicted with (`set` indexes
+/// `Cfg::member_rules`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Guard {
     Always,
-    /// Member `.0` is not used yet.
-    Without(u8),
-    /// Every member of the mask is used.
-    Covers(u64),
-}
-
-impl Guard {
-    pub fn admits(self, used: u64) -> bool {
-        match self {
-            Guard::Always => true,
-            Guard::Without(m) => used & (1 << m) == 0,
-            Guard::Covers(mask) => used & mask == mask,
-        }
-    }
+    /// The rule applies member op `op` (see `members::apply`).
+    Add {
+        set: u32,
+        op: u8,
+    },
+    /// The rule closes the object.
+    Close {
+        set: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -105,11 +98,22 @@ pub struct Cfg {
     /// Lexemes skipped between any two lexemes (longest-match lexing only).
     pub ignore: Vec<u32>,
     pub lexing: Lexing,
+    /// The constraints of each `Node::Members`, which guards name.
+    pub member_rules: Vec<MemberRules>,
 }
 
 impl Cfg {
     pub fn start_rule(&self) -> u32 {
         0
+    }
+
+    /// Whether a rule guarded by `guard` may be predicted with member set `used`.
+    pub fn admits(&self, guard: Guard, used: u64) -> bool {
+        match guard {
+            Guard::Always => true,
+            Guard::Add { set, op } => self.member_rules[set as usize].may_add(used, op),
+            Guard::Close { set } => self.member_rules[set as usize].may_close(used),
+        }
     }
 }
 
@@ -123,8 +127,9 @@ struct Lowerer<'a> {
     lexeme_ids: HashMap<String, u32>,
     lexemes: Vec<Lexeme>,
     symbols: usize,
-    /// The member-set nonterminal of each `Node::Members`, with its required mask.
-    member_sets: Vec<(u32, u64)>,
+    /// The member-set nonterminal of each `Node::Members`, and its constraints.
+    member_sets: Vec<u32>,
+    member_rules: Vec<MemberRules>,
 }
 
 fn is_regular(n: &Node) -> bool {
@@ -448,8 +453,8 @@ impl Lowerer<'_> {
     }
 
     /// `open -> member_i after{i} | extra after{} | close_empty` and
-    /// `after -> sep member_i after{+i} [i unused] | sep extra after{same}
-    /// | close [required used]`, where after's items carry the member set.
+    /// `after -> sep member_i after{+i} | sep extra after{..} | close`, where
+    /// after's items carry the member set and guards check `MemberRules`.
     fn members(&mut self, m: &Members, hint: &str) -> Result<Sym> {
         if m.listed.len() > MAX_MEMBERS {
             return Err(Error::LimitExceeded(format!(
@@ -457,37 +462,41 @@ impl Lowerer<'_> {
                 m.listed.len()
             )));
         }
+        let rules = m.rules();
+        rules.check()?;
+        let set = self.member_rules.len() as u32;
         let open = self.fresh(hint)?;
         let after = self.fresh(hint)?;
+        let extra_op = if rules.counted() { COUNT } else { KEEP };
         // Lowered together, the separator and a literal key form one lexeme.
         let entries = m
             .listed
             .iter()
             .enumerate()
             .map(|(i, (member, _))| (member.clone(), then(&m.sep, member), i as u8))
-            .chain(m.extra.iter().map(|(x, y)| (x.clone(), y.clone(), KEEP)));
-        for (member, after_sep, i) in entries {
-            let next = Sym::P(after, i);
+            .chain(
+                m.extra
+                    .iter()
+                    .map(|(x, y)| (x.clone(), y.clone(), extra_op)),
+            );
+        for (member, after_sep, op) in entries {
+            let next = Sym::P(after, op);
+            let guard = Guard::Add { set, op };
             let mut first = self.lower(&member, hint)?;
             first.push(next);
-            self.add_rule(open, first)?;
+            self.add_guarded_rule(open, first, guard)?;
             let mut rest = self.lower(&after_sep, hint)?;
             rest.push(next);
-            let guard = if i == KEEP {
-                Guard::Always
-            } else {
-                Guard::Without(i)
-            };
             self.add_guarded_rule(after, rest, guard)?;
         }
-        let required = m.required();
-        if required == 0 {
+        if rules.may_close(0) {
             let rhs = self.lower(&m.close_empty, hint)?;
             self.add_rule(open, rhs)?;
         }
         let rhs = self.lower(&m.close, hint)?;
-        self.add_guarded_rule(after, rhs, Guard::Covers(required))?;
-        self.member_sets.push((after, required));
+        self.add_guarded_rule(after, rhs, Guard::Close { set })?;
+        self.member_sets.push(after);
+        self.member_rules.push(rules);
         Ok(Sym::N(open))
     }
 
@@ -564,6 +573,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         lexemes: Vec::new(),
         symbols: 0,
         member_sets: Vec::new(),
+        member_rules: Vec::new(),
     };
     for r in &ast.rules {
         if l.names.contains_key(&r.name) {
@@ -661,10 +671,10 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         Sym::N(x) | Sym::P(x, _) => productive[x as usize],
     };
     // A member-set nonterminal's guards decide which rules apply: it derives
-    // a string iff it can close and can add each required member.
+    // a string iff it can close with its required members and dependencies.
     let mut is_member_set = vec![false; n];
     let mut member_rules: HashMap<u32, Vec<&Rule>> = HashMap::new();
-    for &(after, _) in &l.member_sets {
+    for &after in &l.member_sets {
         is_member_set[after as usize] = true;
     }
     for r in &l.rules {
@@ -672,21 +682,24 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
             member_rules.entry(r.lhs).or_default().push(r);
         }
     }
-    let member_set_ok = |after: u32, required: u64, productive: &[bool]| {
-        let ok = |r: &&&Rule| {
-            r.rhs
+    // The listed members that may be added, or None if the set never closes.
+    let live_members = |set: usize, productive: &[bool]| -> Option<u64> {
+        let after = l.member_sets[set];
+        let (mut addable, mut extra, mut close) = (0u64, false, false);
+        for r in &member_rules[&after] {
+            let ok = r
+                .rhs
                 .iter()
-                .all(|s| s.nonterminal() == Some(after) || sym_ok(s, productive))
-        };
-        let live: Vec<Guard> = member_rules[&after]
-            .iter()
-            .filter(ok)
-            .map(|r| r.guard)
-            .collect();
-        live.contains(&Guard::Covers(required))
-            && (0..MAX_MEMBERS as u8)
-                .filter(|&m| required & (1 << m) != 0)
-                .all(|m| live.contains(&Guard::Without(m)))
+                .all(|s| s.nonterminal() == Some(after) || sym_ok(s, productive));
+            match r.guard {
+                _ if !ok => {}
+                Guard::Add { op, .. } if op < COUNT => addable |= 1 << op,
+                Guard::Add { .. } => extra = true,
+                Guard::Close { .. } => close = true,
+                Guard::Always => {}
+            }
+        }
+        l.member_rules[set].live_members(addable, extra, close)
     };
     loop {
         let mut changed = false;
@@ -699,8 +712,8 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
                 changed = true;
             }
         }
-        for &(after, required) in &l.member_sets {
-            if !productive[after as usize] && member_set_ok(after, required, &productive) {
+        for (set, &after) in l.member_sets.iter().enumerate() {
+            if !productive[after as usize] && live_members(set, &productive).is_some() {
                 productive[after as usize] = true;
                 changed = true;
             }
@@ -709,6 +722,10 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
             break;
         }
     }
+    // Members whose dependencies can never be added cannot be added either.
+    let can_add: Vec<u64> = (0..l.member_sets.len())
+        .map(|set| live_members(set, &productive).unwrap_or(0))
+        .collect();
     if !productive[0] {
         return Err(Error::Compile("the grammar matches no string".into()));
     }
@@ -716,6 +733,10 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         .rules
         .into_iter()
         .filter(|r| r.rhs.iter().all(|s| sym_ok(s, &productive)))
+        .filter(|r| match r.guard {
+            Guard::Add { set, op } if op < COUNT => can_add[set as usize] & (1 << op) != 0,
+            _ => true,
+        })
         .collect();
     let mut by_lhs = vec![Vec::new(); n];
     for (i, r) in rules.iter().enumerate() {
@@ -742,7 +763,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
     }
     // The parser advances over nullable nonterminals whatever the member
     // set, which is exact only if member-set nonterminals are not nullable.
-    if let Some(&(after, _)) = l.member_sets.iter().find(|(a, _)| nullable[*a as usize]) {
+    if let Some(&after) = l.member_sets.iter().find(|a| nullable[**a as usize]) {
         return Err(Error::Compile(format!(
             "object members '{}' may be empty after a member",
             l.nonterminals[after as usize]
@@ -756,6 +777,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         lexemes: l.lexemes,
         ignore,
         lexing,
+        member_rules: l.member_rules,
     })
 }
 

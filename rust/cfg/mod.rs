@@ -9,4 +9,5 @@ pub mod gbnf;
 pub mod lark;
 pub mod lexcache;
 pub mod lower;
+pub mod members;
 pub mod walk;

@@ -39,9 +39,12 @@ fn applies(k: &str, v: &Value) -> bool {
         "minItems" | "maxItems" | "items" | "prefixItems" | "additionalItems" | "uniqueItems" => {
             v.is_array()
         }
-        "required" | "properties" | "additionalProperties" | "minProperties" | "maxProperties" => {
-            v.is_object()
-        }
+        "required"
+        | "properties"
+        | "additionalProperties"
+        | "patternProperties"
+        | "minProperties"
+        | "maxProperties" => v.is_object(),
         _ => true,
     }
 }
@@ -85,13 +88,7 @@ fn keyword(
             };
             match regex {
                 None => true,
-                Some(r) => {
-                    // The regexes describe the string as json.dumps encodes it.
-                    let dfa = ByteDfa::new(&r)?;
-                    let text = strings::encode(v.as_str().unwrap_or(""));
-                    let q = dfa.step_bytes(dfa.start(), text.as_bytes());
-                    q != DEAD && dfa.is_accepting(q)
-                }
+                Some(r) => regex_matches(&r, v.as_str().unwrap_or(""))?,
             }
         }
         "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
@@ -153,22 +150,40 @@ fn keyword(
                 })
             })
         }
-        "properties" | "additionalProperties" => {
+        "properties" | "additionalProperties" | "patternProperties" => {
             let o = v.as_object().expect("applies to objects");
             let listed = obj.get("properties").and_then(Value::as_object);
+            let patterns = match obj.get("patternProperties") {
+                None => Vec::new(),
+                Some(Value::Object(p)) => p
+                    .iter()
+                    .map(|(source, sub)| {
+                        let r = strings::pattern_regex(source).or_else(|e| refuse(ptr, e))?;
+                        Ok((r, sub))
+                    })
+                    .collect::<Result<Vec<_>>>()?,
+                Some(_) => return refuse(ptr, "`patternProperties` must be an object"),
+            };
             for (name, x) in o {
-                let sub = match (k, listed.and_then(|p| p.get(name))) {
-                    ("properties", Some(sub)) => sub,
-                    ("additionalProperties", None) => s,
+                let mut subs: Vec<&Value> = Vec::new();
+                let mut matched = false;
+                for (r, sub) in &patterns {
+                    if regex_matches(r, name)? {
+                        matched = true;
+                        subs.push(sub);
+                    }
+                }
+                let subs = match (k, listed.and_then(|p| p.get(name))) {
+                    ("properties", Some(sub)) => vec![sub],
+                    ("additionalProperties", None) if !matched => vec![s],
+                    ("patternProperties", _) => subs,
                     _ => continue,
                 };
-                if !satisfies(
-                    x,
-                    sub,
-                    &format!("{ptr}/{}", super::pointer_part(name)),
-                    formats,
-                )? {
-                    return Ok(false);
+                for sub in subs {
+                    let at = format!("{ptr}/{}", super::pointer_part(name));
+                    if !satisfies(x, sub, &at, formats)? {
+                        return Ok(false);
+                    }
                 }
             }
             true
@@ -181,4 +196,12 @@ fn keyword(
             )
         }
     })
+}
+
+/// Whether `text`, as json.dumps encodes it, matches `regex` (which
+/// describes encoded text, as pattern and format regexes do).
+fn regex_matches(regex: &str, text: &str) -> Result<bool> {
+    let dfa = ByteDfa::new(regex)?;
+    let q = dfa.step_bytes(dfa.start(), strings::encode(text).as_bytes());
+    Ok(q != DEAD && dfa.is_accepting(q))
 }

@@ -34,7 +34,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, MAX_MEMBERS};
+use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
+use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, DEAD};
 
@@ -79,16 +80,12 @@ const UNSUPPORTED: &[&str] = &[
     "then",
     "else",
     "dependentSchemas",
-    "dependentRequired",
-    "dependencies",
     "propertyNames",
     "contains",
     "minContains",
     "maxContains",
     "unevaluatedProperties",
     "unevaluatedItems",
-    "minProperties",
-    "maxProperties",
     "multipleOf",
     "$dynamicRef",
     "$recursiveRef",
@@ -102,7 +99,7 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
     let mut c = Compiler {
         root: &root,
         arena: &arena,
-        ignore_ref_siblings: root
+        legacy_draft: root
             .get("$schema")
             .and_then(Value::as_str)
             .is_some_and(|s| {
@@ -166,8 +163,10 @@ struct Compiler<'a> {
     root: &'a Value,
     /// Schemas made by merging (they live as long as the document).
     arena: &'a typed_arena::Arena<Value>,
-    /// Drafts 4 to 7 ignore keywords next to `$ref`.
-    ignore_ref_siblings: bool,
+    /// Drafts 4 to 7: keywords next to `$ref` are ignored, and `dependencies`
+    /// is a keyword (later drafts split it into `dependentRequired` and
+    /// `dependentSchemas`, and read `dependencies` as an annotation).
+    legacy_draft: bool,
     /// No `$id` below the root: a `$ref` resolves the same from anywhere,
     /// which merged schemas (copied out of their place) rely on.
     single_resource: bool,
@@ -327,7 +326,7 @@ impl<'a> Compiler<'a> {
             .collect();
         if let Some(&k) = present.first() {
             let others: Vec<&String> = obj.keys().filter(|x| *x != k && is_constraint(x)).collect();
-            if k == "$ref" && self.ignore_ref_siblings {
+            if k == "$ref" && self.legacy_draft {
                 return self.reference(obj["$ref"].as_str(), ptr);
             }
             if matches!(k, "enum" | "const") && present.len() == 1 {
@@ -352,7 +351,7 @@ impl<'a> Compiler<'a> {
                 };
                 let mut m = merge::Merger {
                     resolve: &resolve,
-                    ignore_ref_siblings: self.ignore_ref_siblings,
+                    ignore_ref_siblings: self.legacy_draft,
                     work: 0,
                 };
                 m.merge(vec![schema.clone()], ptr, 0)?
@@ -527,7 +526,7 @@ impl<'a> Compiler<'a> {
         for _ in 0..16 {
             match node {
                 Value::Object(o)
-                    if o.contains_key("$ref") && (o.len() == 1 || self.ignore_ref_siblings) =>
+                    if o.contains_key("$ref") && (o.len() == 1 || self.legacy_draft) =>
                 {
                     let (p, v) = self.resolve(o["$ref"].as_str(), &at)?;
                     (at, node) = (p, v);
@@ -592,7 +591,7 @@ impl<'a> Compiler<'a> {
                     .iter()
                     .map(|(k, x)| Ok((k.clone(), self.literal(x, ptr)?, true)))
                     .collect::<Result<Vec<(String, Node, bool)>>>()?;
-                self.members(&listed, None)
+                self.members(&listed, None, MemberCounts::default(), ptr)?
             }
             Value::Object(o) => {
                 return refuse(
@@ -838,14 +837,27 @@ impl<'a> Compiler<'a> {
             None => None,
         };
         for r in &required {
-            if !props.is_some_and(|p| p.contains_key(*r)) {
-                let schemas = matching(&patterns, r);
-                let value = match (&add_node, schemas.is_empty()) {
-                    (_, false) => self.all_of(schemas, ptr)?,
-                    (Some(a), true) => a.clone(),
-                    (None, true) => return Ok(None),
+            if listed.iter().all(|(k, _, _)| k != r) {
+                match self.unlisted_value(props, &patterns, &add_node, r, ptr)? {
+                    Some(value) => listed.push((r.to_string(), value, true)),
+                    None => return Ok(None),
+                }
+            }
+        }
+        // Names dependencies mention are listed too, so that the parser knows
+        // whether they are present (one that cannot appear is listed with no
+        // value: what requires it cannot appear either).
+        let dependent = self.dependent_required(obj, ptr)?;
+        for name in dependent
+            .iter()
+            .flat_map(|(t, d)| std::iter::once(t).chain(d))
+        {
+            if listed.iter().all(|(k, _, _)| k != name) {
+                let value = match self.unlisted_value(props, &patterns, &add_node, name, ptr)? {
+                    Some(v) => v,
+                    None => self.never(),
                 };
-                listed.push((r.to_string(), value, true));
+                listed.push((name.clone(), value, false));
             }
         }
         if listed.len() > MAX_MEMBERS {
@@ -904,7 +916,27 @@ impl<'a> Compiler<'a> {
             };
             (members(Node::Empty), members(self.item_sep()))
         });
-        Ok(Some(self.members(&listed, extra)))
+        let index = |name: &String| listed.iter().position(|(k, _, _)| k == name);
+        let dependent = dependent
+            .iter()
+            .map(|(t, d)| {
+                (
+                    index(t),
+                    d.iter().map(index).collect::<Option<Vec<usize>>>(),
+                )
+            })
+            .map(|(t, d)| t.zip(d).expect("dependency names are listed"))
+            .collect();
+        let mut max = count(obj, "maxProperties", ptr)?;
+        if extra.is_none() && max.is_some_and(|m| m as usize >= listed.len()) {
+            max = None; // never reached: members are counted only when it can be
+        }
+        let counts = MemberCounts {
+            min: count(obj, "minProperties", ptr)?.unwrap_or(0),
+            max,
+            dependent,
+        };
+        Ok(Some(self.members(&listed, extra, counts, ptr)?))
     }
 
     /// `patternProperties`, in schema order (at most `MAX_KEY_PATTERNS`).
@@ -990,7 +1022,13 @@ impl<'a> Compiler<'a> {
     /// `{ ... }` with each listed member at most once, in any order, all
     /// required ones present, and `extra` members (first, after a separator)
     /// anywhere.
-    fn members(&mut self, listed: &[(String, Node, bool)], extra: Option<(Node, Node)>) -> Node {
+    fn members(
+        &mut self,
+        listed: &[(String, Node, bool)],
+        extra: Option<(Node, Node)>,
+        counts: MemberCounts,
+        ptr: &str,
+    ) -> Result<Node> {
         let ksep = self.key_sep();
         let listed = listed
             .iter()
@@ -1005,9 +1043,86 @@ impl<'a> Compiler<'a> {
             sep: self.item_sep(),
             close: Node::seq(vec![self.ws(), lit("}")]),
             close_empty: lit("}"),
+            min: counts.min,
+            max: counts.max,
+            dependent: counts.dependent,
         };
-        Node::seq(vec![lit("{"), self.ws(), Node::Members(Box::new(body))])
+        body.rules().check().or_else(|e| refuse(ptr, e))?;
+        Ok(Node::seq(vec![
+            lit("{"),
+            self.ws(),
+            Node::Members(Box::new(body)),
+        ]))
     }
+
+    /// The value of a member named `name` that `properties` does not list
+    /// (or lists as `false`): the schemas of the patterns it matches, else
+    /// the additional-properties one. None: no such member may appear.
+    fn unlisted_value(
+        &mut self,
+        props: Option<&'a Map<String, Value>>,
+        patterns: &[KeyPattern<'a>],
+        additional: &Option<Node>,
+        name: &str,
+        ptr: &str,
+    ) -> Result<Option<Node>> {
+        if props.is_some_and(|p| p.contains_key(name)) {
+            return Ok(None);
+        }
+        let schemas = matching(patterns, name);
+        Ok(match (additional, schemas.is_empty()) {
+            (_, false) => Some(self.all_of(schemas, ptr)?),
+            (Some(a), true) => Some(a.clone()),
+            (None, true) => None,
+        })
+    }
+
+    /// `dependentRequired` (`dependencies` in drafts 4-7, array form): each
+    /// member name and the names it requires.
+    fn dependent_required(
+        &self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<Vec<(String, Vec<String>)>> {
+        let key = if self.legacy_draft {
+            "dependencies"
+        } else {
+            "dependentRequired"
+        };
+        let at = format!("{ptr}/{key}");
+        let deps = match obj.get(key) {
+            None => return Ok(Vec::new()),
+            Some(Value::Object(d)) => d,
+            Some(_) => return refuse(&at, format!("`{key}` must be an object")),
+        };
+        let mut out = Vec::new();
+        for (name, v) in deps {
+            let here = format!("{at}/{}", pointer_part(name));
+            let Value::Array(names) = v else {
+                return refuse(
+                    &here,
+                    "schema dependencies (`dependentSchemas`) are not supported yet",
+                );
+            };
+            let mut names = names
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect::<Option<Vec<String>>>()
+                .map_or_else(|| refuse(&here, "dependencies must be property names"), Ok)?;
+            names.sort_unstable();
+            names.dedup();
+            out.push((name.clone(), names));
+        }
+        Ok(out)
+    }
+}
+
+/// An object's count and dependency constraints, by listed member index.
+#[derive(Default)]
+struct MemberCounts {
+    min: u32,
+    max: Option<u32>,
+    dependent: Vec<(usize, Vec<usize>)>,
 }
 
 /// Bound on `patternProperties` entries per object: members come in one kind
@@ -1198,6 +1313,12 @@ const TYPE_KEYWORDS: &[&str] = &[
     "properties",
     "required",
     "additionalProperties",
+    "patternProperties",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    // A keyword in drafts 4-7 only (an annotation later), but merges keep it.
+    "dependencies",
     "items",
     "prefixItems",
     "additionalItems",

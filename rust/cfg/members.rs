@@ -1,0 +1,197 @@
+//! Member sets: what a JSON object's members must satisfy beyond their own
+//! grammar (each listed member at most once, the required ones present,
+//! `minProperties` / `maxProperties`, `dependentRequired`). A CFG can only
+//! say this with a rule per subset of members; instead the parser's items
+//! carry the set (`earley::Item::members`) and rule guards consult it.
+//!
+//! Bits 0..56 are the listed members. When members are counted (a minimum or
+//! maximum is given) the top byte counts the unlisted ones, saturating at
+//! `MAX_COUNT`.
+
+use crate::error::{Error, Result};
+
+/// `Sym::P`'s op for "the same set" (an unlisted member, not counted).
+pub const KEEP: u8 = u8::MAX;
+/// `Sym::P`'s op for "one more unlisted member".
+pub const COUNT: u8 = u8::MAX - 1;
+const COUNT_SHIFT: u32 = 56;
+const LISTED: u64 = (1 << COUNT_SHIFT) - 1;
+/// Listed members per object (the set is 64 bits).
+pub const MAX_MEMBERS: usize = 64;
+/// Listed members per object when members are counted.
+pub const MAX_COUNTED_MEMBERS: usize = COUNT_SHIFT as usize;
+/// Bound on `minProperties` / `maxProperties` (the counter is one byte).
+pub const MAX_COUNT: u32 = 200;
+
+/// The set after `op` (a listed member's index, `KEEP` or `COUNT`).
+pub fn apply(op: u8, used: u64) -> u64 {
+    match op {
+        KEEP => used,
+        // Past MAX_COUNT only "at least min" is asked, and min <= MAX_COUNT.
+        COUNT if used >> COUNT_SHIFT >= MAX_COUNT as u64 => used,
+        COUNT => used + (1 << COUNT_SHIFT),
+        m => used | 1 << m,
+    }
+}
+
+/// The constraints of one object's members.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberRules {
+    pub listed: usize,
+    pub required: u64,
+    pub min: u32,
+    pub max: Option<u32>,
+    /// A listed member and the listed members it requires when present.
+    pub dependent: Vec<(u8, u64)>,
+}
+
+impl MemberRules {
+    /// Refuses what the set cannot represent exactly.
+    pub fn check(&self) -> Result<()> {
+        let limit = if self.counted() {
+            MAX_COUNTED_MEMBERS
+        } else {
+            MAX_MEMBERS
+        };
+        if self.listed > limit {
+            return Err(Error::LimitExceeded(format!(
+                "an object lists {} members: at most {limit}{}",
+                self.listed,
+                if self.counted() {
+                    " with a minimum or maximum count"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if self.min > MAX_COUNT || self.max.is_some_and(|m| m > MAX_COUNT) {
+            return Err(Error::LimitExceeded(format!(
+                "member counts above {MAX_COUNT} are not supported"
+            )));
+        }
+        if self.min > 0 && !self.dependent.is_empty() {
+            // Adding a member may add its dependencies too, so "some count in
+            // [min, max]" is no longer reachable one member at a time.
+            return Err(Error::Compile(
+                "a minimum member count together with dependent members is not supported yet"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether unlisted members are counted (`COUNT` rather than `KEEP`).
+    pub fn counted(&self) -> bool {
+        self.min > 0 || self.max.is_some()
+    }
+
+    fn count(used: u64) -> u32 {
+        (used & LISTED).count_ones() + (used >> COUNT_SHIFT) as u32
+    }
+
+    /// `members` and, transitively, the members they depend on.
+    fn closure(&self, members: u64) -> u64 {
+        let mut need = members;
+        loop {
+            let before = need;
+            for &(m, deps) in &self.dependent {
+                if need & (1 << m) != 0 {
+                    need |= deps;
+                }
+            }
+            if need == before {
+                return need;
+            }
+        }
+    }
+
+    /// Listed members `used` still obliges: required ones and dependencies.
+    fn missing(&self, used: u64) -> u64 {
+        self.closure(self.required | (used & LISTED)) & !used
+    }
+
+    /// Whether `op` may be applied: a listed member not used yet, and the
+    /// object can still close within the maximum afterwards (so every set
+    /// the parser reaches can be completed).
+    pub fn may_add(&self, used: u64, op: u8) -> bool {
+        if op < COUNT && used & (1 << op) != 0 {
+            return false;
+        }
+        let next = apply(op, used);
+        self.max
+            .is_none_or(|max| Self::count(next) + self.missing(next).count_ones() <= max)
+    }
+
+    pub fn may_close(&self, used: u64) -> bool {
+        self.missing(used) == 0 && Self::count(used) >= self.min
+    }
+
+    /// Given which listed members' rules derive a string (`addable`), whether
+    /// an unlisted member's does and whether the closing one does: the
+    /// members that may really be added (their dependencies may be too), or
+    /// None when no object closes.
+    pub fn live_members(&self, addable: u64, extra: bool, close: bool) -> Option<u64> {
+        let mut can = addable;
+        loop {
+            let before = can;
+            for &(m, deps) in &self.dependent {
+                if deps & !can != 0 {
+                    can &= !(1 << m);
+                }
+            }
+            if can == before {
+                break;
+            }
+        }
+        let need = self.closure(self.required);
+        let fits = self
+            .max
+            .is_none_or(|max| need.count_ones() <= max && self.min <= max);
+        let enough = extra || can.count_ones() >= self.min;
+        (close && need & !can == 0 && fits && enough).then_some(can)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guards_keep_every_reached_set_completable() {
+        // Required {0}, member 1 requires 2, at most 3 members in all.
+        let r = MemberRules {
+            listed: 4,
+            required: 1,
+            min: 0,
+            max: Some(3),
+            dependent: vec![(1, 1 << 2)],
+        };
+        assert!(r.may_add(0, 3) && r.may_add(0, COUNT));
+        assert!(r.may_add(0, 1)); // {1} then needs 0 and 2: three in all
+        assert!(!r.may_add(1 << 3, 1)); // {3, 1} would need four
+        let three_and_one = 1 << 3 | 1 << COUNT_SHIFT;
+        assert!(r.may_add(three_and_one, 0)); // three in all
+        assert!(!r.may_add(three_and_one, COUNT)); // and 0 still required: four
+        assert!(!r.may_add(1, 0)); // used already
+        assert!(!r.may_close(1 << 1 | 1)); // 2 is missing
+        assert!(r.may_close(1 << 2 | 1 << 1 | 1));
+        assert_eq!(r.live_members(0b1111, true, true), Some(0b1111));
+        // Without member 2, member 1 cannot be added either.
+        assert_eq!(r.live_members(0b1011, true, true), Some(0b1001));
+        assert_eq!(r.live_members(0b1110, true, true), None); // 0 is required
+        let at_least = MemberRules {
+            listed: 2,
+            min: 3,
+            ..MemberRules::default()
+        };
+        assert_eq!(at_least.live_members(0b11, false, true), None);
+        assert_eq!(at_least.live_members(0b11, true, true), Some(0b11));
+        assert!(!at_least.may_close(0b11) && at_least.may_close(0b11 | 1 << COUNT_SHIFT));
+        let mut saturated = 0;
+        for _ in 0..300 {
+            saturated = apply(COUNT, saturated);
+        }
+        assert_eq!(saturated >> COUNT_SHIFT, MAX_COUNT as u64);
+        assert_eq!(saturated & LISTED, 0);
+    }
+}
