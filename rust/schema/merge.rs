@@ -131,6 +131,7 @@ impl Merger<'_> {
             return Ok(a);
         }
         self.merge_members(&mut a, &mut b, ptr, depth)?;
+        self.merge_items(&mut a, &mut b, ptr, depth)?;
         // `const`/`enum`: the values both sides allow, as one `enum`.
         match (take_values(&mut a, ptr)?, take_values(&mut b, ptr)?) {
             (None, None) => {}
@@ -241,6 +242,57 @@ impl Merger<'_> {
         Ok(())
     }
 
+    /// Array keywords of both sides, position by position. A side's
+    /// positional schemas (`prefixItems`, or array-form `items`) and its
+    /// schema for the items after them (`items`, or `additionalItems` next
+    /// to array-form `items`) only mean something together, so each merged
+    /// position takes the schema each side has there.
+    fn merge_items(
+        &mut self,
+        a: &mut Map<String, Value>,
+        b: &mut Map<String, Value>,
+        ptr: &str,
+        depth: usize,
+    ) -> Result<()> {
+        let keys = ["prefixItems", "items", "additionalItems"];
+        let touches = |m: &Map<String, Value>| keys.iter().any(|k| m.contains_key(*k));
+        let positional = |m: &Map<String, Value>| {
+            m.contains_key("prefixItems")
+                || m.contains_key("additionalItems")
+                || m.get("items").is_some_and(Value::is_array)
+        };
+        if !(touches(a) && touches(b)) || !(positional(a) || positional(b)) {
+            return Ok(());
+        }
+        let (pa, ra) = split_items(a, ptr)?;
+        let (pb, rb) = split_items(b, ptr)?;
+        let at = |p: &[Value], r: &Option<Value>, i: usize| p.get(i).cloned().or_else(|| r.clone());
+        let mut prefix = Vec::new();
+        for i in 0..pa.len().max(pb.len()) {
+            let mut parts: Vec<Value> = [at(&pa, &ra, i), at(&pb, &rb, i)]
+                .into_iter()
+                .flatten()
+                .collect();
+            prefix.push(match parts.len() {
+                1 => parts.pop().expect("one"),
+                _ => self.merge(parts, &format!("{ptr}/prefixItems/{i}"), depth + 1)?,
+            });
+        }
+        a.insert("prefixItems".into(), Value::Array(prefix));
+        let mut rest: Vec<Value> = [ra, rb].into_iter().flatten().collect();
+        match rest.len() {
+            0 => {}
+            1 => {
+                a.insert("items".into(), rest.pop().expect("one"));
+            }
+            _ => {
+                let m = self.merge(rest, &format!("{ptr}/items"), depth + 1)?;
+                a.insert("items".into(), m);
+            }
+        }
+        Ok(())
+    }
+
     /// Keyword `k` present on both sides.
     fn combine(&mut self, k: &str, va: Value, vb: Value, ptr: &str, depth: usize) -> Result<Value> {
         let num = |v: &Value| v.as_f64();
@@ -312,6 +364,24 @@ impl Merger<'_> {
             }
         })
     }
+}
+
+/// Removes the array keywords from `m`: its positional schemas and the
+/// schema of the items after them (None: any).
+fn split_items(m: &mut Map<String, Value>, ptr: &str) -> Result<(Vec<Value>, Option<Value>)> {
+    let additional = m.remove("additionalItems");
+    Ok(match (m.remove("prefixItems"), m.remove("items")) {
+        (Some(Value::Array(p)), items) => (p, items),
+        (Some(_), _) => {
+            return refuse(
+                &format!("{ptr}/prefixItems"),
+                "`prefixItems` must be an array",
+            )
+        }
+        (None, Some(Value::Array(p))) => (p, additional),
+        // `additionalItems` without array-form `items` constrains nothing.
+        (None, items) => (Vec::new(), items),
+    })
 }
 
 /// Removes `const` and `enum` from `m`: the values they allow, if any.

@@ -6,6 +6,7 @@
 //! by default), for exactly the values the schema validates.
 
 mod check;
+mod decimals;
 mod merge;
 mod numbers;
 mod strings;
@@ -38,6 +39,7 @@ use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, DEAD};
+use decimals::Cmp;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Whitespace {
@@ -115,6 +117,16 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         never: false,
         depth: 0,
     };
+    if let Some(meta) = root.get("$schema").and_then(Value::as_str) {
+        // A custom metaschema may leave out vocabularies (validation,
+        // format...), which changes what keywords mean.
+        if !meta.contains("json-schema.org") {
+            return refuse(
+                "/$schema",
+                format!("custom metaschemas are not supported: {meta}"),
+            );
+        }
+    }
     let top = c.rule_for("", &root)?;
     c.rules.push(rule("root", Node::Ref(top, Pos::default())));
     if c.never && !crate::cfg::lower::derives_a_string(&c.rules, "root") {
@@ -612,7 +624,7 @@ impl<'a> Compiler<'a> {
             "null" => Some(lit("null")),
             "boolean" => Some(Node::Alt(vec![lit("true"), lit("false")])),
             "string" => Some(self.string(obj, ptr)?),
-            "number" => Some(self.number(obj, ptr)?),
+            "number" => self.number(obj, ptr)?,
             "integer" => self.integer(obj, ptr)?,
             "array" => self.array(obj, ptr)?,
             "object" => self.object(obj, ptr)?,
@@ -652,16 +664,53 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
-        for k in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
-            if obj.contains_key(k) {
-                return refuse(
-                    &format!("{ptr}/{k}"),
-                    "bounds on non-integer numbers are not supported yet",
-                );
+    /// Numbers; with bounds, each bound is a regex over the number's text
+    /// and the lexeme their product (see `decimals` for the forms produced).
+    fn number(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
+        let excl = |k: &str| obj.get(k) == Some(&Value::Bool(true)); // draft 4
+        let keywords = [
+            (
+                "minimum",
+                if excl("exclusiveMinimum") {
+                    Cmp::Gt
+                } else {
+                    Cmp::Ge
+                },
+            ),
+            (
+                "maximum",
+                if excl("exclusiveMaximum") {
+                    Cmp::Lt
+                } else {
+                    Cmp::Le
+                },
+            ),
+            ("exclusiveMinimum", Cmp::Gt),
+            ("exclusiveMaximum", Cmp::Lt),
+        ];
+        let mut parts = Vec::new();
+        for (k, op) in keywords {
+            let bound = match obj.get(k) {
+                None | Some(Value::Bool(_)) => continue,
+                Some(Value::Number(n)) => match n.as_f64() {
+                    _ if n.is_i64() || n.is_u64() => n.to_string(),
+                    // Display never uses an exponent and keeps the shortest
+                    // digits that read back as this float.
+                    Some(f) => format!("{f}"),
+                    None => return refuse(&format!("{ptr}/{k}"), "the bound is not a number"),
+                },
+                Some(_) => return refuse(&format!("{ptr}/{k}"), format!("`{k}` must be a number")),
+            };
+            match decimals::bound_regex(&bound, op) {
+                Some(r) => parts.push(re(&r)),
+                None => return Ok(None),
             }
         }
-        Ok(re(NUMBER))
+        Ok(Some(match parts.len() {
+            0 => re(NUMBER),
+            1 => parts.pop().expect("one bound"),
+            _ => Node::Intersect(parts),
+        }))
     }
 
     fn integer(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<Node>> {

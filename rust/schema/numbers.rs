@@ -34,7 +34,7 @@ fn digits(n: u128) -> usize {
 }
 
 /// Alternatives matching the decimal texts of `lo..=hi` (None: unbounded).
-fn nonneg(lo: u128, hi: Option<u128>) -> Vec<String> {
+pub(super) fn nonneg(lo: u128, hi: Option<u128>) -> Vec<String> {
     let mut out = Vec::new();
     let top = match hi {
         Some(h) => digits(h),

@@ -1,0 +1,289 @@
+//! Regular expressions for JSON numbers on one side of a decimal bound
+//! (`minimum`, `exclusiveMaximum`, ... on non-integer numbers).
+//!
+//! Without an exponent, a number compares with the bound digit by digit,
+//! which is regular. With an exponent it is regular only when the mantissa
+//! is normalized (one nonzero digit before the point, as json.dumps writes
+//! floats: `1.5e-07`): then the exponent alone orders magnitudes unless it
+//! equals the bound's. So bounded numbers take exponent-free forms, those
+//! normalized forms, and zero with any exponent; other exponent forms
+//! (`12e3`, `0.5e1`) are not produced.
+
+use super::numbers::nonneg;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cmp {
+    Gt,
+    Ge,
+    Lt,
+    Le,
+}
+
+impl Cmp {
+    fn greater(self) -> bool {
+        matches!(self, Cmp::Gt | Cmp::Ge)
+    }
+
+    fn strict(self) -> bool {
+        matches!(self, Cmp::Gt | Cmp::Lt)
+    }
+
+    /// The comparison of magnitudes when both sides are negated.
+    fn flipped(self) -> Cmp {
+        match self {
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+        }
+    }
+
+    fn holds(self, ord: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Cmp::Gt => ord == Greater,
+            Cmp::Ge => ord != Less,
+            Cmp::Lt => ord == Less,
+            Cmp::Le => ord != Greater,
+        }
+    }
+}
+
+const FRAC: &str = r"(?:\.[0-9]+)?";
+const PLAIN_ANY: &str = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?";
+const MANTISSA_ANY: &str = r"[1-9](?:\.[0-9]+)?";
+const EXP_ANY: &str = r"[eE][+-]?[0-9]+";
+
+/// A non-negative decimal: integer digits without leading zeros ("0" for
+/// none) and fraction digits without trailing zeros.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Decimal {
+    int: String,
+    frac: String,
+}
+
+impl Decimal {
+    fn is_zero(&self) -> bool {
+        self.int == "0" && self.frac.is_empty()
+    }
+
+    /// Its significant digits as a mantissa `d.ddd` and the power of ten.
+    fn normalized(&self) -> (Decimal, i64) {
+        let digits = format!("{}{}", self.int.trim_start_matches('0'), self.frac);
+        let lead = digits.len() - digits.trim_start_matches('0').len();
+        let exp = if self.int != "0" {
+            self.int.len() as i64 - 1
+        } else {
+            -(lead as i64) - 1
+        };
+        let sig = digits.trim_start_matches('0');
+        let mantissa = Decimal {
+            int: sig[..1].to_string(),
+            frac: sig[1..].trim_end_matches('0').to_string(),
+        };
+        (mantissa, exp)
+    }
+}
+
+/// The sign and magnitude of a bound's decimal text (`-12.50`, `7`).
+fn parse(text: &str) -> (bool, Decimal) {
+    let (neg, mag) = match text.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, text),
+    };
+    let (int, frac) = mag.split_once('.').unwrap_or((mag, ""));
+    let int = int.trim_start_matches('0');
+    let d = Decimal {
+        int: if int.is_empty() { "0" } else { int }.to_string(),
+        frac: frac.trim_end_matches('0').to_string(),
+    };
+    let neg = neg && !d.is_zero();
+    (neg, d)
+}
+
+fn digit(s: &str, i: usize) -> u8 {
+    s.as_bytes()[i] - b'0'
+}
+
+/// Alternatives for exponent-free magnitudes `y` (`single`: mantissas, one
+/// nonzero integer digit) with `y op d`.
+fn plain(d: &Decimal, op: Cmp, single: bool) -> Vec<String> {
+    let (int, frac) = (d.int.as_str(), d.frac.as_str());
+    let n = int.len();
+    let mut alts = Vec::new();
+    let lowest = |i: usize| if i == 0 && (n > 1 || single) { 1 } else { 0 };
+    if op.greater() {
+        if !single {
+            alts.push(format!("[1-9][0-9]{{{n},}}{FRAC}"));
+        }
+        for i in 0..n {
+            let c = digit(int, i);
+            if c < 9 {
+                let from = (c + 1).max(lowest(i));
+                alts.push(format!(
+                    "{}[{from}-9][0-9]{{{}}}{FRAC}",
+                    &int[..i],
+                    n - i - 1
+                ));
+            }
+        }
+        for j in 0..frac.len() {
+            let c = digit(frac, j);
+            if c < 9 {
+                alts.push(format!("{int}\\.{}[{}-9][0-9]*", &frac[..j], c + 1));
+            }
+        }
+        alts.push(format!("{int}\\.{frac}[0-9]*[1-9][0-9]*"));
+    } else {
+        if n >= 2 && !single {
+            alts.push(format!("(?:0|[1-9][0-9]{{0,{}}}){FRAC}", n - 2));
+        }
+        for i in 0..n {
+            let c = digit(int, i);
+            if c > lowest(i) {
+                let (lo, hi) = (lowest(i), c - 1);
+                alts.push(format!(
+                    "{}[{lo}-{hi}][0-9]{{{}}}{FRAC}",
+                    &int[..i],
+                    n - i - 1
+                ));
+            }
+        }
+        if !frac.is_empty() {
+            alts.push(int.to_string());
+            for j in 0..frac.len() {
+                let c = digit(frac, j);
+                if c > 0 {
+                    alts.push(format!("{int}\\.{}[0-{}][0-9]*", &frac[..j], c - 1));
+                }
+                if j > 0 {
+                    alts.push(format!("{int}\\.{}", &frac[..j]));
+                }
+            }
+        }
+    }
+    if !op.strict() {
+        alts.push(if frac.is_empty() {
+            format!("{int}(?:\\.0+)?")
+        } else {
+            format!("{int}\\.{frac}0*")
+        });
+    }
+    alts
+}
+
+/// `[eE]` and an exponent in `lo..=hi` (leading zeros and `+` allowed).
+fn exponent(lo: Option<i64>, hi: Option<i64>) -> Option<String> {
+    let mut alts = Vec::new();
+    let nn_lo = lo.map_or(0, |a| a.max(0));
+    if hi.is_none_or(|b| b >= nn_lo) {
+        let part = nonneg(nn_lo as u128, hi.map(|b| b as u128));
+        alts.push(format!("\\+?0*(?:{})", part.join("|")));
+    }
+    let neg_lo = hi.map_or(1, |b| (-b).max(1));
+    if lo.is_none_or(|a| -a >= neg_lo) {
+        let part = nonneg(neg_lo as u128, lo.map(|a| (-a) as u128));
+        if !part.is_empty() {
+            alts.push(format!("-0*(?:{})", part.join("|")));
+        }
+    }
+    if lo.is_none_or(|a| a <= 0) && hi.is_none_or(|b| b >= 0) {
+        alts.push("-0+".to_string());
+    }
+    (!alts.is_empty()).then(|| format!("[eE](?:{})", alts.join("|")))
+}
+
+/// Alternatives for magnitudes `y` (both forms) with `y op c`, `c` being
+/// `d`, negated when `negative`.
+fn magnitude(d: &Decimal, negative: bool, op: Cmp) -> Vec<String> {
+    if negative {
+        // y >= 0 > c: every magnitude is greater.
+        return if op.greater() {
+            vec![PLAIN_ANY.to_string(), format!("{MANTISSA_ANY}{EXP_ANY}")]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut alts = plain(d, op, false);
+    if d.is_zero() {
+        if op.greater() {
+            alts.push(format!("{MANTISSA_ANY}{EXP_ANY}"));
+        }
+        return alts;
+    }
+    let (m, g) = d.normalized();
+    let beyond = if op.greater() {
+        exponent(Some(g + 1), None)
+    } else {
+        exponent(None, Some(g - 1))
+    };
+    alts.extend(beyond.map(|e| format!("{MANTISSA_ANY}{e}")));
+    let same = plain(&m, op, true);
+    if !same.is_empty() {
+        let e = exponent(Some(g), Some(g)).expect("one exponent");
+        alts.push(format!("(?:{}){e}", same.join("|")));
+    }
+    alts
+}
+
+/// A regex (Rust syntax) for the JSON numbers `x` with `x op bound` (the
+/// bound's decimal text), in the forms described above; None if none.
+pub fn bound_regex(bound: &str, op: Cmp) -> Option<String> {
+    let (neg, d) = parse(bound);
+    let mut alts = magnitude(&d, neg, op);
+    // -y op b  <=>  y op' -b
+    let negated = magnitude(&d, !neg && !d.is_zero(), op.flipped());
+    if !negated.is_empty() {
+        alts.push(format!("-(?:{})", negated.join("|")));
+    }
+    let zero_cmp = if d.is_zero() {
+        std::cmp::Ordering::Equal
+    } else if neg {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Less
+    };
+    if op.holds(zero_cmp) {
+        alts.push(format!("-?0(?:\\.0+)?{EXP_ANY}"));
+    }
+    (!alts.is_empty()).then(|| format!("(?:{})", alts.join("|")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::test_regex::Regex;
+
+    /// Exact decimal comparison of two plain texts (an oracle that shares
+    /// nothing with the regex construction).
+    fn compare(a: f64, b: &str) -> std::cmp::Ordering {
+        a.partial_cmp(&b.parse::<f64>().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn bounds_split_numbers_exactly() {
+        let texts = [
+            "0", "-0", "0.0", "-0.00", "1", "-1", "0.5", "0.49", "0.51", "0.05", "1.25", "1.2",
+            "1.250", "1.26", "12", "12.5", "99", "100", "100.0", "100.01", "-0.5", "-12.5",
+            "-12.49", "-13", "1e2", "1E+2", "1.5e-07", "-2.5e3", "1e-05", "9.99e1", "1.0001e2",
+            "0e5", "-0.0E-3", "7e0", "1e02", "1.25e-0",
+        ];
+        for bound in [
+            "0", "0.5", "1.25", "12.5", "100", "-12.5", "0.05", "-1", "99.9",
+        ] {
+            for op in [Cmp::Gt, Cmp::Ge, Cmp::Lt, Cmp::Le] {
+                let re = bound_regex(bound, op).map(|r| Regex::new(&format!("^(?:{r})$")).unwrap());
+                for t in texts {
+                    let x: f64 = t.parse().unwrap();
+                    let want = op.holds(compare(x, bound));
+                    let got = re.as_ref().is_some_and(|r| r.is_match(t));
+                    assert_eq!(got, want, "{t} {op:?} {bound}");
+                }
+                // Exponent forms json.dumps never writes are not produced.
+                for t in ["12e3", "0.5e1", "-10e-1"] {
+                    assert!(!re.as_ref().is_some_and(|r| r.is_match(t)), "{t}");
+                }
+            }
+        }
+    }
+}
