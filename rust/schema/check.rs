@@ -188,6 +188,19 @@ fn keyword(
             }
             true
         }
+        "not" => !satisfies(v, s, ptr, formats)?,
+        "if" => {
+            let branch = if satisfies(v, s, ptr, formats)? {
+                "then"
+            } else {
+                "else"
+            };
+            match obj.get(branch) {
+                Some(b) => satisfies(v, b, &format!("{ptr}/../{branch}"), formats)?,
+                None => true,
+            }
+        }
+        "then" | "else" => true, // read with `if`
         _ if !super::is_constraint(k) => true,
         _ => {
             return refuse(

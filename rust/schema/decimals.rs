@@ -50,6 +50,11 @@ impl Cmp {
 }
 
 const FRAC: &str = r"(?:\.[0-9]+)?";
+/// Every number text produced where values are compared (see above).
+pub const FORMS: &str = concat!(
+    r"-?(?:(?:0|[1-9][0-9]*)(?:\.[0-9]+)?|[1-9](?:\.[0-9]+)?[eE][+-]?[0-9]+",
+    r"|0(?:\.0+)?[eE][+-]?[0-9]+)"
+);
 const PLAIN_ANY: &str = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?";
 const MANTISSA_ANY: &str = r"[1-9](?:\.[0-9]+)?";
 const EXP_ANY: &str = r"[eE][+-]?[0-9]+";
@@ -226,6 +231,25 @@ fn magnitude(d: &Decimal, negative: bool, op: Cmp) -> Vec<String> {
     alts
 }
 
+/// The texts in `FORMS` of the number whose decimal text is `value`.
+pub fn equal_regex(value: &str) -> String {
+    let (neg, d) = parse(value);
+    if d.is_zero() {
+        return format!("-?0(?:\\.0+)?(?:{EXP_ANY})?");
+    }
+    let digits = |d: &Decimal| {
+        if d.frac.is_empty() {
+            format!("{}(?:\\.0+)?", d.int)
+        } else {
+            format!("{}\\.{}0*", d.int, d.frac)
+        }
+    };
+    let (m, g) = d.normalized();
+    let e = exponent(Some(g), Some(g)).expect("one exponent");
+    let sign = if neg { "-" } else { "" };
+    format!("{sign}(?:{}|{}{e})", digits(&d), digits(&m))
+}
+
 /// A regex (Rust syntax) for the JSON numbers `x` with `x op bound` (the
 /// bound's decimal text), in the forms described above; None if none.
 pub fn bound_regex(bound: &str, op: Cmp) -> Option<String> {
@@ -278,6 +302,14 @@ mod tests {
                     let want = op.holds(compare(x, bound));
                     let got = re.as_ref().is_some_and(|r| r.is_match(t));
                     assert_eq!(got, want, "{t} {op:?} {bound}");
+                }
+                // Equality agrees with the two inclusive bounds.
+                let eq = Regex::new(&format!("^(?:{})$", equal_regex(bound))).unwrap();
+                let forms = Regex::new(&format!("^(?:{FORMS})$")).unwrap();
+                for t in texts {
+                    let x: f64 = t.parse().unwrap();
+                    let want = compare(x, bound).is_eq() && forms.is_match(t);
+                    assert_eq!(eq.is_match(t), want, "{t} == {bound}");
                 }
                 // Exponent forms json.dumps never writes are not produced.
                 for t in ["12e3", "0.5e1", "-10e-1"] {

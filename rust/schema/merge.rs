@@ -355,6 +355,12 @@ impl Merger<'_> {
                 self.merge(vec![va, vb], ptr, depth + 1)?
             }
             "uniqueItems" => Value::Bool(va == Value::Bool(true) || vb == Value::Bool(true)),
+            // Two leaf `not`s of values: the values either leaves out.
+            "not" if excluded_values(&va).is_some() && excluded_values(&vb).is_some() => {
+                let mut all = excluded_values(&va).unwrap_or_default();
+                all.extend(excluded_values(&vb).unwrap_or_default());
+                serde_json::json!({ "enum": all })
+            }
             _ if json_equal(&va, &vb) => va,
             _ => {
                 return refuse(
@@ -382,6 +388,17 @@ fn split_items(m: &mut Map<String, Value>, ptr: &str) -> Result<(Vec<Value>, Opt
         // `additionalItems` without array-form `items` constrains nothing.
         (None, items) => (Vec::new(), items),
     })
+}
+
+/// The values a `not` of only `enum`/`const` leaves out.
+fn excluded_values(v: &Value) -> Option<Vec<Value>> {
+    let o = v.as_object()?;
+    let mut keys = o.keys().filter(|k| is_constraint(k));
+    match (keys.next().map(String::as_str), keys.next()) {
+        (Some("enum"), None) => o["enum"].as_array().cloned(),
+        (Some("const"), None) => Some(vec![o["const"].clone()]),
+        _ => None,
+    }
 }
 
 /// Removes `const` and `enum` from `m`: the values they allow, if any.

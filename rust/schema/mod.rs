@@ -8,6 +8,7 @@
 mod check;
 mod decimals;
 mod merge;
+mod negate;
 mod numbers;
 mod strings;
 
@@ -77,10 +78,6 @@ impl Default for SchemaOptions {
 /// specification, like unknown `format`s); everything else listed in
 /// `CONSTRAINING` must be compiled or refused.
 const UNSUPPORTED: &[&str] = &[
-    "not",
-    "if",
-    "then",
-    "else",
     "dependentSchemas",
     "propertyNames",
     "contains",
@@ -330,6 +327,14 @@ impl<'a> Compiler<'a> {
                 "`uniqueItems: true` is not supported yet",
             );
         }
+        // `not` (but for the leaves the typed compilers apply) and `if`:
+        // rewritten with negations next to the rest, then compiled.
+        if let Some(rewritten) = self.rewrite_negations(obj, ptr)? {
+            let v: &'a Value = self.arena.alloc(rewritten);
+            let key = format!("(rewritten){v}");
+            let name = self.rule_keyed(key, &format!("{ptr}/(not)"), v)?;
+            return Ok(Node::Ref(name, Pos::default()));
+        }
         let combinators = ["$ref", "anyOf", "oneOf", "allOf", "enum", "const"];
         let present: Vec<&str> = combinators
             .iter()
@@ -377,19 +382,161 @@ impl<'a> Compiler<'a> {
             return Ok(Node::Ref(name, Pos::default()));
         }
         let types = self.types(obj, ptr)?;
+        let excluded = self.excluded(obj, ptr)?;
         let mut alts = Vec::new();
         for t in TYPES {
             if !types.contains(&t) || (t == "integer" && types.contains(&"number")) {
                 continue;
             }
             if let Some(n) = self.typed(t, obj, ptr)? {
-                alts.push(n);
+                alts.extend(self.without(t, n, excluded.as_ref(), ptr)?);
             }
         }
         if alts.is_empty() {
             return Ok(self.never());
         }
         Ok(Node::alt(alts))
+    }
+
+    /// `obj` with `not` (unless a leaf) and `if`/`then`/`else` written as
+    /// intersections and unions with negations; None without them.
+    fn rewrite_negations(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Value>> {
+        let general_not = obj
+            .get("not")
+            .filter(|n| !negate::is_leaf(n, self.opts.assert_formats));
+        let cond = obj.get("if");
+        if general_not.is_none() && cond.is_none() {
+            return Ok(None);
+        }
+        let mut rest = obj.clone();
+        let mut parts = Vec::new();
+        if let Some(n) = general_not {
+            rest.remove("not");
+            parts.push(self.negate(n, &format!("{ptr}/not"))?);
+        }
+        if let Some(cond) = cond {
+            let branch = |k: &str| obj.get(k).cloned().unwrap_or(Value::Bool(true));
+            let (then, otherwise) = (branch("then"), branch("else"));
+            for k in ["if", "then", "else"] {
+                rest.remove(k);
+            }
+            let negated = self.negate(cond, &format!("{ptr}/if"))?;
+            parts.push(serde_json::json!({ "anyOf": [
+                { "allOf": [cond, then] },
+                { "allOf": [negated, otherwise] },
+            ] }));
+        }
+        parts.insert(0, Value::Object(rest));
+        Ok(Some(serde_json::json!({ "allOf": parts })))
+    }
+
+    /// A schema of the values `v` (at `ptr`) rejects (see `negate`).
+    fn negate(&self, v: &Value, ptr: &str) -> Result<Value> {
+        if !self.single_resource {
+            return refuse(
+                ptr,
+                "negations (`not`, `if`, overlapping `oneOf`) in a document with nested `$id`s \
+                 are not supported yet",
+            );
+        }
+        let resolve = |target: &Value, at: &str| -> Result<Value> {
+            Ok(self.resolve(target.as_str(), at)?.1.clone())
+        };
+        let negator = negate::Negator {
+            resolve: &resolve,
+            legacy_draft: self.legacy_draft,
+            assert_formats: self.opts.assert_formats,
+        };
+        negator.negate(v, ptr, 0)
+    }
+
+    /// What a leaf `not` (see `negate`) leaves out.
+    fn excluded(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Excluded<'a>>> {
+        let Some(n) = obj.get("not") else {
+            return Ok(None);
+        };
+        if !negate::is_leaf(n, self.opts.assert_formats) {
+            return Ok(None);
+        }
+        let at = format!("{ptr}/not");
+        let o = n.as_object().expect("a leaf is an object");
+        Ok(Some(if let Some(values) = pinned_values(o) {
+            Excluded::Values(values)
+        } else if let Some(p) = o.get("pattern") {
+            let p = p
+                .as_str()
+                .map_or_else(|| refuse(&at, "`pattern` must be a string"), Ok)?;
+            Excluded::Strings(
+                strings::pattern_regex(p).or_else(|e| refuse(&format!("{at}/pattern"), e))?,
+            )
+        } else {
+            let f = o["format"].as_str().and_then(strings::format_regex);
+            Excluded::Strings(f.expect("a leaf format is asserted"))
+        }))
+    }
+
+    /// The values of type `t` (grammar `n`) outside `excluded`, if any.
+    fn without(
+        &mut self,
+        t: &str,
+        n: Node,
+        excluded: Option<&Excluded<'a>>,
+        ptr: &str,
+    ) -> Result<Option<Node>> {
+        let values = match excluded {
+            None => return Ok(Some(n)),
+            // `pattern`/`format` hold for every non-string: its `not` for none.
+            Some(Excluded::Strings(r)) if t == "string" => {
+                return Ok(Some(Node::Minus(
+                    Box::new(n),
+                    Box::new(self.string_node(Some(re(r)))),
+                )));
+            }
+            Some(Excluded::Strings(_)) => return Ok(None),
+            Some(Excluded::Values(v)) => v,
+        };
+        let out: Vec<Node> = match t {
+            "null" => return Ok((!values.iter().any(|v| v.is_null())).then_some(n)),
+            "boolean" => {
+                let kept: Vec<Node> = [true, false]
+                    .into_iter()
+                    .filter(|b| !values.contains(&&Value::Bool(*b)))
+                    .map(|b| lit(if b { "true" } else { "false" }))
+                    .collect();
+                return Ok((!kept.is_empty()).then(|| Node::alt(kept)));
+            }
+            "string" => values
+                .iter()
+                .filter_map(|v| v.as_str())
+                .map(|v| lit(&format!("\"{}\"", strings::encode(v))))
+                .collect(),
+            "number" | "integer" => values
+                .iter()
+                .filter_map(|v| match v {
+                    Value::Number(x) => Some(re(&decimals::equal_regex(&decimal_text(x)))),
+                    _ => None,
+                })
+                .collect(),
+            _ => {
+                let kind = if t == "object" {
+                    Value::is_object
+                } else {
+                    Value::is_array
+                };
+                if values.iter().any(|v| kind(v)) {
+                    return refuse(
+                        &format!("{ptr}/not"),
+                        format!("`not` of `enum`/`const` with {t} values is not supported yet"),
+                    );
+                }
+                return Ok(Some(n));
+            }
+        };
+        Ok(Some(if out.is_empty() {
+            n
+        } else {
+            Node::Minus(Box::new(n), Box::new(Node::alt(out)))
+        }))
     }
 
     fn types(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Vec<&'static str>> {
@@ -508,24 +655,68 @@ impl<'a> Compiler<'a> {
                 .enumerate()
                 .map(|(i, b)| self.branch_view(b, &format!("{ptr}/oneOf/{i}")))
                 .collect::<Result<_>>()?;
+            let mut overlaps: Vec<Vec<usize>> = vec![Vec::new(); views.len()];
             for j in 1..views.len() {
                 for i in 0..j {
                     if !disjoint(views[i], views[j]) {
-                        return refuse(
-                            &format!("{ptr}/oneOf/{j}"),
-                            format!(
-                                "`oneOf` branches {i} and {j} may overlap (exact only when they \
-                                 differ by `type` or by a required `const`/`enum` property; \
-                                 use anyOf if they cannot overlap)"
-                            ),
-                        );
+                        overlaps[i].push(j);
+                        overlaps[j].push(i);
                     }
                 }
+            }
+            if overlaps.iter().any(|o| !o.is_empty()) {
+                return self.exclusive_union(list, &overlaps, ptr);
             }
         }
         let mut alts = Vec::new();
         for (i, b) in list.iter().enumerate() {
             let name = self.rule_for(&format!("{ptr}/{k}/{i}"), b)?;
+            alts.push(Node::Ref(name, Pos::default()));
+        }
+        Ok(Node::alt(alts))
+    }
+
+    /// `oneOf` whose branches may overlap: branch i, and not each branch j
+    /// that may overlap it.
+    fn exclusive_union(
+        &mut self,
+        list: &'a [Value],
+        overlaps: &[Vec<usize>],
+        ptr: &str,
+    ) -> Result<Node> {
+        let mut negated: HashMap<usize, Value> = HashMap::new();
+        for &j in overlaps.iter().flatten() {
+            if negated.contains_key(&j) {
+                continue;
+            }
+            let at = format!("{ptr}/oneOf/{j}");
+            match self.negate(&list[j], &at) {
+                Ok(n) => negated.insert(j, n),
+                Err(e) => {
+                    let i = overlaps[j][0];
+                    return refuse(
+                        &at,
+                        format!(
+                            "`oneOf` branches {} and {} may overlap, and branch {j} has no \
+                             negation maskpar compiles ({e}); use anyOf if they cannot overlap",
+                            i.min(j),
+                            i.max(j)
+                        ),
+                    );
+                }
+            };
+        }
+        let mut alts = Vec::new();
+        for (i, b) in list.iter().enumerate() {
+            let at = format!("{ptr}/oneOf/{i}");
+            let name = if overlaps[i].is_empty() {
+                self.rule_for(&at, b)?
+            } else {
+                let mut parts = vec![b.clone()];
+                parts.extend(overlaps[i].iter().map(|j| negated[j].clone()));
+                let only: &'a Value = self.arena.alloc(serde_json::json!({ "allOf": parts }));
+                self.rule_keyed(format!("(only){only}"), &format!("{at}/(only)"), only)?
+            };
             alts.push(Node::Ref(name, Pos::default()));
         }
         Ok(Node::alt(alts))
@@ -623,7 +814,7 @@ impl<'a> Compiler<'a> {
         Ok(match t {
             "null" => Some(lit("null")),
             "boolean" => Some(Node::Alt(vec![lit("true"), lit("false")])),
-            "string" => Some(self.string(obj, ptr)?),
+            "string" => self.string(obj, ptr)?,
             "number" => self.number(obj, ptr)?,
             "integer" => self.integer(obj, ptr)?,
             "array" => self.array(obj, ptr)?,
@@ -632,9 +823,12 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Node> {
+    fn string(&mut self, obj: &Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
         let min = count(obj, "minLength", ptr)?;
         let max = count(obj, "maxLength", ptr)?;
+        if min.unwrap_or(0) > max.unwrap_or(u32::MAX) {
+            return Ok(None);
+        }
         let pattern = match obj.get("pattern") {
             None => None,
             Some(Value::String(p)) => {
@@ -652,7 +846,7 @@ impl<'a> Compiler<'a> {
         if min.is_some() || max.is_some() || parts.is_empty() {
             parts.push(Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max));
         }
-        Ok(match parts.len() {
+        Ok(Some(match parts.len() {
             1 => self.string_node(parts.pop()),
             // Quoted on both sides, the intersection is still one lexeme.
             _ => Node::Intersect(
@@ -661,7 +855,7 @@ impl<'a> Compiler<'a> {
                     .map(|p| self.string_node(Some(p)))
                     .collect(),
             ),
-        })
+        }))
     }
 
     /// Numbers; with bounds, each bound is a regex over the number's text
@@ -692,13 +886,7 @@ impl<'a> Compiler<'a> {
         for (k, op) in keywords {
             let bound = match obj.get(k) {
                 None | Some(Value::Bool(_)) => continue,
-                Some(Value::Number(n)) => match n.as_f64() {
-                    _ if n.is_i64() || n.is_u64() => n.to_string(),
-                    // Display never uses an exponent and keeps the shortest
-                    // digits that read back as this float.
-                    Some(f) => format!("{f}"),
-                    None => return refuse(&format!("{ptr}/{k}"), "the bound is not a number"),
-                },
+                Some(Value::Number(n)) => decimal_text(n),
                 Some(_) => return refuse(&format!("{ptr}/{k}"), format!("`{k}` must be a number")),
             };
             match decimals::bound_regex(&bound, op) {
@@ -706,7 +894,12 @@ impl<'a> Compiler<'a> {
                 None => return Ok(None),
             }
         }
+        // Excluded values are compared as decimals too: only in those forms.
+        let compared = obj
+            .get("not")
+            .is_some_and(|n| n.get("enum").or(n.get("const")).is_some());
         Ok(Some(match parts.len() {
+            0 if compared => re(decimals::FORMS),
             0 => re(NUMBER),
             1 => parts.pop().expect("one bound"),
             _ => Node::Intersect(parts),
@@ -1174,6 +1367,24 @@ struct MemberCounts {
     dependent: Vec<(usize, Vec<usize>)>,
 }
 
+/// What a leaf `not` leaves out: values, or strings whose encoded contents
+/// match a regex.
+enum Excluded<'a> {
+    Values(Vec<&'a Value>),
+    Strings(String),
+}
+
+/// A JSON number's exact decimal text (no exponent).
+fn decimal_text(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        _ if n.is_i64() || n.is_u64() => n.to_string(),
+        // Display never uses an exponent and keeps the shortest digits that
+        // read back as this float.
+        Some(f) => format!("{f}"),
+        None => n.to_string(),
+    }
+}
+
 /// Bound on `patternProperties` entries per object: members come in one kind
 /// per set of patterns a key matches.
 const MAX_KEY_PATTERNS: usize = 4;
@@ -1383,7 +1594,9 @@ const TYPE_KEYWORDS: &[&str] = &[
     "exclusiveMaximum",
     "uniqueItems",
 ];
-const COMBINATORS: &[&str] = &["$ref", "anyOf", "oneOf", "allOf", "enum", "const"];
+const COMBINATORS: &[&str] = &[
+    "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",
+];
 
 fn has_type(v: &Value, t: &str) -> bool {
     match (v, t) {
