@@ -611,6 +611,20 @@ def test_not_if_and_one_of_agree_with_jsonschema(byte_tok, schema):
         validator.validate(json.loads(text, parse_float=exact_float))
 
 
+def test_draft_4_and_6_read_integers_and_if_as_they_did(byte_tok):
+    d4 = "http://json-schema.org/draft-04/schema#"
+    d6 = "http://json-schema.org/draft-06/schema#"
+    ints = maskpar.compile_json_schema(byte_tok, {"$schema": d4, "type": "integer"})
+    assert accepts(ints, "12") and not accepts(ints, "12.0")
+    later = maskpar.compile_json_schema(byte_tok, {"$schema": d6, "type": "integer"})
+    assert accepts(later, "12.0")
+    # `if` is a keyword from draft 7 on; before, an annotation.
+    cond = {"if": {"type": "string"}, "then": {"maxLength": 1}}
+    old = maskpar.compile_json_schema(byte_tok, {"$schema": d6, **cond})
+    new = maskpar.compile_json_schema(byte_tok, cond)
+    assert accepts(old, '"abc"') and not accepts(new, '"abc"') and accepts(new, '"a"')
+
+
 MANY = {
     "type": "object",
     "properties": {f"p{i}": {"type": "integer"} for i in range(40)},

@@ -98,14 +98,9 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
     let mut c = Compiler {
         root: &root,
         arena: &arena,
-        legacy_draft: root
-            .get("$schema")
-            .and_then(Value::as_str)
-            .is_some_and(|s| {
-                ["draft-03", "draft-04", "draft-06", "draft-07"]
-                    .iter()
-                    .any(|d| s.contains(d))
-            }),
+        legacy_draft: declares(&root, &["draft-03", "draft-04", "draft-06", "draft-07"]),
+        before_draft6: declares(&root, &["draft-03", "draft-04"]),
+        before_draft7: declares(&root, &["draft-03", "draft-04", "draft-06"]),
         single_resource: !has_nested_id(&root, true),
         opts,
         rules: Vec::new(),
@@ -176,6 +171,10 @@ struct Compiler<'a> {
     /// is a keyword (later drafts split it into `dependentRequired` and
     /// `dependentSchemas`, and read `dependencies` as an annotation).
     legacy_draft: bool,
+    /// Drafts 3-4: `1.0` is not an integer.
+    before_draft6: bool,
+    /// Drafts 3-6: `if`/`then`/`else` are not keywords (annotations).
+    before_draft7: bool,
     /// No `$id` below the root: a `$ref` resolves the same from anywhere,
     /// which merged schemas (copied out of their place) rely on.
     single_resource: bool,
@@ -404,7 +403,7 @@ impl<'a> Compiler<'a> {
         let general_not = obj
             .get("not")
             .filter(|n| !negate::is_leaf(n, self.opts.assert_formats));
-        let cond = obj.get("if");
+        let cond = obj.get("if").filter(|_| !self.before_draft7);
         if general_not.is_none() && cond.is_none() {
             return Ok(None);
         }
@@ -935,7 +934,8 @@ impl<'a> Compiler<'a> {
         if let Some(m) = num("exclusiveMaximum")? {
             hi = Some(hi.unwrap_or(i128::MAX).min(m.ceil() as i128 - 1));
         }
-        Ok(numbers::int_range_regex(lo, hi).map(|r| re(&format!("{r}(?:\\.0+)?"))))
+        let fraction = if self.before_draft6 { "" } else { "(?:\\.0+)?" };
+        Ok(numbers::int_range_regex(lo, hi).map(|r| re(&format!("{r}{fraction}"))))
     }
 
     fn array(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
@@ -1383,6 +1383,12 @@ fn decimal_text(n: &serde_json::Number) -> String {
         Some(f) => format!("{f}"),
         None => n.to_string(),
     }
+}
+
+/// Whether the document's `$schema` names one of `drafts`.
+fn declares(root: &Value, drafts: &[&str]) -> bool {
+    let meta = root.get("$schema").and_then(Value::as_str);
+    meta.is_some_and(|s| drafts.iter().any(|d| s.contains(d)))
 }
 
 /// Bound on `patternProperties` entries per object: members come in one kind
