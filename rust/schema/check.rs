@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::merge::json_equal;
 use super::{is_annotation, refuse, strings};
 use crate::error::Result;
-use crate::regex_dfa::{ByteDfa, DEAD};
+use crate::regex_dfa::ByteDfa;
 
 /// Does `v` satisfy `schema` (found at `ptr`)? `assert_formats` as in
 /// `SchemaOptions`.
@@ -88,7 +88,7 @@ fn keyword(
             };
             match regex {
                 None => true,
-                Some(r) => regex_matches(&r, v.as_str().unwrap_or(""))?,
+                Some(r) => strings::encoded_match(&ByteDfa::new(&r)?, v.as_str().unwrap_or("")),
             }
         }
         "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
@@ -159,7 +159,7 @@ fn keyword(
                     .iter()
                     .map(|(source, sub)| {
                         let r = strings::pattern_regex(source).or_else(|e| refuse(ptr, e))?;
-                        Ok((r, sub))
+                        Ok((ByteDfa::new(&r)?, sub))
                     })
                     .collect::<Result<Vec<_>>>()?,
                 Some(_) => return refuse(ptr, "`patternProperties` must be an object"),
@@ -167,8 +167,8 @@ fn keyword(
             for (name, x) in o {
                 let mut subs: Vec<&Value> = Vec::new();
                 let mut matched = false;
-                for (r, sub) in &patterns {
-                    if regex_matches(r, name)? {
+                for (dfa, sub) in &patterns {
+                    if strings::encoded_match(dfa, name) {
                         matched = true;
                         subs.push(sub);
                     }
@@ -209,12 +209,4 @@ fn keyword(
             )
         }
     })
-}
-
-/// Whether `text`, as json.dumps encodes it, matches `regex` (which
-/// describes encoded text, as pattern and format regexes do).
-fn regex_matches(regex: &str, text: &str) -> Result<bool> {
-    let dfa = ByteDfa::new(regex)?;
-    let q = dfa.step_bytes(dfa.start(), strings::encode(text).as_bytes());
-    Ok(q != DEAD && dfa.is_accepting(q))
 }

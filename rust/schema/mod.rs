@@ -39,7 +39,7 @@ use serde_json::{Map, Value};
 use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
-use crate::regex_dfa::{ByteDfa, DEAD};
+use crate::regex_dfa::ByteDfa;
 use decimals::Cmp;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1406,13 +1406,9 @@ struct KeyPattern<'a> {
 
 /// The (pointer, schema) of each pattern that `key` matches.
 fn matching<'a>(patterns: &[KeyPattern<'a>], key: &str) -> Vec<(String, &'a Value)> {
-    let encoded = strings::encode(key);
     patterns
         .iter()
-        .filter(|p| {
-            let q = p.dfa.step_bytes(p.dfa.start(), encoded.as_bytes());
-            q != DEAD && p.dfa.is_accepting(q)
-        })
+        .filter(|p| strings::encoded_match(&p.dfa, key))
         .map(|p| (p.pointer.clone(), p.schema))
         .collect()
 }

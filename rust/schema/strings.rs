@@ -4,6 +4,7 @@
 //! the encoding `json.dumps(..., ensure_ascii=False)` writes: `"` and `\` and
 //! control characters escaped, everything else raw.
 
+use crate::regex_dfa::{ByteDfa, DEAD};
 use regex_syntax::hir::{
     Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look, Repetition,
 };
@@ -207,6 +208,13 @@ pub fn pattern_regex(pattern: &str) -> Result<String, String> {
         _ => translate_branch(h)?,
     };
     Ok(out.to_string())
+}
+
+/// Whether `text`, as json.dumps encodes it, is in the language of `dfa`
+/// (built from a regex over encoded text, as pattern and format regexes are).
+pub fn encoded_match(dfa: &ByteDfa, text: &str) -> bool {
+    let q = dfa.step_bytes(dfa.start(), encode(text).as_bytes());
+    q != DEAD && dfa.is_accepting(q)
 }
 
 /// Any string's contents as json.dumps encodes them.
