@@ -395,8 +395,9 @@ fn excluded_values(v: &Value) -> Option<Vec<Value>> {
     let o = v.as_object()?;
     let mut keys = o.keys().filter(|k| is_constraint(k));
     match (keys.next().map(String::as_str), keys.next()) {
-        (Some("enum"), None) => o["enum"].as_array().cloned(),
-        (Some("const"), None) => Some(vec![o["const"].clone()]),
+        (Some("enum" | "const"), None) => {
+            super::pinned_values(o).map(|vs| vs.into_iter().cloned().collect())
+        }
         _ => None,
     }
 }
