@@ -71,3 +71,21 @@ def test_apply_errors():
         maskpar.apply_token_bitmask_inplace(torch.zeros(2, 32, dtype=torch.long), bm)
     with pytest.raises(ValueError, match="indices"):
         maskpar.apply_token_bitmask_inplace(torch.zeros(2, 32), bm, indices=[5])
+
+
+def test_fill_writes_through_torch_views():
+    """A torch bitmask is written in place at its own offset (a row slice of a
+    larger tensor), never copied, and other rows keep their contents."""
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"b", b"<eos>"], [2], vocab_size=40)
+    m = maskpar.Matcher(maskpar.compile_regex(tok, "a+"))
+    base = torch.full((4, 2), 0x11223344, dtype=torch.int32)
+    view = base[1:3]
+    m.fill_next_token_bitmask(view, 1)
+    assert base[2].tolist() == [0b001, 0]
+    assert (base[[0, 1, 3]] == 0x11223344).all()
+    flat = torch.full((2,), -1, dtype=torch.int32)
+    m.consume_token(0)
+    m.fill_next_token_bitmask(flat)
+    assert flat.tolist() == [0b101, 0]
+    with pytest.raises(ValueError, match="strided"):
+        m.fill_next_token_bitmask(torch.zeros(1, 2, dtype=torch.int32).to_sparse())

@@ -1,30 +1,46 @@
-//! Zero-copy access to a caller's bitmask: a numpy int32 array, or a torch CPU
-//! int32 tensor (viewed through `Tensor.numpy()`, which shares its memory).
+//! Zero-copy access to a caller's bitmask: a numpy int32 array (borrowed
+//! through rust-numpy), or a torch CPU int32 tensor (written through its
+//! data pointer, after the same checks; `Tensor.numpy()` would cost a few
+//! microseconds per call, as much as a warm mask).
+
+use std::sync::Mutex;
 
 use numpy::{
     dtype, BorrowError, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyReadwriteArrayDyn,
     PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyType};
 
 use crate::bitmask::words_for;
 
 /// A checked, writable bitmask: `rows` rows of `words` int32 words, C-contiguous.
 pub struct Bitmask<'py> {
-    array: PyReadwriteArrayDyn<'py, i32>,
+    storage: Storage<'py>,
     pub rows: usize,
     pub words: usize,
+}
+
+enum Storage<'py> {
+    Numpy(PyReadwriteArrayDyn<'py, i32>),
+    Torch(TorchBorrow<'py>),
 }
 
 impl Bitmask<'_> {
     /// The whole buffer as words; rows are `words` apart.
     pub fn words_mut(&mut self) -> &mut [u32] {
-        let slice = self
-            .array
-            .as_slice_mut()
-            .expect("contiguity checked in Bitmask::new");
-        bytemuck::cast_slice_mut(slice)
+        match &mut self.storage {
+            Storage::Numpy(array) => {
+                let slice = array
+                    .as_slice_mut()
+                    .expect("contiguity checked in Bitmask::new");
+                bytemuck::cast_slice_mut(slice)
+            }
+            Storage::Torch(t) => t.words_mut(),
+        }
     }
 }
 
@@ -35,76 +51,139 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn is_torch_tensor(obj: &Bound<'_, PyAny>) -> bool {
-    let module = obj
-        .get_type()
-        .getattr("__module__")
-        .and_then(|m| m.extract::<String>())
-        .unwrap_or_default();
-    module == "torch" || module.starts_with("torch.")
+/// The torch objects the checks compare against, looked up once torch is
+/// imported (a tensor cannot exist before that, so maskpar never imports it).
+struct TorchTypes {
+    tensor: Py<PyType>,
+    int32: Py<PyAny>,
+    strided: Py<PyAny>,
 }
 
-/// Returns a numpy view of `obj` that shares its memory, or an exception.
-fn as_ndarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
-    if let Ok(arr) = obj.cast::<PyUntypedArray>() {
-        return Ok(arr.clone());
+static TORCH: PyOnceLock<TorchTypes> = PyOnceLock::new();
+
+fn torch_types(py: Python<'_>) -> PyResult<Option<&'static TorchTypes>> {
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
     }
-    if is_torch_tensor(obj) {
-        let device = obj.getattr("device")?.str()?.to_string();
-        if !device.starts_with("cpu") {
-            return Err(PyValueError::new_err(format!(
-                "bitmask must be a CPU tensor (pinned is fine), got one on device {device}"
-            )));
-        }
-        let dt = obj.getattr("dtype")?.str()?.to_string();
-        if dt != "torch.int32" {
-            return Err(PyTypeError::new_err(format!(
-                "bitmask dtype must be torch.int32, got {dt}"
-            )));
-        }
-        let arr = obj.call_method0("numpy")?;
-        return Ok(arr.cast::<PyUntypedArray>()?.clone());
-    }
-    Err(PyTypeError::new_err(format!(
-        "bitmask must be a numpy.ndarray or a torch.Tensor of dtype int32, got {}",
-        type_name(obj)
-    )))
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(torch) = modules.cast::<PyDict>()?.get_item("torch")? else {
+        return Ok(None);
+    };
+    let types = TorchTypes {
+        tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
+        int32: torch.getattr("int32")?.unbind(),
+        strided: torch.getattr("strided")?.unbind(),
+    };
+    Ok(Some(TORCH.get_or_init(py, || types)))
 }
+
+/// Start and end addresses of the torch buffers being written now: a second
+/// call on an overlapping buffer (another thread, GIL released) is refused,
+/// as rust-numpy refuses a second writable borrow of an array.
+static TORCH_IN_USE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// A torch tensor's memory, registered in `TORCH_IN_USE` until dropped.
+struct TorchBorrow<'py> {
+    /// Keeps the tensor (and so its storage) alive while the words are written.
+    _tensor: Bound<'py, PyAny>,
+    ptr: usize,
+    len: usize,
+}
+
+impl<'py> TorchBorrow<'py> {
+    fn new(tensor: &Bound<'py, PyAny>, ptr: usize, len: usize) -> PyResult<Self> {
+        let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        let end = ptr + len * 4;
+        if in_use.iter().any(|&(a, b)| ptr < b && a < end) {
+            return Err(PyValueError::new_err(
+                "bitmask is in use elsewhere (another thread or call is writing it)",
+            ));
+        }
+        in_use.push((ptr, end));
+        Ok(TorchBorrow {
+            _tensor: tensor.clone(),
+            ptr,
+            len,
+        })
+    }
+
+    fn words_mut(&mut self) -> &mut [u32] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `ptr` is the data pointer of a CPU tensor checked to be
+        // strided, C-contiguous, int32 (4-byte aligned) and of exactly `len`
+        // elements, so `ptr .. ptr + 4 * len` is its live, initialised memory;
+        // `_tensor` keeps the tensor alive for the borrow's lifetime, and
+        // `TORCH_IN_USE` refuses any other maskpar borrow of an overlapping
+        // range until this one is dropped, so this is the only Rust reference
+        // to that memory. Every bit pattern is a valid u32.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u32, self.len) }
+    }
+}
+
+impl Drop for TorchBorrow<'_> {
+    fn drop(&mut self) {
+        let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = in_use.iter().position(|&(a, _)| a == self.ptr) {
+            in_use.swap_remove(i);
+        }
+    }
+}
+
+/// Rows and words per row of a bitmask of shape `shape`, checked against
+/// `vocab_size` (None when there is nothing to check it against).
+fn layout(shape: &[usize], vocab_size: Option<usize>) -> PyResult<(usize, usize)> {
+    let (rows, words) = match shape {
+        [w] => (1, *w),
+        [r, w] => (*r, *w),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "bitmask must have 1 or 2 dimensions [rows, words], got shape {shape:?}"
+            )))
+        }
+    };
+    if let Some(vocab_size) = vocab_size.filter(|&v| words_for(v) != words) {
+        let want = words_for(vocab_size);
+        return Err(PyValueError::new_err(format!(
+            "bitmask rows must have ceil(vocab_size / 32) = {want} words (vocab_size {vocab_size}), \
+             got {words}"
+        )));
+    }
+    Ok((rows, words))
+}
+
+const NOT_CONTIGUOUS: &str = "bitmask must be C-contiguous (it is written in place, never copied)";
 
 impl<'py> Bitmask<'py> {
-    /// Checks dtype, dimensions, contiguity, writability and width (`vocab_size`
-    /// bits per row; None when there is nothing to check it against) and
-    /// borrows the buffer for writing.
+    /// Checks dtype, device, dimensions, contiguity, writability and width
+    /// (`vocab_size` bits per row; None when there is nothing to check it
+    /// against) and borrows the buffer for writing.
     pub fn new(obj: &Bound<'py, PyAny>, vocab_size: Option<usize>) -> PyResult<Self> {
-        let arr = as_ndarray(obj)?;
-        let py = obj.py();
-        if !arr.dtype().is_equiv_to(&dtype::<i32>(py)) {
+        if let Ok(arr) = obj.cast::<PyUntypedArray>() {
+            return Self::numpy(arr, vocab_size);
+        }
+        if let Some(torch) = torch_types(obj.py())? {
+            if obj.is_instance(torch.tensor.bind(obj.py()))? {
+                return Self::torch(obj, torch, vocab_size);
+            }
+        }
+        Err(PyTypeError::new_err(format!(
+            "bitmask must be a numpy.ndarray or a torch.Tensor of dtype int32, got {}",
+            type_name(obj)
+        )))
+    }
+
+    fn numpy(arr: &Bound<'py, PyUntypedArray>, vocab_size: Option<usize>) -> PyResult<Self> {
+        if !arr.dtype().is_equiv_to(&dtype::<i32>(arr.py())) {
             return Err(PyTypeError::new_err(format!(
                 "bitmask dtype must be int32, got {}",
                 arr.dtype().str()?
             )));
         }
-        let shape = arr.shape().to_vec();
-        let (rows, words) = match shape.as_slice() {
-            [w] => (1, *w),
-            [r, w] => (*r, *w),
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "bitmask must have 1 or 2 dimensions [rows, words], got shape {shape:?}"
-                )))
-            }
-        };
-        if let Some(vocab_size) = vocab_size.filter(|&v| words_for(v) != words) {
-            let want = words_for(vocab_size);
-            return Err(PyValueError::new_err(format!(
-                "bitmask rows must have ceil(vocab_size / 32) = {want} words (vocab_size {vocab_size}), \
-                 got {words}"
-            )));
-        }
+        let (rows, words) = layout(arr.shape(), vocab_size)?;
         if !arr.is_c_contiguous() {
-            return Err(PyValueError::new_err(
-                "bitmask must be C-contiguous (it is written in place, never copied)",
-            ));
+            return Err(PyValueError::new_err(NOT_CONTIGUOUS));
         }
         let typed = arr.cast::<PyArrayDyn<i32>>()?;
         let array = typed.try_readwrite().map_err(|e| match e {
@@ -115,6 +194,60 @@ impl<'py> Bitmask<'py> {
                 "bitmask is in use elsewhere (another thread or call is writing it): {other}"
             )),
         })?;
-        Ok(Bitmask { array, rows, words })
+        Ok(Bitmask {
+            storage: Storage::Numpy(array),
+            rows,
+            words,
+        })
+    }
+
+    fn torch(
+        obj: &Bound<'py, PyAny>,
+        torch: &TorchTypes,
+        vocab_size: Option<usize>,
+    ) -> PyResult<Self> {
+        let py = obj.py();
+        if !obj.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? {
+            return Err(PyValueError::new_err(format!(
+                "bitmask must be a CPU tensor (pinned is fine), got one on device {}",
+                obj.getattr(intern!(py, "device"))?.str()?
+            )));
+        }
+        let dt = obj.getattr(intern!(py, "dtype"))?;
+        if !dt.is(torch.int32.bind(py)) {
+            return Err(PyTypeError::new_err(format!(
+                "bitmask dtype must be torch.int32, got {}",
+                dt.str()?
+            )));
+        }
+        if !obj
+            .getattr(intern!(py, "layout"))?
+            .is(torch.strided.bind(py))
+        {
+            return Err(PyValueError::new_err(
+                "bitmask must be a dense (strided) tensor, not a sparse one",
+            ));
+        }
+        let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
+        let (rows, words) = layout(&shape, vocab_size)?;
+        if !obj
+            .call_method0(intern!(py, "is_contiguous"))?
+            .extract::<bool>()?
+        {
+            return Err(PyValueError::new_err(NOT_CONTIGUOUS));
+        }
+        let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        let len = rows * words;
+        if len > 0 && (ptr == 0 || ptr % std::mem::align_of::<u32>() != 0) {
+            return Err(PyValueError::new_err(
+                "bitmask tensor has no aligned int32 storage",
+            ));
+        }
+        let borrow = TorchBorrow::new(obj, ptr, len)?;
+        Ok(Bitmask {
+            storage: Storage::Torch(borrow),
+            rows,
+            words,
+        })
     }
 }
