@@ -255,6 +255,34 @@ impl ByteDfa {
         Some(out)
     }
 
+    /// The bytes that can start a non-empty string of the language.
+    pub fn first_bytes(&self) -> ByteSet {
+        self.live_bytes_from(std::iter::once(self.start))
+    }
+
+    /// The bytes that can extend a string of the language into a longer
+    /// prefix of one: live out of some accepting state.
+    pub fn bytes_after_accepting(&self) -> ByteSet {
+        self.live_bytes_from((1..self.num_states() as u32).filter(|&s| self.is_accepting(s)))
+    }
+
+    fn live_bytes_from(&self, states: impl Iterator<Item = u32>) -> ByteSet {
+        let mut live_class = vec![false; self.stride];
+        for s in states {
+            let row = &self.trans[s as usize * self.stride..][..self.stride];
+            for (live, &t) in live_class.iter_mut().zip(row) {
+                *live |= t != DEAD;
+            }
+        }
+        let mut out = ByteSet::default();
+        for b in 0..=255u8 {
+            if live_class[self.classes[b as usize] as usize] {
+                out.insert(b);
+            }
+        }
+        out
+    }
+
     /// True if the text read so far is in the language.
     pub fn is_accepting(&self, state: u32) -> bool {
         self.accepting[state as usize]
@@ -314,6 +342,43 @@ impl ByteDfa {
             count = new_count;
         }
         Some(class)
+    }
+}
+
+/// A set of bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ByteSet([u64; 4]);
+
+impl ByteSet {
+    pub fn insert(&mut self, b: u8) {
+        self.0[b as usize >> 6] |= 1 << (b & 63);
+    }
+
+    pub fn contains(&self, b: u8) -> bool {
+        self.0[b as usize >> 6] & (1 << (b & 63)) != 0
+    }
+
+    /// Adds `other`'s bytes; true if that added any.
+    pub fn union_with(&mut self, other: &ByteSet) -> bool {
+        let before = self.0;
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a |= b;
+        }
+        self.0 != before
+    }
+
+    /// The set as eight 32-bit words.
+    pub fn words(&self) -> [u32; 8] {
+        let mut out = [0u32; 8];
+        for (i, w) in self.0.iter().enumerate() {
+            out[2 * i] = *w as u32;
+            out[2 * i + 1] = (*w >> 32) as u32;
+        }
+        out
+    }
+
+    pub fn intersects(&self, other: &ByteSet) -> bool {
+        self.0.iter().zip(other.0).any(|(a, b)| a & b != 0)
     }
 }
 

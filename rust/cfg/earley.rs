@@ -226,26 +226,29 @@ impl Cfg {
         })
     }
 
-    /// Advances every scan by `byte`. Returns the surviving scans and the
-    /// lexemes completed (with their origins).
+    /// Advances every scan by `byte`, pushing the survivors onto `out`.
+    /// Returns the lexemes (with their origins) that end after the byte
+    /// (all-splits lexemes that accept there) and those that end before it
+    /// (greedy lexemes that accepted and cannot read it; see `greedy`).
     #[inline]
-    pub fn step_scans(&self, frontier: &[Scan], byte: u8, out: &mut Vec<Scan>) -> Vec<(u32, u32)> {
-        let mut done = Vec::new();
+    pub fn step_scans(&self, frontier: &[Scan], byte: u8, out: &mut Vec<Scan>) -> Ends {
+        let mut ends = Ends::default();
         for s in frontier {
-            let dfa = self.lexemes[s.lexeme as usize]
-                .dfa
-                .as_ref()
-                .expect("scans have DFAs");
+            let lexeme = &self.lexemes[s.lexeme as usize];
+            let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
             let q = dfa.step(s.state, byte);
             if q == DEAD {
+                if lexeme.ends_before(dfa, s.state, byte) {
+                    ends.before.push((s.lexeme, s.origin));
+                }
                 continue;
             }
             out.push(Scan { state: q, ..*s });
-            if dfa.is_accepting(q) {
-                done.push((s.lexeme, s.origin));
+            if !lexeme.greedy && dfa.is_accepting(q) {
+                ends.after.push((s.lexeme, s.origin));
             }
         }
-        done
+        ends
     }
 
     /// The new Earley set after lexemes `done` completed, numbered `cur`.
@@ -297,7 +300,7 @@ impl Cfg {
                 }
             }
         }
-        if !bytes.is_empty() && self.lexing == Lexing::Longest {
+        if !bytes.is_empty() {
             match self.accepts_at_end(&chart[..], &cur) {
                 Ok(acc) => cur.accepting = acc,
                 Err(e) => {
@@ -309,74 +312,55 @@ impl Cfg {
         Ok(Some(cur))
     }
 
-    fn step(&self, chart: &mut Chart, st: &CfgState, byte: u8) -> Result<Option<CfgState>> {
-        let mut frontier = Vec::with_capacity(st.frontier.len());
-        let base: &[Arc<EarleySet>] = chart;
-        let stepped = self.step_frontier(
-            &st.frontier,
-            st.sets,
-            byte,
-            &mut frontier,
-            &mut |sets, done| {
-                let (set, started, acc) = self.complete_lexemes(base, sets, done)?;
-                Ok((Arc::new(set), started, acc))
-            },
-        )?;
-        Ok(stepped.map(|(set, accepting)| {
-            let sets = st.sets + set.is_some() as u32;
-            if let Some(set) = set {
-                chart.push(set);
-            }
-            CfgState {
-                sets,
-                frontier,
-                accepting,
-            }
-        }))
-    }
-
-    /// Steps `frontier` (over a chart of `sets` sets) by `byte`, writing the
-    /// new frontier to `out`. `complete(sets, done)` builds the Earley set for
-    /// completed `(lexeme, origin)` pairs. Returns None if the byte is refused,
-    /// else the new set to push (if any) and whether the grammar accepts here.
+    /// One byte: steps the scans, completes the lexemes that end (pushing
+    /// their sets onto `chart`) and starts what they predict. None if the
+    /// byte is refused (the caller truncates `chart`).
     ///
-    /// All-splits lexing completes every lexeme that accepts after the byte.
-    /// Longest-match lexing completes lexemes only when no scan can take the
-    /// byte: then the scans that accepted before it end (highest priority
-    /// first), and the byte must start a new lexeme.
-    pub fn step_frontier(
-        &self,
-        frontier: &[Scan],
-        sets: u32,
-        byte: u8,
-        out: &mut Vec<Scan>,
-        complete: &mut impl FnMut(u32, &[(u32, u32)]) -> Result<Completed>,
-    ) -> Result<Option<(Option<Arc<EarleySet>>, bool)>> {
-        let done = self.step_scans(frontier, byte, out);
-        let (set, accepting) = match self.lexing {
+    /// All-splits lexing ends greedy lexemes before the byte when it kills
+    /// them (the lexemes they predict then read it), and the others after
+    /// the byte wherever they accept. Longest-match lexing ends lexemes only
+    /// when no scan can take the byte: then the scans that accepted before it
+    /// end (highest priority first), and the byte must start a new lexeme.
+    /// `accepting` is left false where only a greedy lexeme's end would make
+    /// the text complete: `accepts_at_end` decides that after the last byte.
+    fn step(&self, chart: &mut Chart, st: &CfgState, byte: u8) -> Result<Option<CfgState>> {
+        let mut out = Vec::with_capacity(st.frontier.len());
+        let mut sets = st.sets;
+        let mut accepting = false;
+        let ends = self.step_scans(&st.frontier, byte, &mut out);
+        match self.lexing {
             Lexing::AllSplits => {
-                if done.is_empty() {
-                    (None, false)
-                } else {
-                    let (set, started, acc) = complete(sets, &done)?;
+                let mut after = ends.after;
+                if !ends.before.is_empty() {
+                    let (set, started, _) =
+                        self.complete_lexemes(&chart[..], sets, &ends.before)?;
+                    chart.push(Arc::new(set));
+                    sets += 1;
+                    // Lexemes started here that end at once matched the empty
+                    // string, which prediction already took.
+                    after.extend(self.step_scans(&started, byte, &mut out).after);
+                }
+                if !after.is_empty() {
+                    let (set, started, acc) = self.complete_lexemes(&chart[..], sets, &after)?;
+                    chart.push(Arc::new(set));
+                    sets += 1;
                     out.extend_from_slice(&started);
-                    (Some(set), acc)
+                    accepting = acc;
                 }
             }
             Lexing::Longest => {
-                if !out.is_empty() {
-                    (None, false)
-                } else {
-                    let ended = self.longest_done(frontier);
+                if out.is_empty() {
+                    let ended = self.longest_done(&st.frontier);
                     if ended.is_empty() {
                         return Ok(None);
                     }
-                    let (set, started, _) = complete(sets, &ended)?;
-                    self.step_scans(&started, byte, out);
-                    (Some(set), false)
+                    let (set, started, _) = self.complete_lexemes(&chart[..], sets, &ended)?;
+                    chart.push(Arc::new(set));
+                    sets += 1;
+                    self.step_scans(&started, byte, &mut out);
                 }
             }
-        };
+        }
         out.sort_unstable();
         out.dedup();
         if out.len() > MAX_FRONTIER {
@@ -387,7 +371,11 @@ impl Cfg {
         if out.is_empty() && !accepting {
             return Ok(None);
         }
-        Ok(Some((set, accepting)))
+        Ok(Some(CfgState {
+            sets,
+            frontier: out,
+            accepting,
+        }))
     }
 
     /// Longest-match: the scans that end here if the next byte ends them:
@@ -410,13 +398,30 @@ impl Cfg {
             .collect()
     }
 
-    /// Whether the grammar accepts at `st`: for longest-match lexing, if the
-    /// text ended here the accepting scans would end, so complete them virtually.
+    /// All-splits: the greedy scans that would end if the text ended here.
+    fn greedy_done(&self, frontier: &[Scan]) -> Vec<(u32, u32)> {
+        frontier
+            .iter()
+            .filter(|s| {
+                let lexeme = &self.lexemes[s.lexeme as usize];
+                let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+                lexeme.greedy && dfa.is_accepting(s.state)
+            })
+            .map(|s| (s.lexeme, s.origin))
+            .collect()
+    }
+
+    /// Whether the grammar accepts at `st`: if the text ended here, the scans
+    /// waiting for the next byte to end them (longest-match lexemes, greedy
+    /// all-splits ones) would end, so complete them virtually.
     pub fn accepts_at_end(&self, chart: &(impl ChartRead + ?Sized), st: &CfgState) -> Result<bool> {
-        if self.lexing == Lexing::AllSplits || st.accepting {
-            return Ok(st.accepting);
+        if st.accepting {
+            return Ok(true);
         }
-        let ended = self.longest_done(&st.frontier);
+        let ended = match self.lexing {
+            Lexing::AllSplits => self.greedy_done(&st.frontier),
+            Lexing::Longest => self.longest_done(&st.frontier),
+        };
         if ended.is_empty() {
             return Ok(false);
         }
@@ -424,9 +429,13 @@ impl Cfg {
     }
 }
 
-/// An Earley set made by completing lexemes, the scans it starts, and
-/// whether it accepts.
-pub type Completed = (Arc<EarleySet>, Vec<Scan>, bool);
+/// The lexemes a byte ends, with their origins: `after` it (all-splits
+/// lexemes accepting after it) and `before` it (greedy lexemes it kills).
+#[derive(Debug, Default)]
+pub struct Ends {
+    pub after: Vec<(u32, u32)>,
+    pub before: Vec<(u32, u32)>,
+}
 
 #[cfg(test)]
 mod tests {

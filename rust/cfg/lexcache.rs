@@ -206,13 +206,19 @@ impl LexCache {
             let id = match known {
                 Some(id) => id,
                 None => {
-                    let dfa = cfg.lexemes[l as usize]
-                        .dfa
-                        .as_ref()
-                        .expect("scans have DFAs");
+                    let lexeme = &cfg.lexemes[l as usize];
+                    let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+                    // Where a scan ends depends on its residual automaton
+                    // and, for a greedy lexeme, on the bytes that follow it.
                     let id = dfa
                         .residual_signature(q, MAX_SIGNATURE_WORDS)
-                        .and_then(|sig| shared.residual_id(sig));
+                        .and_then(|mut sig| {
+                            if lexeme.greedy {
+                                sig.extend(lexeme.follow.words());
+                            }
+                            sig.push(lexeme.greedy as u32);
+                            shared.residual_id(sig)
+                        });
                     write(&self.residual).insert((l, q), id);
                     id
                 }
@@ -238,30 +244,31 @@ struct ScanOnly<'a> {
 /// `pairs` (which must end at `end`), and says what a walk does at that node.
 fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) -> Visit {
     let end = pairs.len();
-    let mut accepted_after = false;
+    // Where a lexeme may end, the parser decides: stop and leave it to the
+    // fill. All-splits lexemes end after a byte they accept, greedy ones
+    // before a byte that kills them; longest-match ones only when no scan
+    // takes the byte.
+    let mut ends = false;
     let mut accepted_before = false;
     for i in start..end {
         let (l, q) = pairs[i];
-        let dfa = cfg.lexemes[l as usize]
-            .dfa
-            .as_ref()
-            .expect("scans have DFAs");
+        let lexeme = &cfg.lexemes[l as usize];
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
         accepted_before |= dfa.is_accepting(q);
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
-            accepted_after |= dfa.is_accepting(q2);
+            ends |= !lexeme.greedy && dfa.is_accepting(q2);
             pairs.push((l, q2));
+        } else {
+            ends |= lexeme.ends_before(dfa, q, byte);
         }
     }
     let survived = pairs.len() > end;
-    // Where a lexeme may complete, the parser decides: stop and leave it
-    // to the fill. All-splits completes after the byte; longest-match
-    // only when no scan takes the byte.
-    let completes = match cfg.lexing {
-        Lexing::AllSplits => accepted_after,
+    let ends = match cfg.lexing {
+        Lexing::AllSplits => ends,
         Lexing::Longest => !survived && accepted_before,
     };
-    if completes {
+    if ends {
         Visit::Stop
     } else if survived {
         Visit::Live

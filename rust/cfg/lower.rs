@@ -10,9 +10,10 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
+use super::greedy::greedy_lexemes;
 use super::members::{self, MemberRules, COUNT, KEEP, MAX_MEMBERS};
 use crate::error::{Error, Result};
-use crate::regex_dfa::{ByteDfa, Op};
+use crate::regex_dfa::{ByteDfa, ByteSet, Op};
 
 /// Bounds that keep a hostile grammar from exhausting memory or time.
 pub const MAX_RULES: usize = 200_000;
@@ -79,9 +80,23 @@ pub struct Lexeme {
     pub priority: i32,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<ByteDfa>,
+    /// All-splits lexing only: the lexeme ends only where the next byte
+    /// kills it, which keeps the language (see `greedy`).
+    pub greedy: bool,
+    /// The bytes that may follow the lexeme (all-splits lexing only; only
+    /// greedy lexemes use it).
+    pub follow: ByteSet,
 }
 
 impl Lexeme {
+    /// Whether a scan of this lexeme in DFA state `q`, which `byte` kills,
+    /// ends before the byte: greedy lexemes do where they accept, if
+    /// something after them can read the byte.
+    #[inline]
+    pub fn ends_before(&self, dfa: &ByteDfa, q: u32, byte: u8) -> bool {
+        self.greedy && dfa.is_accepting(q) && self.follow.contains(byte)
+    }
+
     pub fn nullable(&self) -> bool {
         self.dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
     }
@@ -353,6 +368,8 @@ impl Lowerer<'_> {
             regex: re,
             priority,
             dfa,
+            greedy: false,
+            follow: ByteSet::default(),
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -769,12 +786,20 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
             l.nonterminals[after as usize]
         )));
     }
+    let mut lexemes = l.lexemes;
+    if lexing == Lexing::AllSplits {
+        let greedy = greedy_lexemes(&rules, &nullable, &lexemes);
+        for (lexeme, (g, follow)) in lexemes.iter_mut().zip(greedy) {
+            lexeme.greedy = g;
+            lexeme.follow = follow;
+        }
+    }
     Ok(Cfg {
         nonterminals: l.nonterminals,
         rules,
         by_lhs,
         nullable,
-        lexemes: l.lexemes,
+        lexemes,
         ignore,
         lexing,
         member_rules: l.member_rules,

@@ -6,6 +6,7 @@ pub mod ast;
 pub mod cursor;
 pub mod earley;
 pub mod gbnf;
+pub mod greedy;
 pub mod lark;
 pub mod lexcache;
 pub mod lower;

@@ -22,20 +22,24 @@ const UNKNOWN: u32 = u32::MAX;
 /// The empty lexer state (no scan alive).
 const EMPTY: u32 = 0;
 
-/// A lexer state: its scans, and which lexemes would end if the text ended.
+/// A lexer state: its scans, and which of their lexemes end where.
 struct LexState {
     pairs: Vec<(u32, u32)>,
-    /// Lexemes in an accepting state.
-    accepting: Vec<u32>,
+    /// All-splits lexemes that end here (accepting, not greedy).
+    after: Vec<u32>,
     /// The accepting lexemes of the highest priority (longest-match ties).
     best: Vec<u32>,
 }
 
-/// Lexer states interned for one walk, with their byte transitions.
+/// Lexer states interned for one walk, with their byte transitions and the
+/// greedy lexemes each transition ends (before its byte).
 struct LexStates {
     states: Vec<LexState>,
     ids: HashMap<Vec<(u32, u32)>, u32>,
     trans: Vec<u32>,
+    /// Per transition: index into `ends_before` (0: none end).
+    before: Vec<u32>,
+    ends_before: Vec<Vec<u32>>,
 }
 
 impl LexStates {
@@ -43,13 +47,15 @@ impl LexStates {
         // Id 0 (EMPTY) is the state with no scans; all its transitions stay in it.
         let empty = LexState {
             pairs: Vec::new(),
-            accepting: Vec::new(),
+            after: Vec::new(),
             best: Vec::new(),
         };
         LexStates {
             states: vec![empty],
             ids: HashMap::from_iter([(Vec::new(), EMPTY)]),
             trans: vec![EMPTY; 256],
+            before: vec![0; 256],
+            ends_before: vec![Vec::new()],
         }
     }
 
@@ -79,38 +85,49 @@ impl LexStates {
             .copied()
             .filter(|&l| Some(cfg.lexemes[l as usize].priority) == top)
             .collect();
+        let after = accepting
+            .into_iter()
+            .filter(|&l| !cfg.lexemes[l as usize].greedy)
+            .collect();
         let id = self.states.len() as u32;
         self.ids.insert(pairs.clone(), id);
-        self.states.push(LexState {
-            pairs,
-            accepting,
-            best,
-        });
+        self.states.push(LexState { pairs, after, best });
         self.trans.resize(self.trans.len() + 256, UNKNOWN);
+        self.before.resize(self.before.len() + 256, 0);
         id
     }
 
-    fn step(&mut self, cfg: &Cfg, id: u32, byte: u8) -> u32 {
+    /// The state after `byte`, and the index of the greedy lexemes it ends.
+    fn step(&mut self, cfg: &Cfg, id: u32, byte: u8) -> (u32, u32) {
         let slot = id as usize * 256 + byte as usize;
         let known = self.trans[slot];
         if known != UNKNOWN {
-            return known;
+            return (known, self.before[slot]);
         }
+        let mut ended = Vec::new();
         let next: Vec<(u32, u32)> = self.states[id as usize]
             .pairs
             .iter()
             .filter_map(|&(l, q)| {
-                let dfa = cfg.lexemes[l as usize]
-                    .dfa
-                    .as_ref()
-                    .expect("scans have DFAs");
+                let lexeme = &cfg.lexemes[l as usize];
+                let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
                 let q2 = dfa.step(q, byte);
+                if q2 == DEAD && lexeme.ends_before(dfa, q, byte) {
+                    ended.push(l);
+                }
                 (q2 != DEAD).then_some((l, q2))
             })
             .collect();
         let next = self.intern(cfg, next);
+        let before = if ended.is_empty() {
+            0
+        } else {
+            self.ends_before.push(ended);
+            (self.ends_before.len() - 1) as u32
+        };
         self.trans[slot] = next;
-        next
+        self.before[slot] = before;
+        (next, before)
     }
 }
 
@@ -144,7 +161,8 @@ pub struct CfgStepper<'a> {
     /// Completions by chart view and completed (lexeme, origin) list: many
     /// trie nodes complete the same lexemes from the same chart.
     memo: HashMap<(usize, u32), MemoBucket>,
-    done: Vec<(u32, u32)>,
+    after: Vec<(u32, u32)>,
+    before: Vec<(u32, u32)>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
@@ -191,7 +209,8 @@ impl<'a> CfgStepper<'a> {
             groups,
             frames,
             memo: HashMap::default(),
-            done: Vec::new(),
+            after: Vec::new(),
+            before: Vec::new(),
             error: None,
         }
     }
@@ -222,40 +241,76 @@ impl<'a> CfgStepper<'a> {
         Ok(result)
     }
 
-    /// One byte; `done` is an empty scratch buffer for completed lexemes.
-    fn step_inner(&mut self, depth: usize, byte: u8, done: &mut Vec<(u32, u32)>) -> Result<bool> {
+    /// Pushes the group `(lex, origin)` stepped by `byte` onto the current
+    /// frame; records the lexemes that end after the byte in `after` and the
+    /// greedy ones it ends before it in `before`.
+    fn step_group(
+        &mut self,
+        g: Group,
+        byte: u8,
+        after: &mut Vec<(u32, u32)>,
+        before: &mut Vec<(u32, u32)>,
+    ) {
+        let (next, ended) = self.lex.step(self.cfg, g.lex, byte);
+        if ended != 0 {
+            before.extend(
+                self.lex.ends_before[ended as usize]
+                    .iter()
+                    .map(|&l| (l, g.origin)),
+            );
+        }
+        if next != EMPTY {
+            self.groups.push(Group {
+                lex: next,
+                origin: g.origin,
+            });
+            after.extend(
+                self.lex.states[next as usize]
+                    .after
+                    .iter()
+                    .map(|&l| (l, g.origin)),
+            );
+        }
+    }
+
+    /// One byte; `after` and `before` are empty scratch buffers for the
+    /// lexemes that end after and before it.
+    fn step_inner(
+        &mut self,
+        depth: usize,
+        byte: u8,
+        after: &mut Vec<(u32, u32)>,
+        before: &mut Vec<(u32, u32)>,
+    ) -> Result<bool> {
         let parent = self.frames[depth - 1];
         self.groups.truncate(parent.end);
         self.chart
             .ext
             .truncate(parent.sets as usize - self.chart.base.len());
         let start = self.groups.len();
-        let mut any_alive = false;
         for i in parent.start..parent.end {
             let g = self.groups[i];
-            let next = self.lex.step(self.cfg, g.lex, byte);
-            if next != EMPTY {
-                any_alive = true;
-                self.groups.push(Group {
-                    lex: next,
-                    origin: g.origin,
-                });
-                if self.cfg.lexing == Lexing::AllSplits {
-                    done.extend(
-                        self.lex.states[next as usize]
-                            .accepting
-                            .iter()
-                            .map(|&l| (l, g.origin)),
-                    );
-                }
-            }
+            self.step_group(g, byte, after, before);
         }
         let mut sets = parent.sets;
         let mut accepting = false;
         match self.cfg.lexing {
             Lexing::AllSplits => {
-                if !done.is_empty() {
-                    let (set, acc, started) = self.complete(sets, done)?;
+                if !before.is_empty() {
+                    let (set, _, started) = self.complete(sets, before)?;
+                    self.chart.ext.push(set);
+                    // Lexemes started here end before the byte only if they
+                    // matched the empty string, which prediction already took.
+                    let g = Group {
+                        lex: started,
+                        origin: sets,
+                    };
+                    before.clear();
+                    self.step_group(g, byte, after, before);
+                    sets += 1;
+                }
+                if !after.is_empty() {
+                    let (set, acc, started) = self.complete(sets, after)?;
                     self.chart.ext.push(set);
                     accepting = acc;
                     if started != EMPTY {
@@ -268,9 +323,11 @@ impl<'a> CfgStepper<'a> {
                 }
             }
             Lexing::Longest => {
-                if !any_alive {
+                if self.groups.len() == start {
                     // No scan takes the byte: the accepting ones end before it
                     // (highest priority), and the byte must start a lexeme.
+                    let done = after;
+                    done.clear();
                     for i in parent.start..parent.end {
                         let g = self.groups[i];
                         done.extend(
@@ -284,7 +341,7 @@ impl<'a> CfgStepper<'a> {
                         return Ok(false);
                     }
                     let (set, _, started) = self.complete(sets, done)?;
-                    let next = self.lex.step(self.cfg, started, byte);
+                    let (next, _) = self.lex.step(self.cfg, started, byte);
                     if next == EMPTY {
                         return Ok(false);
                     }
@@ -325,11 +382,14 @@ impl TrieStepper for CfgStepper<'_> {
         if self.error.is_some() {
             return false;
         }
-        // One reused buffer for completed lexemes: this runs once per trie node.
-        let mut done = std::mem::take(&mut self.done);
-        done.clear();
-        let stepped = self.step_inner(depth, byte, &mut done);
-        self.done = done;
+        // Reused buffers for ending lexemes: this runs once per trie node.
+        let mut after = std::mem::take(&mut self.after);
+        let mut before = std::mem::take(&mut self.before);
+        after.clear();
+        before.clear();
+        let stepped = self.step_inner(depth, byte, &mut after, &mut before);
+        self.after = after;
+        self.before = before;
         match stepped {
             Ok(live) => live,
             Err(e) => {
