@@ -108,9 +108,9 @@ fn translate(h: &Hir) -> Result<Hir, String> {
     })
 }
 
-/// One top-level branch: leading `^` / trailing `$` anchor it, else any
-/// text may come before / after (JSON Schema patterns search, not match).
-fn translate_branch(h: &Hir) -> Result<Hir, String> {
+/// One top-level branch: whether a leading `^` / trailing `$` anchors it,
+/// and the rest translated.
+fn translate_branch(h: &Hir) -> Result<(bool, bool, Hir), String> {
     let mut h = h;
     while let HirKind::Capture(c) = h.kind() {
         h = &c.sub;
@@ -132,23 +132,45 @@ fn translate_branch(h: &Hir) -> Result<Hir, String> {
     if end {
         items.pop();
     }
+    let middle = Hir::concat(items.iter().map(translate).collect::<Result<_, _>>()?);
+    Ok((start, end, middle))
+}
+
+/// The top-level branches, unanchored ends made to search: any text may come
+/// before / after them (JSON Schema patterns search, not match). Branches
+/// with the same anchors share one `any*` on each free side: with one per
+/// branch, an automaton would track which branches have matched so far, a
+/// state per subset (17 alternatives sharing a prefix took 25 s to refuse).
+fn search(branches: &[Hir]) -> Result<Hir, String> {
     let any = Hir::repetition(Repetition {
         min: 0,
         max: None,
         greedy: true,
         sub: Box::new(encoded_any()),
     });
-    let mut out = Vec::new();
-    if !start {
-        out.push(any.clone());
+    let mut groups: Vec<((bool, bool), Vec<Hir>)> = Vec::new();
+    for b in branches {
+        let (start, end, middle) = translate_branch(b)?;
+        match groups.iter_mut().find(|(k, _)| *k == (start, end)) {
+            Some((_, v)) => v.push(middle),
+            None => groups.push(((start, end), vec![middle])),
+        }
     }
-    for x in &items {
-        out.push(translate(x)?);
-    }
-    if !end {
-        out.push(any);
-    }
-    Ok(Hir::concat(out))
+    let alts = groups
+        .into_iter()
+        .map(|((start, end), middles)| {
+            let mut out = Vec::new();
+            if !start {
+                out.push(any.clone());
+            }
+            out.push(Hir::alternation(middles));
+            if !end {
+                out.push(any.clone());
+            }
+            Hir::concat(out)
+        })
+        .collect();
+    Ok(Hir::alternation(alts))
 }
 
 /// ECMA-262 shorthands that differ from Rust's: `\d` and `\w` are ASCII.
@@ -200,12 +222,8 @@ pub fn pattern_regex(pattern: &str) -> Result<String, String> {
         h = &c.sub;
     }
     let out = match h.kind() {
-        HirKind::Alternation(v) => Hir::alternation(
-            v.iter()
-                .map(translate_branch)
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        _ => translate_branch(h)?,
+        HirKind::Alternation(v) => search(v)?,
+        _ => search(std::slice::from_ref(h))?,
     };
     Ok(out.to_string())
 }
@@ -392,6 +410,25 @@ mod tests {
         assert!(re.is_match("ab1c") && re.is_match("b2") && !re.is_match("b٣"));
         let re = full(&pattern_regex("^a\"|x$").unwrap());
         assert!(re.is_match("a\\\"zz") && re.is_match("zzx") && !re.is_match("a\"zz"));
+        // Branches keep their own anchors when they share `any*`s.
+        let re = full(&pattern_regex("^ab|cd$|ef|^gh$|ij").unwrap());
+        for (text, ok) in [
+            ("abz", true),
+            ("zab", false),
+            ("zcd", true),
+            ("cdz", false),
+            ("zefz", true),
+            ("gh", true),
+            ("ghz", false),
+            ("zijz", true),
+            ("zz", false),
+        ] {
+            assert_eq!(re.is_match(text), ok, "{text}");
+        }
+        // Many branches with a common prefix stay small (one `any*` each side).
+        let many: Vec<String> = (0..40).map(|i| format!("INTERVAL_M{i}")).collect();
+        let d = ByteDfa::new(&pattern_regex(&many.join("|")).unwrap()).unwrap();
+        assert!(d.num_states() < 2000, "{}", d.num_states());
         let re = full(&pattern_regex("^[^a]$").unwrap());
         assert!(
             re.is_match("\\\"") && re.is_match("\\n") && !re.is_match("\"") && !re.is_match("\n")
