@@ -54,7 +54,7 @@ enum Engine {
         cfg: Arc<Cfg>,
         initial_chart: Chart,
         initial: CfgState,
-        lex_cache: LexCache,
+        lex_cache: Box<LexCache>,
     },
 }
 
@@ -113,7 +113,7 @@ impl CompiledGrammar {
         let cfg = lower(ast)?;
         let mut initial_chart = Chart::new();
         let initial = cfg.initial(&mut initial_chart)?;
-        let lex_cache = LexCache::new(DEFAULT_MASK_CACHE_BYTES);
+        let lex_cache = Box::new(LexCache::new(DEFAULT_MASK_CACHE_BYTES));
         let engine = Engine::Cfg {
             cfg: Arc::new(cfg),
             initial_chart,
@@ -139,7 +139,7 @@ impl CompiledGrammar {
                 cfg: cfg.clone(),
                 initial_chart: initial_chart.clone(),
                 initial: initial.clone(),
-                lex_cache: LexCache::new(DEFAULT_MASK_CACHE_BYTES),
+                lex_cache: Box::new(LexCache::new(DEFAULT_MASK_CACHE_BYTES)),
             },
         };
         Self::with_engine(vocab, engine, self.kind, &self.source)
@@ -617,6 +617,57 @@ mod tests {
             s = g.advance(&mut chart, &s, step).unwrap().unwrap();
         }
         assert!(g.is_accepting(&s)); // (x(x))) ... = "(x" "(" "x" "x)" ")"
+    }
+
+    /// Counted repetitions give a new DFA state per character; lexer entries
+    /// are shared between states no walk below a node can tell apart, and
+    /// put together from children's entries below large subtrees. Every mask
+    /// along a walk must still equal what `advance` allows, token by token.
+    #[test]
+    fn cfg_masks_over_counted_repetitions_agree_with_advance() {
+        // Every string of 1 to 7 letters over "ab\"x": root's children have
+        // subtrees over the composition threshold.
+        let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut all = Vec::new();
+        for _ in 0..7 {
+            toks = toks
+                .iter()
+                .flat_map(|t| {
+                    b"ab\"x".iter().map(move |&c| {
+                        let mut u = t.clone();
+                        u.push(c);
+                        u
+                    })
+                })
+                .collect();
+            all.extend(toks.iter().cloned());
+        }
+        all.push(b"<eos>".to_vec());
+        let eos = all.len() as u32 - 1;
+        let v = Arc::new(Vocab::new(all, &[eos], &[], None).unwrap());
+        for src in [
+            "root ::= \"\\\"\" [ab]{0,30} \"\\\"\" \"x\"?",
+            "root ::= ([ab]{3,9} \"x\")+",
+        ] {
+            let g = CompiledGrammar::from_ast(v.clone(), &gbnf::parse(src).unwrap(), "gbnf", src)
+                .unwrap();
+            let mut chart = g.initial_chart();
+            let mut s = g.initial_state();
+            let text: &[u8] = if src.contains("{0,30}") {
+                b"\"abababababbbbaaaabababab\"x"
+            } else {
+                b"ababxbbbbbbbbbxaaax"
+            };
+            for &byte in text {
+                let m = mask(&g, &chart, &s);
+                for t in 0..v.vocab_size() as u32 {
+                    let mut scratch = chart.clone();
+                    let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
+                    assert_eq!(ok, m.binary_search(&t).is_ok(), "{src}: token {t}");
+                }
+                s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
+            }
+        }
     }
 
     #[test]

@@ -283,6 +283,46 @@ impl ByteDfa {
         out
     }
 
+    /// The length of the shortest string after which states `p` and `q`
+    /// differ (one dead or accepting and the other not), or `limit + 1` if
+    /// no string of at most `limit` bytes tells them apart: then every walk
+    /// of at most `limit` bytes sees the same from both.
+    pub fn distinguishing_length(&self, p: u32, q: u32, limit: usize) -> usize {
+        let mut seen: std::collections::HashSet<(u32, u32)> = std::collections::HashSet::new();
+        let mut layer = vec![(p, q)];
+        for depth in 0..=limit {
+            let mut next = Vec::new();
+            for &(x, y) in &layer {
+                if x == y {
+                    continue;
+                }
+                if self.is_accepting(x) != self.is_accepting(y) {
+                    return depth;
+                }
+                if depth == limit {
+                    continue;
+                }
+                let (rx, ry) = (
+                    &self.trans[x as usize * self.stride..][..self.stride],
+                    &self.trans[y as usize * self.stride..][..self.stride],
+                );
+                for (&tx, &ty) in rx.iter().zip(ry) {
+                    if (tx == DEAD) != (ty == DEAD) {
+                        return depth + 1;
+                    }
+                    if tx != ty && seen.insert((tx, ty)) {
+                        next.push((tx, ty));
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            layer = next;
+        }
+        limit + 1
+    }
+
     /// True if the text read so far is in the language.
     pub fn is_accepting(&self, state: u32) -> bool {
         self.accepting[state as usize]
@@ -529,6 +569,22 @@ mod tests {
 
     fn live_prefix(d: &ByteDfa, text: &[u8]) -> bool {
         d.step_bytes(d.start(), text) != DEAD
+    }
+
+    #[test]
+    fn distinguishing_length_of_counter_states() {
+        // After 1 and 2 letters of [a-z]{0,6}x: 5 and 4 more letters allowed.
+        let d = ByteDfa::new("[a-z]{0,6}x").unwrap();
+        let s1 = d.step_bytes(d.start(), b"a");
+        let s2 = d.step_bytes(d.start(), b"ab");
+        // "aaaaa" is live from s1, dead from s2 (5 bytes); "aaaax" accepts from
+        // both, so no 4-byte string differs.
+        assert_eq!(d.distinguishing_length(s1, s2, 10), 5);
+        assert_eq!(d.distinguishing_length(s1, s2, 4), 5);
+        assert_eq!(d.distinguishing_length(s1, s1, 3), 4);
+        let d = ByteDfa::new("ab|ac").unwrap();
+        let (b, c) = (d.step(d.start(), b'a'), d.start());
+        assert_eq!(d.distinguishing_length(b, c, 8), 1);
     }
 
     #[test]

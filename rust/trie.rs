@@ -83,6 +83,9 @@ pub struct TokenTrie {
     nodes: Vec<Node>,
     /// Parent of each node (root: 0), to recover a node's path.
     parent: Vec<u32>,
+    /// Longest path below each node (0 for a leaf): no walk below a node
+    /// reads more bytes.
+    height: Vec<u16>,
     tokens: Vec<u32>,
     max_depth: usize,
 }
@@ -152,9 +155,16 @@ impl TokenTrie {
             parent[i] = *stack.last().unwrap() as u32;
             stack.push(i);
         }
+        // Children come after their parent in pre-order.
+        let mut height = vec![0u16; nodes.len()];
+        for i in (1..nodes.len() - 1).rev() {
+            let p = parent[i] as usize;
+            height[p] = height[p].max(height[i] + 1);
+        }
         Ok(TokenTrie {
             nodes,
             parent,
+            height,
             tokens,
             max_depth,
         })
@@ -268,6 +278,12 @@ impl TokenTrie {
         self.nodes[node].depth as usize
     }
 
+    /// The longest path below `node`: a walk below it reads at most this
+    /// many bytes.
+    pub fn height(&self, node: usize) -> usize {
+        self.height[node] as usize
+    }
+
     /// Longest token length: bounds the depth of any walk.
     pub fn max_depth(&self) -> usize {
         self.max_depth
@@ -361,9 +377,10 @@ mod tests {
     #[test]
     fn follow_reports_token_prefixes() {
         let t = trie(&[b"ab", b"a", b"abc", b"b"]);
-        let (_, consumed, hits) = t.follow(b"abx");
+        let (node, consumed, hits) = t.follow(b"abx");
         assert_eq!(consumed, 2);
         assert_eq!(hits, vec![(1, 1), (2, 0)]);
+        assert_eq!((t.height(0), t.height(node), t.height(node + 1)), (3, 1, 0));
     }
 
     #[test]

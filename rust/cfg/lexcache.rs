@@ -14,9 +14,9 @@ use std::sync::{Arc, RwLock};
 
 use super::ast::Lexing;
 use super::earley::Scan;
-use super::lower::Cfg;
+use super::lower::{Cfg, Lexeme};
 use crate::bitmask::{iter_set_bits, set_bit};
-use crate::regex_dfa::DEAD;
+use crate::regex_dfa::{ByteDfa, DEAD};
 use crate::trie::{TokenTrie, Visit, VisitStepper};
 
 /// The lexer-only part of a mask below one trie node.
@@ -145,22 +145,37 @@ pub struct LexCache {
     map: RwLock<HashMap<(LexKey, u32), Arc<LexEntry>>>,
     /// Each scan's residual id in the shared cache (None: not shared).
     residual: RwLock<HashMap<(u32, u32), Option<u32>>>,
+    /// Per (lexeme, trie node): DFA states whose entry there is in `map`,
+    /// to which a new state may be equivalent below that node.
+    representatives: RwLock<HashMap<(u32, u32), Vec<u32>>>,
+    /// `distinguishing_length` per (lexeme, state, state).
+    distinguish: RwLock<HashMap<(u32, u32, u32), u32>>,
     bytes: AtomicUsize,
     limit: usize,
 }
+
+/// Representatives kept per (lexeme, trie node).
+const REPRESENTATIVES: usize = 4;
+/// Entries below nodes with more nodes than this are put together from
+/// their children's entries (like the root's), so that the children's
+/// entries can be shared between states that differ only deeper.
+const COMPOSED_SUBTREE_NODES: usize = 4096;
 
 impl LexCache {
     pub fn new(limit: usize) -> Self {
         LexCache {
             map: RwLock::new(HashMap::default()),
             residual: RwLock::new(HashMap::default()),
+            representatives: RwLock::new(HashMap::default()),
+            distinguish: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
         }
     }
 
     /// The entry for lexer state `key` at trie node `top`: from this
-    /// grammar's cache, else the vocabulary's, else computed (and kept while
+    /// grammar's cache (its own, or that of a state no walk below `top` can
+    /// tell from it), else the vocabulary's, else computed (and kept while
     /// under the memory bounds).
     pub fn get(
         &self,
@@ -175,26 +190,90 @@ impl LexCache {
         if let Some(e) = read(&self.map).get(&map_key) {
             return e.clone();
         }
-        let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
-        let found = shared_key.as_ref().and_then(|k| shared.get(k));
-        let entry = match found {
+        let entry = match self.equivalent_entry(cfg, trie, key, top) {
             Some(e) => e,
             None => {
-                let built = Arc::new(if top == 0 {
-                    build_at_root(self, cfg, trie, shared, words, key)
-                } else {
-                    build(cfg, trie, words, key, top as usize)
-                });
-                match shared_key {
-                    Some(k) => shared.insert(k, built),
-                    None => built,
+                let e = self.shared_or_built(cfg, trie, shared, words, key, top);
+                if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
+                    let (l, q) = (*l, *q);
+                    let mut reps = write(&self.representatives);
+                    let list = reps.entry((l, top)).or_default();
+                    if list.len() == REPRESENTATIVES {
+                        list.remove(0);
+                    }
+                    list.push(q);
                 }
+                e
             }
         };
         if !charge(&self.bytes, self.limit, entry.bytes() + key.len() * 8) {
             return entry;
         }
         write(&self.map).entry(map_key).or_insert(entry).clone()
+    }
+
+    /// The entry of a representative state equivalent to `key`'s (a single
+    /// scan) on every path below `top`: a counted repetition such as a JSON
+    /// string's `maxLength` gives a new DFA state per character, but states
+    /// with more characters left than the trie is deep walk alike.
+    fn equivalent_entry(
+        &self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        key: &LexKey,
+        top: u32,
+    ) -> Option<Arc<LexEntry>> {
+        let [(l, q)] = key[..] else { return None };
+        let reps = read(&self.representatives).get(&(l, top)).cloned()?;
+        let dfa = cfg.lexemes[l as usize]
+            .dfa
+            .as_ref()
+            .expect("scans have DFAs");
+        let height = trie.height(top as usize);
+        for r in reps {
+            let known = read(&self.distinguish).get(&(l, r, q)).copied();
+            let length = known.unwrap_or_else(|| {
+                let n = dfa.distinguishing_length(r, q, trie.max_depth()) as u32;
+                if charge(&self.bytes, self.limit, 32) {
+                    write(&self.distinguish).insert((l, r, q), n);
+                }
+                n
+            });
+            if length as usize > height {
+                if let Some(e) = read(&self.map).get(&(vec![(l, r)], top)) {
+                    return Some(e.clone());
+                }
+            }
+        }
+        None
+    }
+
+    /// The entry from the vocabulary's shared cache, else built: put together
+    /// from the children's entries below large subtrees, walked below small ones.
+    fn shared_or_built(
+        &self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        shared: &SharedLexCache,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+    ) -> Arc<LexEntry> {
+        let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
+        if let Some(e) = shared_key.as_ref().and_then(|k| shared.get(k)) {
+            return e;
+        }
+        let built = Arc::new(
+            if top == 0 || trie.subtree_size(top as usize) > COMPOSED_SUBTREE_NODES {
+                build_composed(self, cfg, trie, shared, words, key, top as usize)
+            } else {
+                build(cfg, trie, words, key, top as usize)
+            },
+        );
+        match shared_key {
+            Some(k) => shared.insert(k, built),
+            None => built,
+        }
     }
 
     /// The shared key of `key`: the lexing mode, then its scans' residual
@@ -287,23 +366,25 @@ impl VisitStepper for ScanOnly<'_> {
     }
 }
 
-/// The entry at the trie root, put together from one entry per child: the
-/// scans after the first byte recur far more often than the scans
-/// themselves (inside a JSON key, every new prefix is a new DFA state, but
-/// one byte on most of them reach the same "any other key" state), so a new
-/// key costs a lookup per first byte instead of a walk of the whole trie.
-fn build_at_root(
+/// The entry at trie node `top` (the root, or one with a large subtree),
+/// put together from one entry per child: the scans after the next byte
+/// recur far more often than the scans themselves (inside a JSON key, every
+/// new prefix is a new DFA state, but one byte on most of them reach the
+/// same "any other key" state), so a new key costs a lookup per child
+/// instead of a walk of the whole subtree.
+fn build_composed(
     cache: &LexCache,
     cfg: &Cfg,
     trie: &TokenTrie,
     shared: &SharedLexCache,
     words: usize,
     key: &LexKey,
+    top: usize,
 ) -> LexEntry {
     let mut bits = vec![0u32; words];
     let mut boundary = Vec::new();
     let mut pairs = key.clone();
-    for (child, byte) in trie.children(0) {
+    for (child, byte) in trie.children(top) {
         pairs.truncate(key.len());
         match step_scans(cfg, &mut pairs, 0, byte) {
             Visit::Dead => {}
@@ -333,19 +414,30 @@ fn build_at_root(
 fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {
     let mut ids = Vec::new();
     let mut boundary = Vec::new();
-    let mut ends = vec![0usize; trie.max_depth() + 2];
-    ends[0] = key.len();
-    let mut stepper = ScanOnly {
-        cfg,
-        pairs: key.clone(),
-        ends,
-    };
-    trie.walk_visits(
-        top,
-        &mut stepper,
-        |t| ids.push(t),
-        |n| boundary.push(n as u32),
-    );
+    let on_token = |t| ids.push(t);
+    let on_stop = |n| boundary.push(n as u32);
+    if let [(l, q)] = key[..] {
+        // One scan (the common case): a table lookup per node.
+        let lexeme = &cfg.lexemes[l as usize];
+        let mut states = vec![0u32; trie.max_depth() + 2];
+        states[0] = q;
+        let mut stepper = OneScan {
+            dfa: lexeme.dfa.as_ref().expect("scans have DFAs"),
+            lexeme,
+            lexing: cfg.lexing,
+            states,
+        };
+        trie.walk_visits(top, &mut stepper, on_token, on_stop);
+    } else {
+        let mut ends = vec![0usize; trie.max_depth() + 2];
+        ends[0] = key.len();
+        let mut stepper = ScanOnly {
+            cfg,
+            pairs: key.clone(),
+            ends,
+        };
+        trie.walk_visits(top, &mut stepper, on_token, on_stop);
+    }
     // A dense row costs `words` words; a list, one word per token.
     let inner = if ids.len() >= words {
         let mut bits = vec![0u32; words];
@@ -355,4 +447,37 @@ fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) ->
         TokenSet::Sparse(ids)
     };
     LexEntry { inner, boundary }
+}
+
+/// `ScanOnly` for a single scan: the same decisions as `step_scans`.
+struct OneScan<'a> {
+    dfa: &'a ByteDfa,
+    lexeme: &'a Lexeme,
+    lexing: Lexing,
+    /// `states[d]`: the DFA state after the first `d` bytes.
+    states: Vec<u32>,
+}
+
+impl VisitStepper for OneScan<'_> {
+    #[inline]
+    fn visit(&mut self, depth: usize, byte: u8) -> Visit {
+        let q = self.states[depth - 1];
+        let q2 = self.dfa.step(q, byte);
+        self.states[depth] = q2;
+        if q2 != DEAD {
+            let ends_after = self.lexing == Lexing::AllSplits
+                && !self.lexeme.greedy
+                && self.dfa.is_accepting(q2);
+            return if ends_after { Visit::Stop } else { Visit::Live };
+        }
+        let ends_before = match self.lexing {
+            Lexing::AllSplits => self.lexeme.ends_before(self.dfa, q, byte),
+            Lexing::Longest => self.dfa.is_accepting(q),
+        };
+        if ends_before {
+            Visit::Stop
+        } else {
+            Visit::Dead
+        }
+    }
 }
