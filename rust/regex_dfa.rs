@@ -6,7 +6,7 @@
 //! state that cannot reach a match is merged into the dead state 0, so a trie
 //! walk needs one table lookup per byte and one comparison to prune.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson;
@@ -73,7 +73,7 @@ impl ByteDfa {
         }
 
         // Number the states reachable from the start (1-based; 0 = dead).
-        let mut ids: HashMap<StateID, u32> = HashMap::new();
+        let mut ids: HashMap<StateID, u32> = HashMap::default();
         let mut order: Vec<StateID> = Vec::new();
         let mut raw_trans: Vec<u32> = vec![0; stride]; // row 0: dead
         let is_dead = |s: StateID| dfa.is_dead_state(s) || dfa.is_quit_state(s);
@@ -124,24 +124,9 @@ impl ByteDfa {
     /// The strings `a` accepts that `b` does (`Op::And`) or does not
     /// (`Op::AndNot`) accept, by the product construction.
     pub fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Self> {
-        // Byte classes: one per pair of classes that occurs.
-        let mut class_ids: HashMap<(u8, u8), u8> = HashMap::new();
-        let mut classes = [0u8; 256];
-        let mut class_size = Vec::new();
-        let mut representative = Vec::new();
-        for byte in 0..=255u8 {
-            let key = (a.classes[byte as usize], b.classes[byte as usize]);
-            let fresh = class_ids.len();
-            let c = *class_ids.entry(key).or_insert_with(|| {
-                representative.push(byte);
-                class_size.push(0);
-                fresh as u8
-            });
-            classes[byte as usize] = c;
-            class_size[c as usize] += 1;
-        }
+        let (classes, class_size, representative) = joint_classes(a, b);
         let stride = representative.len();
-        let mut ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut ids: HashMap<(u32, u32), u32> = HashMap::default();
         let mut order: Vec<(u32, u32)> = Vec::new();
         let mut intern = |pair: (u32, u32), order: &mut Vec<(u32, u32)>| -> u32 {
             let dead = pair.0 == DEAD || (pair.1 == DEAD && op == Op::And);
@@ -187,6 +172,129 @@ impl ByteDfa {
             .pruned()
             .ok_or_else(|| Error::Compile("a product of automata matches no string".into()))
     }
+    /// `a` then `b`, built directly when that is deterministic: no byte that
+    /// extends an accepted string of `a` can start one of `b`, so a run of
+    /// `a` ends exactly where `b` begins. None when it is not (the caller
+    /// then builds from the regex).
+    pub fn concat(a: &ByteDfa, b: &ByteDfa) -> Result<Option<Self>> {
+        if a.bytes_after_accepting().intersects(&b.first_bytes()) {
+            return Ok(None);
+        }
+        let (classes, class_size, representative) = joint_classes(a, b);
+        let stride = representative.len();
+        let na = a.num_states();
+        let n = na + b.num_states() - 1;
+        check_size(n, stride)?;
+        // States: a's as they are, then b's after them.
+        let in_b = |j: u32| if j == DEAD { DEAD } else { (na - 1) as u32 + j };
+        let b_nullable = b.is_accepting(b.start);
+        let mut trans = vec![DEAD; n * stride];
+        let mut accepting = vec![false; n];
+        for s in 1..na as u32 {
+            let row = &mut trans[s as usize * stride..][..stride];
+            for (t, &rep) in row.iter_mut().zip(&representative) {
+                let next = a.step(s, rep);
+                *t = if next != DEAD {
+                    next
+                } else if a.is_accepting(s) {
+                    in_b(b.step(b.start, rep))
+                } else {
+                    DEAD
+                };
+            }
+            accepting[s as usize] = a.is_accepting(s) && b_nullable;
+        }
+        for j in 1..b.num_states() as u32 {
+            let row = &mut trans[in_b(j) as usize * stride..][..stride];
+            for (t, &rep) in row.iter_mut().zip(&representative) {
+                *t = in_b(b.step(j, rep));
+            }
+            accepting[in_b(j) as usize] = b.is_accepting(j);
+        }
+        let table = Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: a.start,
+        };
+        Ok(table.reachable().pruned())
+    }
+
+    /// `y` repeated `min` to `max` times (None: no upper bound), built
+    /// directly when that is deterministic: `y` does not match the empty
+    /// string and no byte that extends an accepted string of `y` can start
+    /// one. A state is then (copies completed, state in the current copy):
+    /// `maxLength: 8192` costs a table of 8192 copies of `y`, not a subset
+    /// construction over an NFA of 8192 copies. None when not deterministic.
+    pub fn repeat(y: &ByteDfa, min: u32, max: Option<u32>) -> Result<Option<Self>> {
+        if y.is_accepting(y.start) || y.bytes_after_accepting().intersects(&y.first_bytes()) {
+            return Ok(None);
+        }
+        let stride = y.stride;
+        let m = y.num_states() - 1; // live states of y
+                                    // Copies: completed count 0..levels; unbounded counts stop at `min`.
+        let levels = match max {
+            Some(mx) => mx as usize,
+            None => min as usize + 1,
+        };
+        let n = 2 + levels * m;
+        check_size(n, stride)?;
+        // State 1 is the start; copy i of y-state s is 2 + i * m + (s - 1).
+        let id = |i: usize, s: u32| {
+            if s == DEAD {
+                DEAD
+            } else {
+                (2 + i * m) as u32 + s - 1
+            }
+        };
+        let next_copy = |i: usize| match max {
+            Some(mx) => (i + 1 < mx as usize).then_some(i + 1),
+            None => Some((i + 1).min(min as usize)),
+        };
+        let mut trans = vec![DEAD; n * stride];
+        let mut accepting = vec![false; n];
+        accepting[1] = min == 0;
+        let mut representative = vec![0u8; stride];
+        let mut class_size = vec![0usize; stride];
+        for b in (0..=255u8).rev() {
+            representative[y.classes[b as usize] as usize] = b;
+            class_size[y.classes[b as usize] as usize] += 1;
+        }
+        if levels > 0 {
+            for c in 0..stride {
+                trans[stride + c] = id(0, y.trans[y.start as usize * stride + c]);
+            }
+        }
+        for i in 0..levels {
+            for s in 1..=m as u32 {
+                let here = id(i, s) as usize;
+                let done = y.is_accepting(s);
+                accepting[here] = done && i + 1 >= min as usize;
+                for c in 0..stride {
+                    let t = y.trans[s as usize * stride + c];
+                    trans[here * stride + c] = match (t, next_copy(i)) {
+                        (DEAD, Some(next)) if done => {
+                            id(next, y.trans[y.start as usize * stride + c])
+                        }
+                        (DEAD, _) => DEAD,
+                        _ => id(i, t),
+                    };
+                }
+            }
+        }
+        let table = Table {
+            classes: y.classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: 1,
+        };
+        Ok(table.reachable().pruned())
+    }
+
     pub fn start(&self) -> u32 {
         self.start
     }
@@ -218,7 +326,7 @@ impl ByteDfa {
     /// isomorphic automata, so equal behaviour on every byte string, whatever
     /// DFA they come from. None when it would be longer than `limit` words.
     pub fn residual_signature(&self, q: u32, limit: usize) -> Option<Vec<u32>> {
-        let mut ids: HashMap<u32, u32> = HashMap::from([(DEAD, 0)]);
+        let mut ids: HashMap<u32, u32> = HashMap::from_iter([(DEAD, 0)]);
         let mut order = vec![q];
         ids.insert(q, 1);
         let mut out = Vec::new();
@@ -363,7 +471,7 @@ impl ByteDfa {
             .collect::<std::collections::HashSet<_>>()
             .len();
         for _ in 0..rounds {
-            let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+            let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
             let mut next = vec![0u32; n];
             for s in 0..n {
                 let mut sig = Vec::with_capacity(self.stride + 1);
@@ -429,6 +537,38 @@ pub enum Op {
     AndNot,
 }
 
+/// Byte classes refining those of `a` and `b`: one per pair of classes
+/// that occurs, with each class's size and a representative byte.
+fn joint_classes(a: &ByteDfa, b: &ByteDfa) -> ([u8; 256], Vec<usize>, Vec<u8>) {
+    let mut class_ids: HashMap<(u8, u8), u8> = HashMap::default();
+    let mut classes = [0u8; 256];
+    let mut class_size = Vec::new();
+    let mut representative = Vec::new();
+    for byte in 0..=255u8 {
+        let key = (a.classes[byte as usize], b.classes[byte as usize]);
+        let fresh = class_ids.len();
+        let c = *class_ids.entry(key).or_insert_with(|| {
+            representative.push(byte);
+            class_size.push(0);
+            fresh as u8
+        });
+        classes[byte as usize] = c;
+        class_size[c as usize] += 1;
+    }
+    (classes, class_size, representative)
+}
+
+/// Refuses a table of `states` rows of `stride` words over the size bound.
+fn check_size(states: usize, stride: usize) -> Result<()> {
+    if states.saturating_mul(stride).saturating_mul(4) > DFA_SIZE_LIMIT {
+        return Err(Error::LimitExceeded(format!(
+            "a composed automaton needs a DFA larger than the {} MiB limit",
+            DFA_SIZE_LIMIT >> 20
+        )));
+    }
+    Ok(())
+}
+
 /// A DFA table before pruning: row 0 is the dead state.
 struct Table {
     classes: [u8; 256],
@@ -440,6 +580,43 @@ struct Table {
 }
 
 impl Table {
+    /// Drops the states the start cannot reach (numbering the rest in
+    /// breadth-first order).
+    fn reachable(self) -> Table {
+        let stride = self.representative.len();
+        let n = self.accepting.len();
+        let mut renumber = vec![u32::MAX; n];
+        renumber[DEAD as usize] = DEAD;
+        let mut order = vec![self.start];
+        renumber[self.start as usize] = 1;
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i] as usize;
+            i += 1;
+            for &t in &self.trans[s * stride..][..stride] {
+                if renumber[t as usize] == u32::MAX {
+                    renumber[t as usize] = order.len() as u32 + 1;
+                    order.push(t);
+                }
+            }
+        }
+        let mut trans = vec![DEAD; (order.len() + 1) * stride];
+        let mut accepting = vec![false; order.len() + 1];
+        for (new, &old) in order.iter().enumerate() {
+            let (new, old) = (new + 1, old as usize);
+            accepting[new] = self.accepting[old];
+            for c in 0..stride {
+                trans[new * stride + c] = renumber[self.trans[old * stride + c] as usize];
+            }
+        }
+        Table {
+            trans,
+            accepting,
+            start: 1,
+            ..self
+        }
+    }
+
     /// Merges every state that cannot reach an accepting one into the dead
     /// state; None if the start state is among them (no string matches).
     fn pruned(self) -> Option<ByteDfa> {
@@ -535,19 +712,28 @@ fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
 /// Backward reachability from accepting states.
 fn live_states(trans: &[u32], stride: usize, accepting: &[bool]) -> Vec<bool> {
     let n = accepting.len();
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    // Predecessors in one flat array: `preds[start[t]..start[t + 1]]`.
+    let mut start = vec![0u32; n + 1];
     for s in 1..n {
-        for c in 0..stride {
-            let t = trans[s * stride + c] as usize;
-            if t != 0 {
-                preds[t].push(s as u32);
-            }
+        for &t in &trans[s * stride..][..stride] {
+            start[t as usize + 1] += 1;
+        }
+    }
+    for t in 0..n {
+        start[t + 1] += start[t];
+    }
+    let mut fill = start.clone();
+    let mut preds = vec![0u32; start[n] as usize];
+    for s in 1..n {
+        for &t in &trans[s * stride..][..stride] {
+            preds[fill[t as usize] as usize] = s as u32;
+            fill[t as usize] += 1;
         }
     }
     let mut live = accepting.to_vec();
     let mut work: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
     while let Some(t) = work.pop() {
-        for &p in &preds[t] {
+        for &p in &preds[start[t] as usize..start[t + 1] as usize] {
             if !live[p as usize] {
                 live[p as usize] = true;
                 work.push(p as usize);
@@ -569,6 +755,65 @@ mod tests {
 
     fn live_prefix(d: &ByteDfa, text: &[u8]) -> bool {
         d.step_bytes(d.start(), text) != DEAD
+    }
+
+    /// Every string over `alphabet` of at most `len` bytes.
+    fn all_strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+        let mut out = vec![Vec::new()];
+        let mut layer = vec![Vec::new()];
+        for _ in 0..len {
+            layer = layer
+                .iter()
+                .flat_map(|s: &Vec<u8>| {
+                    alphabet.iter().map(move |&b| [s.as_slice(), &[b]].concat())
+                })
+                .collect();
+            out.extend(layer.iter().cloned());
+        }
+        out
+    }
+
+    fn same_language(a: &ByteDfa, b: &ByteDfa, alphabet: &[u8], len: usize) {
+        for text in all_strings(alphabet, len) {
+            assert_eq!(full_match(a, &text), full_match(b, &text), "{text:?}");
+            assert_eq!(live_prefix(a, &text), live_prefix(b, &text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn composed_concat_and_repeat_equal_their_regexes() {
+        let d = |p: &str| ByteDfa::new(p).unwrap();
+        for (a, b) in [
+            ("ab|a", "c+"),
+            ("x*", "y?"),
+            ("\\\"|[a-c]", "\""),
+            ("", "ab"),
+        ] {
+            let c = ByteDfa::concat(&d(a), &d(b)).unwrap().unwrap();
+            same_language(&c, &d(&format!("(?:{a})(?:{b})")), b"abcxy\\\"", 6);
+        }
+        // Not deterministic: a's accepted strings extend into b's first byte.
+        assert!(ByteDfa::concat(&d("a+"), &d("ab")).unwrap().is_none());
+        let ch = "[ab]|\\\\[nu]";
+        for (min, max) in [
+            (0, Some(0)),
+            (0, Some(3)),
+            (2, Some(4)),
+            (3, None),
+            (0, None),
+            (1, Some(1)),
+        ] {
+            let r = ByteDfa::repeat(&d(ch), min, max).unwrap().unwrap();
+            let count = match max {
+                Some(m) => format!("{{{min},{m}}}"),
+                None => format!("{{{min},}}"),
+            };
+            same_language(&r, &d(&format!("(?:{ch}){count}")), b"ab\\nu", 7);
+        }
+        let r = ByteDfa::repeat(&d("a|ab"), 1, Some(3)).unwrap().unwrap();
+        same_language(&r, &d("(?:a|ab){1,3}"), b"ab", 8);
+        assert!(ByteDfa::repeat(&d("a|aa"), 0, Some(3)).unwrap().is_none());
+        assert!(ByteDfa::repeat(&d("a?"), 0, Some(3)).unwrap().is_none());
     }
 
     #[test]

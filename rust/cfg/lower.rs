@@ -273,14 +273,87 @@ fn dfa_of(n: &Node) -> Result<Option<ByteDfa>> {
                 Some(b) => none_if_empty(ByteDfa::product(&a, &b, Op::AndNot)),
             }
         }
-        _ if is_regular(n) => {
-            let mut re = String::new();
-            to_regex(n, &mut re);
-            none_if_empty(ByteDfa::new(&re))
-        }
+        _ if is_regular(n) && has_large_count(n) => match composed(n)? {
+            Some(d) => Ok(Some(d)),
+            None => regex_dfa(n),
+        },
+        _ if is_regular(n) => regex_dfa(n),
         _ => Err(Error::Compile(
             "intersections and differences take regular parts only".into(),
         )),
+    }
+}
+
+fn regex_dfa(n: &Node) -> Result<Option<ByteDfa>> {
+    let mut re = String::new();
+    to_regex(n, &mut re);
+    none_if_empty(ByteDfa::new(&re))
+}
+
+/// Counted repetitions above this are built by `ByteDfa::repeat` when they
+/// can be: determinizing thousands of NFA copies (`maxLength: 8192`) took
+/// most of a second.
+const LARGE_COUNT: u32 = 32;
+
+fn has_large_count(n: &Node) -> bool {
+    match n {
+        Node::Repeat { node, min, max } => {
+            max.unwrap_or(*min) > LARGE_COUNT || has_large_count(node)
+        }
+        Node::Seq(v) | Node::Alt(v) => v.iter().any(has_large_count),
+        _ => false,
+    }
+}
+
+/// The DFA of regular node `n` with large counts, put together from its
+/// parts' DFAs (a sequence's runs without large counts each from one
+/// regex); Ok(None) where a join is not deterministic (the caller then
+/// builds from the regex) or nothing matches.
+fn composed(n: &Node) -> Result<Option<ByteDfa>> {
+    match n {
+        Node::Repeat { node, min, max } if has_large_count(n) => {
+            let Some(y) = dfa_of(node)? else {
+                return Ok(None);
+            };
+            ByteDfa::repeat(&y, *min, *max)
+        }
+        Node::Seq(items) => {
+            let mut parts: Vec<ByteDfa> = Vec::new();
+            let mut run: Vec<Node> = Vec::new();
+            let flush = |run: &mut Vec<Node>, parts: &mut Vec<ByteDfa>| -> Result<bool> {
+                if run.is_empty() {
+                    return Ok(true);
+                }
+                let d = regex_dfa(&Node::seq(std::mem::take(run)))?;
+                Ok(d.map(|d| parts.push(d)).is_some())
+            };
+            for item in items {
+                if !has_large_count(item) {
+                    run.push(item.clone());
+                    continue;
+                }
+                if !flush(&mut run, &mut parts)? {
+                    return Ok(None);
+                }
+                match composed(item)? {
+                    Some(d) => parts.push(d),
+                    None => return Ok(None),
+                }
+            }
+            if !flush(&mut run, &mut parts)? {
+                return Ok(None);
+            }
+            let mut parts = parts.into_iter();
+            let mut acc = parts.next().expect("a sequence with a large count");
+            for p in parts {
+                match ByteDfa::concat(&acc, &p)? {
+                    Some(d) => acc = d,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(acc))
+        }
+        _ => Ok(None),
     }
 }
 
@@ -810,6 +883,54 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
 mod tests {
     use super::*;
     use crate::cfg::gbnf;
+
+    /// Large counts are built by composition; the language is the regex's.
+    #[test]
+    fn composed_lexemes_equal_their_regex() {
+        for src in [
+            "root ::= \"<\" ([ab] | \"\\\\\" [nu]){0,40} \">\" [ ]*",
+            "root ::= [a]{3} [b]{33,} \"c\"?",
+            "root ::= (\"x\" [ab]{0,35})? \"y\"",
+        ] {
+            let ast = gbnf::parse(src).unwrap();
+            let node = &ast.rules[0].body;
+            assert!(has_large_count(node), "{src}");
+            let composed = composed(node).unwrap().expect(src);
+            let plain = regex_dfa(node).unwrap().unwrap();
+            // Random walks through the language (each DFA leading in turn),
+            // checking both agree on every prefix's liveness and acceptance.
+            let mut seed = 7u64;
+            let alphabet = b"<>ab\\nuxyc ";
+            for walk in 0..400 {
+                let lead = if walk % 2 == 0 { &composed } else { &plain };
+                let (mut qa, mut qb) = (composed.start(), plain.start());
+                for _ in 0..60 {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let q = if walk % 2 == 0 { qa } else { qb };
+                    let live: Vec<u8> = alphabet
+                        .iter()
+                        .copied()
+                        .filter(|&b| lead.step(q, b) != crate::regex_dfa::DEAD)
+                        .collect();
+                    // Mostly a live byte; now and then any byte.
+                    let byte = if live.is_empty() || (seed >> 60) == 0 {
+                        alphabet[(seed >> 33) as usize % alphabet.len()]
+                    } else {
+                        live[(seed >> 33) as usize % live.len()]
+                    };
+                    qa = composed.step(qa, byte);
+                    qb = plain.step(qb, byte);
+                    assert_eq!(qa == 0, qb == 0, "{src}");
+                    if qa == 0 {
+                        break;
+                    }
+                    assert_eq!(composed.is_accepting(qa), plain.is_accepting(qb), "{src}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn lowering_and_pruning() {
