@@ -172,54 +172,220 @@ impl ByteDfa {
             .pruned()
             .ok_or_else(|| Error::Compile("a product of automata matches no string".into()))
     }
-    /// `a` then `b`, built directly when that is deterministic: no byte that
-    /// extends an accepted string of `a` can start one of `b`, so a run of
-    /// `a` ends exactly where `b` begins. None when it is not (the caller
-    /// then builds from the regex).
-    pub fn concat(a: &ByteDfa, b: &ByteDfa) -> Result<Option<Self>> {
-        if a.bytes_after_accepting().intersects(&b.first_bytes()) {
-            return Ok(None);
+    /// Exactly the byte strings `words` (a trie): literals and enumerations
+    /// need no regex compiler. None for an empty list.
+    pub fn literals(words: &[&[u8]]) -> Option<Self> {
+        // Byte classes: each byte used on some edge is its own class, the
+        // rest share class 0.
+        let mut classes = [0u8; 256];
+        let mut representative = vec![0u8];
+        let mut class_size = vec![256usize];
+        for w in words {
+            for &b in *w {
+                // With all 256 bytes used, the last one stays alone in class 0.
+                if classes[b as usize] == 0 && representative.len() < 256 {
+                    classes[b as usize] = representative.len() as u8;
+                    representative.push(b);
+                    class_size.push(1);
+                    class_size[0] -= 1;
+                }
+            }
         }
-        let (classes, class_size, representative) = joint_classes(a, b);
+        representative[0] = (0..=255u8)
+            .find(|&b| classes[b as usize] == 0)
+            .expect("at most 255 bytes have classes of their own");
         let stride = representative.len();
-        let na = a.num_states();
-        let n = na + b.num_states() - 1;
-        check_size(n, stride)?;
-        // States: a's as they are, then b's after them.
-        let in_b = |j: u32| if j == DEAD { DEAD } else { (na - 1) as u32 + j };
-        let b_nullable = b.is_accepting(b.start);
-        let mut trans = vec![DEAD; n * stride];
-        let mut accepting = vec![false; n];
-        for s in 1..na as u32 {
-            let row = &mut trans[s as usize * stride..][..stride];
-            for (t, &rep) in row.iter_mut().zip(&representative) {
-                let next = a.step(s, rep);
-                *t = if next != DEAD {
-                    next
-                } else if a.is_accepting(s) {
-                    in_b(b.step(b.start, rep))
-                } else {
-                    DEAD
-                };
+        let mut trans = vec![DEAD; 2 * stride];
+        let mut accepting = vec![false, false];
+        for w in words {
+            let mut q = 1usize;
+            for &b in *w {
+                let slot = q * stride + classes[b as usize] as usize;
+                if trans[slot] == DEAD {
+                    trans[slot] = accepting.len() as u32;
+                    accepting.push(false);
+                    trans.extend(std::iter::repeat_n(DEAD, stride));
+                }
+                q = trans[slot] as usize;
             }
-            accepting[s as usize] = a.is_accepting(s) && b_nullable;
+            accepting[q] = true;
         }
-        for j in 1..b.num_states() as u32 {
-            let row = &mut trans[in_b(j) as usize * stride..][..stride];
-            for (t, &rep) in row.iter_mut().zip(&representative) {
-                *t = in_b(b.step(j, rep));
-            }
-            accepting[in_b(j) as usize] = b.is_accepting(j);
-        }
-        let table = Table {
+        Table {
             classes,
             class_size,
             representative,
             trans,
             accepting,
-            start: a.start,
+            start: 1,
+        }
+        .pruned()
+    }
+
+    /// The same language with equivalent states merged (Moore's partition
+    /// refinement), or None when that would cost more than `work_limit`
+    /// steps (states x byte classes x rounds).
+    pub fn minimized(&self, work_limit: usize) -> Option<Self> {
+        let n = self.num_states();
+        let stride = self.stride;
+        // Round 0: dead / live-not-accepting / accepting.
+        let mut class: Vec<u32> = (0..n)
+            .map(|s| match (s, self.accepting[s]) {
+                (0, _) => 0,
+                (_, false) => 1,
+                (_, true) => 2,
+            })
+            .collect();
+        let mut count = 0;
+        let mut work = 0usize;
+        loop {
+            let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+            ids.insert(vec![0; stride + 1], 0); // the dead state keeps id 0
+            let mut next = vec![0u32; n];
+            for s in 1..n {
+                let mut sig = Vec::with_capacity(stride + 1);
+                sig.push(class[s]);
+                sig.extend(
+                    self.trans[s * stride..][..stride]
+                        .iter()
+                        .map(|&t| class[t as usize]),
+                );
+                let fresh = ids.len() as u32;
+                next[s] = *ids.entry(sig).or_insert(fresh);
+            }
+            work += n * stride;
+            let new_count = ids.len();
+            class = next;
+            if new_count == count {
+                break;
+            }
+            if work > work_limit {
+                return None;
+            }
+            count = new_count;
+        }
+        let mut trans = vec![DEAD; count * stride];
+        let mut accepting = vec![false; count];
+        for s in 1..n {
+            let c = class[s] as usize;
+            accepting[c] = self.accepting[s];
+            for k in 0..stride {
+                trans[c * stride + k] = class[self.trans[s * stride + k] as usize];
+            }
+        }
+        let mut representative = vec![0u8; stride];
+        let mut class_size = vec![0usize; stride];
+        for b in (0..=255u8).rev() {
+            representative[self.classes[b as usize] as usize] = b;
+            class_size[self.classes[b as usize] as usize] += 1;
+        }
+        Table {
+            classes: self.classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: class[self.start as usize],
+        }
+        .reachable()
+        .pruned()
+    }
+
+    /// `a` then `b` (see `concat_all`).
+    pub fn concat(a: &ByteDfa, b: &ByteDfa) -> Result<Option<Self>> {
+        Self::concat_all(&[a, b])
+    }
+
+    /// The parts one after another, built directly when that is
+    /// deterministic: no byte that extends an accepted string of a part can
+    /// start what follows it (the next part, and those after it while the
+    /// parts between match the empty string), so each part ends exactly
+    /// where the next begins. None when it is not (the caller then builds
+    /// from the regex). Every state of the result can still reach an
+    /// accepting one, so no pruning pass is needed.
+    pub fn concat_all(parts: &[&ByteDfa]) -> Result<Option<Self>> {
+        let k = parts.len();
+        // What can start after part i, and whether all after it are nullable.
+        let mut rest_first = vec![ByteSet::default(); k + 1];
+        let mut rest_nullable = vec![true; k + 1];
+        for i in (0..k).rev() {
+            let nullable = parts[i].is_accepting(parts[i].start);
+            rest_first[i] = parts[i].first_bytes();
+            if nullable {
+                let after = rest_first[i + 1];
+                rest_first[i].union_with(&after);
+            }
+            rest_nullable[i] = nullable && rest_nullable[i + 1];
+        }
+        for i in 0..k {
+            if parts[i]
+                .bytes_after_accepting()
+                .intersects(&rest_first[i + 1])
+            {
+                return Ok(None);
+            }
+        }
+        // Byte classes refining every part's.
+        let mut class_ids: HashMap<Vec<u8>, u8> = HashMap::default();
+        let mut classes = [0u8; 256];
+        let mut class_size = Vec::new();
+        let mut representative = Vec::new();
+        for byte in 0..=255u8 {
+            let key: Vec<u8> = parts.iter().map(|p| p.classes[byte as usize]).collect();
+            let fresh = class_ids.len();
+            let c = *class_ids.entry(key).or_insert_with(|| {
+                representative.push(byte);
+                class_size.push(0);
+                fresh as u8
+            });
+            classes[byte as usize] = c;
+            class_size[c as usize] += 1;
+        }
+        let stride = representative.len();
+        // Part i's state s is `offset[i] + s - 1` (the dead state stays 0).
+        let mut offset = vec![1usize; k + 1];
+        for i in 0..k {
+            offset[i + 1] = offset[i] + parts[i].num_states() - 1;
+        }
+        let n = offset[k];
+        check_size(n, stride)?;
+        let id = |i: usize, s: u32| {
+            if s == DEAD {
+                DEAD
+            } else {
+                (offset[i] + s as usize - 1) as u32
+            }
         };
-        Ok(table.reachable().pruned())
+        let mut trans = vec![DEAD; n * stride];
+        let mut accepting = vec![false; n];
+        for (i, p) in parts.iter().enumerate() {
+            for s in 1..p.num_states() as u32 {
+                let here = id(i, s) as usize;
+                let done = p.is_accepting(s);
+                accepting[here] = done && rest_nullable[i + 1];
+                let row = &mut trans[here * stride..][..stride];
+                for (t, &rep) in row.iter_mut().zip(&representative) {
+                    let next = p.step(s, rep);
+                    *t = if next != DEAD {
+                        id(i, next)
+                    } else if done {
+                        next_part(parts, i, rep).map_or(DEAD, |(j, q)| id(j, q))
+                    } else {
+                        DEAD
+                    };
+                }
+            }
+        }
+        Ok(Some(
+            Table {
+                classes,
+                class_size,
+                representative,
+                trans,
+                accepting,
+                start: id(0, parts[0].start),
+            }
+            .finish(),
+        ))
     }
 
     /// `y` repeated `min` to `max` times (None: no upper bound), built
@@ -284,6 +450,8 @@ impl ByteDfa {
                 }
             }
         }
+        // Every (copy, state) can finish its copy and the copies still
+        // needed, so no pruning pass is needed.
         let table = Table {
             classes: y.classes,
             class_size,
@@ -292,7 +460,7 @@ impl ByteDfa {
             accepting,
             start: 1,
         };
-        Ok(table.reachable().pruned())
+        Ok(Some(table.finish()))
     }
 
     pub fn start(&self) -> u32 {
@@ -301,6 +469,11 @@ impl ByteDfa {
 
     pub fn num_states(&self) -> usize {
         self.accepting.len()
+    }
+
+    /// Approximate heap size in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.trans.len() * 4 + self.accepting.len() + self.forced_byte.len() * 2
     }
 
     #[inline(always)]
@@ -558,6 +731,22 @@ fn joint_classes(a: &ByteDfa, b: &ByteDfa) -> ([u8; 256], Vec<usize>, Vec<u8>) {
     (classes, class_size, representative)
 }
 
+/// Where byte `b` goes once part `i` of a concatenation is complete: into
+/// the first later part that can start with it, past parts that may match
+/// the empty string.
+fn next_part(parts: &[&ByteDfa], i: usize, b: u8) -> Option<(usize, u32)> {
+    for (j, p) in parts.iter().enumerate().skip(i + 1) {
+        let q = p.step(p.start, b);
+        if q != DEAD {
+            return Some((j, q));
+        }
+        if !p.is_accepting(p.start) {
+            return None;
+        }
+    }
+    None
+}
+
 /// Refuses a table of `states` rows of `stride` words over the size bound.
 fn check_size(states: usize, stride: usize) -> Result<()> {
     if states.saturating_mul(stride).saturating_mul(4) > DFA_SIZE_LIMIT {
@@ -655,9 +844,33 @@ impl Table {
                 trans[new * stride + c] = renumber[raw_trans[old * stride + c] as usize];
             }
         }
-        let forced_byte = (0..m)
+        Some(
+            Table {
+                classes,
+                class_size,
+                representative,
+                trans,
+                accepting: acc,
+                start: renumber[start_id as usize],
+            }
+            .finish(),
+        )
+    }
+
+    /// The DFA of a table whose states all reach an accepting one.
+    fn finish(self) -> ByteDfa {
+        let Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start,
+        } = self;
+        let stride = representative.len();
+        let forced_byte = (0..accepting.len())
             .map(|s| {
-                if s == 0 || acc[s] {
+                if s == 0 || accepting[s] {
                     return None;
                 }
                 let mut live_classes = (0..stride).filter(|&c| trans[s * stride + c] != DEAD);
@@ -667,14 +880,14 @@ impl Table {
                 }
             })
             .collect();
-        Some(ByteDfa {
+        ByteDfa {
             classes,
             stride,
             trans,
-            accepting: acc,
+            accepting,
             forced_byte,
-            start: renumber[start_id as usize],
-        })
+            start,
+        }
     }
 }
 
@@ -781,6 +994,32 @@ mod tests {
     }
 
     #[test]
+    fn minimized_keeps_the_language_with_fewer_states() {
+        let d = ByteDfa::new("(?:ab|cb)(?:x|y)*|(?:ab|cb)z").unwrap();
+        let m = d.minimized(1 << 20).unwrap();
+        same_language(&m, &d, b"abcxyz", 5);
+        assert!(
+            m.num_states() < d.num_states(),
+            "{} {}",
+            m.num_states(),
+            d.num_states()
+        );
+        assert!(d.minimized(1).is_none());
+    }
+
+    #[test]
+    fn literal_tries_equal_their_alternations() {
+        let words: [&[u8]; 5] = [b"ab", b"abc", b"", b"b\xff", b"ba"];
+        let t = ByteDfa::literals(&words).unwrap();
+        same_language(&t, &ByteDfa::new("ab|abc||b\\xff|ba").unwrap(), b"abc", 4);
+        assert!(full_match(&t, b"b\xff") && !full_match(&t, b"b"));
+        assert!(ByteDfa::literals(&[]).is_none());
+        let all: Vec<u8> = (0..=255).collect();
+        let t = ByteDfa::literals(&[&all]).unwrap();
+        assert!(full_match(&t, &all) && !full_match(&t, &all[1..]));
+    }
+
+    #[test]
     fn composed_concat_and_repeat_equal_their_regexes() {
         let d = |p: &str| ByteDfa::new(p).unwrap();
         for (a, b) in [
@@ -794,6 +1033,17 @@ mod tests {
         }
         // Not deterministic: a's accepted strings extend into b's first byte.
         assert!(ByteDfa::concat(&d("a+"), &d("ab")).unwrap().is_none());
+        // Several parts, some matching the empty string.
+        let parts = ["a|ad", "c?", "x*", "y|", "b"];
+        let dfas: Vec<ByteDfa> = parts.iter().map(|p| d(p)).collect();
+        let refs: Vec<&ByteDfa> = dfas.iter().collect();
+        let c = ByteDfa::concat_all(&refs).unwrap().unwrap();
+        let whole: String = parts.iter().map(|p| format!("(?:{p})")).collect();
+        same_language(&c, &d(&whole), b"abcdxy", 7);
+        // "c*" then "c": not deterministic through the nullable "x?".
+        let dfas: Vec<ByteDfa> = ["c*", "x?", "c"].iter().map(|p| d(p)).collect();
+        let refs: Vec<&ByteDfa> = dfas.iter().collect();
+        assert!(ByteDfa::concat_all(&refs).unwrap().is_none());
         let ch = "[ab]|\\\\[nu]";
         for (min, max) in [
             (0, Some(0)),

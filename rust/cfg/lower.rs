@@ -8,6 +8,7 @@
 //! repetitions of non-regular parts become fresh nonterminals.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
 use super::greedy::greedy_lexemes;
@@ -79,7 +80,7 @@ pub struct Lexeme {
     /// Breaks ties between lexemes that end at the same place (longest-match lexing).
     pub priority: i32,
     /// None when the lexeme matches no string at all.
-    pub dfa: Option<ByteDfa>,
+    pub dfa: Option<Arc<ByteDfa>>,
     /// All-splits lexing only: the lexeme ends only where the next byte
     /// kills it, which keeps the language (see `greedy`).
     pub greedy: bool,
@@ -244,20 +245,32 @@ fn none_if_empty(built: Result<ByteDfa>) -> Result<Option<ByteDfa>> {
     }
 }
 
+/// Work bound on minimizing an operand of a product (states x byte classes
+/// x rounds): a product's size is that of its operands multiplied.
+const MINIMIZE_WORK: usize = 2_000_000;
+
+/// `n`'s DFA, minimized when that is cheap, as an operand of a product.
+fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    Ok(dfa_of(n)?.map(|d| match d.minimized(MINIMIZE_WORK) {
+        Some(m) if m.num_states() < d.num_states() => Arc::new(m),
+        _ => d,
+    }))
+}
+
 /// The full-match DFA of a regular node, intersections and differences
 /// included (None: it matches no string).
-fn dfa_of(n: &Node) -> Result<Option<ByteDfa>> {
+fn dfa_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
     match n {
         Node::Intersect(parts) => {
-            let mut acc: Option<ByteDfa> = None;
+            let mut acc: Option<Arc<ByteDfa>> = None;
             for p in parts {
-                let Some(d) = dfa_of(p)? else {
+                let Some(d) = operand(p)? else {
                     return Ok(None);
                 };
                 acc = Some(match acc {
                     None => d,
                     Some(a) => match none_if_empty(ByteDfa::product(&a, &d, Op::And))? {
-                        Some(x) => x,
+                        Some(x) => Arc::new(x),
                         None => return Ok(None),
                     },
                 });
@@ -265,29 +278,33 @@ fn dfa_of(n: &Node) -> Result<Option<ByteDfa>> {
             Ok(acc)
         }
         Node::Minus(a, b) => {
-            let Some(a) = dfa_of(a)? else {
+            let Some(a) = operand(a)? else {
                 return Ok(None);
             };
-            match dfa_of(b)? {
+            match operand(b)? {
                 None => Ok(Some(a)),
-                Some(b) => none_if_empty(ByteDfa::product(&a, &b, Op::AndNot)),
+                Some(b) => Ok(none_if_empty(ByteDfa::product(&a, &b, Op::AndNot))?.map(Arc::new)),
             }
         }
-        _ if is_regular(n) && has_large_count(n) => match composed(n)? {
-            Some(d) => Ok(Some(d)),
-            None => regex_dfa(n),
-        },
-        _ if is_regular(n) => regex_dfa(n),
+        _ if is_regular(n) => composed(n),
         _ => Err(Error::Compile(
             "intersections and differences take regular parts only".into(),
         )),
     }
 }
 
-fn regex_dfa(n: &Node) -> Result<Option<ByteDfa>> {
-    let mut re = String::new();
-    to_regex(n, &mut re);
-    none_if_empty(ByteDfa::new(&re))
+/// Regular items whose DFA has more states than this stay out of the
+/// lexemes of the runs around them (a JSON `date-time` value after its key).
+const HEAVY_STATES: usize = 256;
+
+fn is_heavy(n: &Node) -> Result<bool> {
+    if matches!(
+        n,
+        Node::Empty | Node::Literal(_) | Node::Class { .. } | Node::AnyChar
+    ) {
+        return Ok(false);
+    }
+    Ok(dfa_of(n)?.is_some_and(|d| d.num_states() > HEAVY_STATES))
 }
 
 /// Counted repetitions above this are built by `ByteDfa::repeat` when they
@@ -295,66 +312,146 @@ fn regex_dfa(n: &Node) -> Result<Option<ByteDfa>> {
 /// most of a second.
 const LARGE_COUNT: u32 = 32;
 
-fn has_large_count(n: &Node) -> bool {
+/// The DFA of regular node `n` (through the cache for sequences and
+/// repetitions), put together without a regex compiler where
+/// that is exact and cheap: literals and alternatives of literals are tries,
+/// sequences are joined by `ByteDfa::concat` and large counts built by
+/// `ByteDfa::repeat` when those are deterministic; everything else comes
+/// from its regex (through the process-wide cache). Schemas repeat the same
+/// value lexemes after different keys, so most parts are cache hits.
+fn composed(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
     match n {
-        Node::Repeat { node, min, max } => {
-            max.unwrap_or(*min) > LARGE_COUNT || has_large_count(node)
-        }
-        Node::Seq(v) | Node::Alt(v) => v.iter().any(has_large_count),
-        _ => false,
+        Node::Seq(items) if items.len() > 1 => cached(n, |_| compose(n)),
+        Node::Repeat { .. } => cached(n, |_| compose(n)),
+        _ => compose(n),
     }
 }
 
-/// The DFA of regular node `n` with large counts, put together from its
-/// parts' DFAs (a sequence's runs without large counts each from one
-/// regex); Ok(None) where a join is not deterministic (the caller then
-/// builds from the regex) or nothing matches.
-fn composed(n: &Node) -> Result<Option<ByteDfa>> {
+fn compose(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    if let Some(words) = literal_words(n) {
+        let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        return Ok(ByteDfa::literals(&words).map(Arc::new));
+    }
     match n {
-        Node::Repeat { node, min, max } if has_large_count(n) => {
-            let Some(y) = dfa_of(node)? else {
-                return Ok(None);
-            };
-            ByteDfa::repeat(&y, *min, *max)
-        }
-        Node::Seq(items) => {
-            let mut parts: Vec<ByteDfa> = Vec::new();
-            let mut run: Vec<Node> = Vec::new();
-            let flush = |run: &mut Vec<Node>, parts: &mut Vec<ByteDfa>| -> Result<bool> {
-                if run.is_empty() {
-                    return Ok(true);
-                }
-                let d = regex_dfa(&Node::seq(std::mem::take(run)))?;
-                Ok(d.map(|d| parts.push(d)).is_some())
-            };
-            for item in items {
-                if !has_large_count(item) {
-                    run.push(item.clone());
-                    continue;
-                }
-                if !flush(&mut run, &mut parts)? {
-                    return Ok(None);
-                }
-                match composed(item)? {
+        Node::Seq(items) if items.len() > 1 => {
+            let mut parts = Vec::new();
+            for part in literal_runs(items) {
+                match composed(&part)? {
                     Some(d) => parts.push(d),
                     None => return Ok(None),
                 }
             }
-            if !flush(&mut run, &mut parts)? {
-                return Ok(None);
+            if let [one] = &parts[..] {
+                return Ok(Some(one.clone()));
             }
-            let mut parts = parts.into_iter();
-            let mut acc = parts.next().expect("a sequence with a large count");
-            for p in parts {
-                match ByteDfa::concat(&acc, &p)? {
-                    Some(d) => acc = d,
-                    None => return Ok(None),
-                }
+            let refs: Vec<&ByteDfa> = parts.iter().map(|p| &**p).collect();
+            match ByteDfa::concat_all(&refs)? {
+                Some(d) => Ok(Some(Arc::new(d))),
+                None => uncached_regex_dfa(n),
             }
-            Ok(Some(acc))
         }
-        _ => Ok(None),
+        Node::Seq(items) if items.len() == 1 => composed(&items[0]),
+        Node::Repeat { node, min, max } if max.unwrap_or(*min) > LARGE_COUNT => {
+            let Some(y) = composed(node)? else {
+                return uncached_regex_dfa(n);
+            };
+            match ByteDfa::repeat(&y, *min, *max)? {
+                Some(d) => Ok(Some(Arc::new(d))),
+                None => uncached_regex_dfa(n),
+            }
+        }
+        Node::Repeat { .. } => uncached_regex_dfa(n),
+        _ => regex_dfa(n),
     }
+}
+
+/// The strings of `n` if it is a literal, a sequence of literals or an
+/// alternation of those.
+fn literal_words(n: &Node) -> Option<Vec<String>> {
+    fn word(n: &Node) -> Option<String> {
+        match n {
+            Node::Empty => Some(String::new()),
+            Node::Literal(s) => Some(s.clone()),
+            Node::Seq(v) => v.iter().map(word).collect(),
+            _ => None,
+        }
+    }
+    match n {
+        Node::Alt(v) => v.iter().map(word).collect(),
+        other => word(other).map(|w| vec![w]),
+    }
+}
+
+/// `items` with each run of literals joined into one.
+fn literal_runs(items: &[Node]) -> Vec<Node> {
+    let mut out: Vec<Node> = Vec::new();
+    for item in items {
+        match (out.last_mut(), item) {
+            (Some(Node::Literal(prev)), Node::Literal(s)) => prev.push_str(s),
+            (_, Node::Empty) => {}
+            _ => out.push(item.clone()),
+        }
+    }
+    if out.is_empty() {
+        out.push(Node::Empty);
+    }
+    out
+}
+
+/// Lexeme DFAs by regex, shared by every grammar compiled in this process
+/// (bounded in bytes; cleared when full).
+static DFA_CACHE: Mutex<Option<DfaCache>> = Mutex::new(None);
+const DFA_CACHE_BYTES: usize = 256 << 20;
+
+#[derive(Default)]
+struct DfaCache {
+    map: HashMap<String, Option<Arc<ByteDfa>>>,
+    bytes: usize,
+}
+
+fn cache_lock() -> std::sync::MutexGuard<'static, Option<DfaCache>> {
+    DFA_CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The DFA of regular node `n` from the cache, else made by `build` (and
+/// kept): the language depends only on `n`'s regex, however it is built.
+fn cached(
+    n: &Node,
+    build: impl FnOnce(&str) -> Result<Option<Arc<ByteDfa>>>,
+) -> Result<Option<Arc<ByteDfa>>> {
+    let mut re = String::new();
+    to_regex(n, &mut re);
+    if let Some(hit) = cache_lock().as_ref().and_then(|c| c.map.get(&re)) {
+        return Ok(hit.clone());
+    }
+    let dfa = build(&re)?;
+    let size = re.len() + dfa.as_ref().map_or(0, |d| d.memory_bytes());
+    if size <= DFA_CACHE_BYTES / 4 {
+        let mut guard = cache_lock();
+        let cache = guard.get_or_insert_with(DfaCache::default);
+        if cache.bytes + size > DFA_CACHE_BYTES {
+            *cache = DfaCache::default();
+        }
+        cache.bytes += size;
+        cache.map.insert(re, dfa.clone());
+    }
+    Ok(dfa)
+}
+
+/// `n`'s DFA from its regex (through the cache).
+fn regex_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    cached(n, from_regex)
+}
+
+fn from_regex(re: &str) -> Result<Option<Arc<ByteDfa>>> {
+    Ok(none_if_empty(ByteDfa::new(re))?.map(Arc::new))
+}
+
+/// `n`'s DFA from its regex, outside the cache (the caller caches).
+fn uncached_regex_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    let mut re = String::new();
+    to_regex(n, &mut re);
+    from_regex(&re)
 }
 
 /// `a` then `b` as one flat sequence, so that a run of regular items across
@@ -429,7 +526,7 @@ impl Lowerer<'_> {
                     "intersections and differences need all-splits lexing".into(),
                 ))
             }
-            Lexing::Longest => none_if_empty(ByteDfa::first_match(&re))?,
+            Lexing::Longest => none_if_empty(ByteDfa::first_match(&re))?.map(Arc::new),
         };
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
@@ -475,6 +572,15 @@ impl Lowerer<'_> {
                 let mut run: Vec<Node> = Vec::new();
                 for item in items {
                     if self.lexing == Lexing::AllSplits && is_regular(item) {
+                        if is_heavy(item)? {
+                            // Its own lexeme: its DFA (shared through the
+                            // cache) is not copied into each neighbour's.
+                            if !run.is_empty() {
+                                out.push(self.lexeme(&Node::seq(std::mem::take(&mut run)))?);
+                            }
+                            out.push(self.lexeme(item)?);
+                            continue;
+                        }
                         run.push(item.clone());
                         continue;
                     }
@@ -894,7 +1000,6 @@ mod tests {
         ] {
             let ast = gbnf::parse(src).unwrap();
             let node = &ast.rules[0].body;
-            assert!(has_large_count(node), "{src}");
             let composed = composed(node).unwrap().expect(src);
             let plain = regex_dfa(node).unwrap().unwrap();
             // Random walks through the language (each DFA leading in turn),

@@ -10,7 +10,7 @@ mod decimals;
 mod merge;
 mod negate;
 mod numbers;
-mod strings;
+pub mod strings;
 
 /// Full-match regexes for the unit tests, run with maskpar's own DFA.
 #[cfg(test)]
