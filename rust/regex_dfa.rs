@@ -568,10 +568,15 @@ impl ByteDfa {
     /// differ (one dead or accepting and the other not), or `limit + 1` if
     /// no string of at most `limit` bytes tells them apart: then every walk
     /// of at most `limit` bytes sees the same from both.
-    pub fn distinguishing_length(&self, p: u32, q: u32, limit: usize) -> usize {
-        let mut seen: std::collections::HashSet<(u32, u32)> = std::collections::HashSet::new();
+    /// The search stops after `max_pairs` pairs of states, answering 0 (as
+    /// if they differed at once) when it does.
+    pub fn distinguishing_length(&self, p: u32, q: u32, limit: usize, max_pairs: usize) -> usize {
+        let mut seen: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
         let mut layer = vec![(p, q)];
         for depth in 0..=limit {
+            if seen.len() > max_pairs {
+                return 0;
+            }
             let mut next = Vec::new();
             for &(x, y) in &layer {
                 if x == y {
@@ -587,13 +592,16 @@ impl ByteDfa {
                     &self.trans[x as usize * self.stride..][..self.stride],
                     &self.trans[y as usize * self.stride..][..self.stride],
                 );
+                // Classes often share targets: skip a pair just seen.
+                let mut last = (DEAD, DEAD);
                 for (&tx, &ty) in rx.iter().zip(ry) {
                     if (tx == DEAD) != (ty == DEAD) {
                         return depth + 1;
                     }
-                    if tx != ty && seen.insert((tx, ty)) {
+                    if tx != ty && (tx, ty) != last && seen.insert((tx, ty)) {
                         next.push((tx, ty));
                     }
+                    last = (tx, ty);
                 }
             }
             if next.is_empty() {
@@ -1074,12 +1082,13 @@ mod tests {
         let s2 = d.step_bytes(d.start(), b"ab");
         // "aaaaa" is live from s1, dead from s2 (5 bytes); "aaaax" accepts from
         // both, so no 4-byte string differs.
-        assert_eq!(d.distinguishing_length(s1, s2, 10), 5);
-        assert_eq!(d.distinguishing_length(s1, s2, 4), 5);
-        assert_eq!(d.distinguishing_length(s1, s1, 3), 4);
+        assert_eq!(d.distinguishing_length(s1, s2, 10, 1000), 5);
+        assert_eq!(d.distinguishing_length(s1, s2, 10, 1), 0);
+        assert_eq!(d.distinguishing_length(s1, s2, 4, 1000), 5);
+        assert_eq!(d.distinguishing_length(s1, s1, 3, 1000), 4);
         let d = ByteDfa::new("ab|ac").unwrap();
         let (b, c) = (d.step(d.start(), b'a'), d.start());
-        assert_eq!(d.distinguishing_length(b, c, 8), 1);
+        assert_eq!(d.distinguishing_length(b, c, 8, 1000), 1);
     }
 
     #[test]

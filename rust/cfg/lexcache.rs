@@ -70,7 +70,7 @@ pub fn lex_key(frontier: &[Scan]) -> LexKey {
 }
 
 /// Residual signatures longer than this (in words) are not shared.
-const MAX_SIGNATURE_WORDS: usize = 4 << 10;
+const MAX_SIGNATURE_WORDS: usize = 1 << 10;
 
 /// Lexer-only entries shared by every grammar over one vocabulary. A key is
 /// the lexing mode and the scans' residual automata (`residual_signature`),
@@ -148,14 +148,22 @@ pub struct LexCache {
     /// Per (lexeme, trie node): DFA states whose entry there is in `map`,
     /// to which a new state may be equivalent below that node.
     representatives: RwLock<HashMap<(u32, u32), Vec<u32>>>,
-    /// `distinguishing_length` per (lexeme, state, state).
-    distinguish: RwLock<HashMap<(u32, u32, u32), u32>>,
+    /// `distinguishing_length` per (lexeme, state, state), with the limit
+    /// it was searched to.
+    distinguish: RwLock<HashMap<(u32, u32, u32), Distinguished>>,
     bytes: AtomicUsize,
     limit: usize,
 }
 
+/// A distinguishing length and the limit it was searched to (a length past
+/// the limit means "longer than the limit").
+type Distinguished = (u32, u32);
+
+/// Bound on the pairs of states compared to tell two states apart (past it
+/// they count as different).
+const DISTINGUISH_PAIRS: usize = 2048;
 /// Representatives kept per (lexeme, trie node).
-const REPRESENTATIVES: usize = 4;
+const REPRESENTATIVES: usize = 2;
 /// Entries below nodes with more nodes than this are put together from
 /// their children's entries (like the root's), so that the children's
 /// entries can be shared between states that differ only deeper.
@@ -231,15 +239,20 @@ impl LexCache {
             .expect("scans have DFAs");
         let height = trie.height(top as usize);
         for r in reps {
+            // The search stops at this node's height: (length, limit), where
+            // a length past the limit means "longer than the limit".
             let known = read(&self.distinguish).get(&(l, r, q)).copied();
-            let length = known.unwrap_or_else(|| {
-                let n = dfa.distinguishing_length(r, q, trie.max_depth()) as u32;
-                if charge(&self.bytes, self.limit, 32) {
-                    write(&self.distinguish).insert((l, r, q), n);
+            let far_enough = match known {
+                Some((n, limit)) if n <= limit || limit as usize >= height => n as usize > height,
+                _ => {
+                    let n = dfa.distinguishing_length(r, q, height, DISTINGUISH_PAIRS) as u32;
+                    if charge(&self.bytes, self.limit, 32) {
+                        write(&self.distinguish).insert((l, r, q), (n, height as u32));
+                    }
+                    n as usize > height
                 }
-                n
-            });
-            if length as usize > height {
+            };
+            if far_enough {
                 if let Some(e) = read(&self.map).get(&(vec![(l, r)], top)) {
                     return Some(e.clone());
                 }
