@@ -372,16 +372,30 @@ impl CompiledGrammar {
             &merged
         };
         let base = trie.depth(node);
+        // Boundary nodes come in pre-order, so consecutive paths share a
+        // prefix whose frames are still in the stepper: step from there.
+        let mut prev: Vec<u8> = Vec::new();
+        let mut valid = base;
         for &b in boundary {
             let b = b as usize;
             let path = trie.path(b);
-            let live = path[base..]
-                .iter()
-                .enumerate()
-                .all(|(i, &byte)| stepper.step(base + i + 1, byte));
+            let common = base
+                + path[base..]
+                    .iter()
+                    .zip(prev.get(base..).unwrap_or_default())
+                    .take_while(|(x, y)| x == y)
+                    .count();
+            let mut depth = common.min(valid);
+            while depth < path.len() && stepper.step(depth + 1, path[depth]) {
+                depth += 1;
+            }
             if let Some(e) = stepper.error.take() {
                 return Err(e);
             }
+            let live = depth == path.len();
+            valid = depth;
+            prev = path;
+            let path = &prev;
             if !live {
                 continue;
             }
@@ -532,7 +546,7 @@ impl CompiledGrammar {
             (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) => {
                 let mut st = CfgStepper::new(cfg, chart, c, trie.max_depth());
                 let found = trie.any_below(node, &mut st);
-                match st.error {
+                match st.error.take() {
                     Some(e) => Err(e),
                     None => Ok(found),
                 }

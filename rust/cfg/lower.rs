@@ -116,7 +116,11 @@ pub struct Cfg {
     pub lexing: Lexing,
     /// The constraints of each `Node::Members`, which guards name.
     pub member_rules: Vec<MemberRules>,
+    /// Unique in the process: names this grammar in per-thread caches.
+    pub id: u64,
 }
+
+static NEXT_CFG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Cfg {
     pub fn start_rule(&self) -> u32 {
@@ -982,6 +986,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         ignore,
         lexing,
         member_rules: l.member_rules,
+        id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }
 

@@ -9,6 +9,7 @@
 //! chart view, so each distinct one is computed once per walk.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::ast::Lexing;
@@ -43,6 +44,17 @@ struct LexStates {
 }
 
 impl LexStates {
+    /// A placeholder holding nothing (not usable for walks).
+    fn empty() -> Self {
+        LexStates {
+            states: Vec::new(),
+            ids: HashMap::default(),
+            trans: Vec::new(),
+            before: Vec::new(),
+            ends_before: Vec::new(),
+        }
+    }
+
     fn new() -> Self {
         // Id 0 (EMPTY) is the state with no scans; all its transitions stay in it.
         let empty = LexState {
@@ -52,7 +64,11 @@ impl LexStates {
         };
         LexStates {
             states: vec![empty],
-            ids: HashMap::from_iter([(Vec::new(), EMPTY)]),
+            ids: {
+                let mut ids = HashMap::with_capacity_and_hasher(64, Default::default());
+                ids.insert(Vec::new(), EMPTY);
+                ids
+            },
             trans: vec![EMPTY; 256],
             before: vec![0; 256],
             ends_before: vec![Vec::new()],
@@ -167,11 +183,54 @@ pub struct CfgStepper<'a> {
     pub error: Option<Error>,
 }
 
+thread_local! {
+    /// Each thread's interned lexer states of the grammars it walked last:
+    /// every mask of a grammar meets the same lexer states, and interning
+    /// them anew was a fifth of a JSON mask's time.
+    static LEX_TABLES: RefCell<Vec<(u64, LexStates)>> = const { RefCell::new(Vec::new()) };
+}
+/// Grammars whose lexer states a thread keeps.
+const KEPT_TABLES: usize = 8;
+/// A table with more states than this is not kept (about 2 KiB each).
+const KEPT_STATES: usize = 2048;
+
+/// The lexer states this thread kept for grammar `id`, else empty ones.
+fn take_table(id: u64) -> LexStates {
+    LEX_TABLES.with(|t| {
+        let mut t = t.borrow_mut();
+        match t.iter().position(|(k, _)| *k == id) {
+            Some(i) => t.remove(i).1,
+            None => LexStates::new(),
+        }
+    })
+}
+
+fn keep_table(id: u64, lex: LexStates) {
+    if lex.states.len() > KEPT_STATES {
+        return;
+    }
+    LEX_TABLES.with(|t| {
+        let mut t = t.borrow_mut();
+        t.retain(|(k, _)| *k != id);
+        t.insert(0, (id, lex));
+        t.truncate(KEPT_TABLES);
+    });
+}
+
+impl Drop for CfgStepper<'_> {
+    fn drop(&mut self) {
+        keep_table(
+            self.cfg.id,
+            std::mem::replace(&mut self.lex, LexStates::empty()),
+        );
+    }
+}
+
 impl<'a> CfgStepper<'a> {
     /// A stepper whose frame 0 is `st` (over the first `st.sets` sets of `chart`).
     pub fn new(cfg: &'a Cfg, chart: &'a [Arc<EarleySet>], st: &CfgState, max_depth: usize) -> Self {
         let base = &chart[..st.sets as usize];
-        let mut lex = LexStates::new();
+        let mut lex = take_table(cfg.id);
         let mut by_origin: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
         for s in &st.frontier {
             match by_origin.iter_mut().find(|(o, _)| *o == s.origin) {
@@ -208,7 +267,7 @@ impl<'a> CfgStepper<'a> {
             lex,
             groups,
             frames,
-            memo: HashMap::default(),
+            memo: HashMap::with_capacity_and_hasher(64, Default::default()),
             after: Vec::new(),
             before: Vec::new(),
             error: None,
