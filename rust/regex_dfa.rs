@@ -324,23 +324,25 @@ impl ByteDfa {
                 return Ok(None);
             }
         }
-        // Byte classes refining every part's.
-        let mut class_ids: HashMap<Vec<u8>, u8> = HashMap::default();
-        let mut classes = [0u8; 256];
-        let mut class_size = Vec::new();
-        let mut representative = Vec::new();
-        for byte in 0..=255u8 {
-            let key: Vec<u8> = parts.iter().map(|p| p.classes[byte as usize]).collect();
-            let fresh = class_ids.len();
-            let c = *class_ids.entry(key).or_insert_with(|| {
-                representative.push(byte);
-                class_size.push(0);
-                fresh as u8
-            });
-            classes[byte as usize] = c;
-            class_size[c as usize] += 1;
+        // Byte classes refining every part's, one part at a time.
+        let mut classes = parts[0].classes;
+        for p in &parts[1..] {
+            let mut refined = [0u8; 256];
+            let mut pair_ids: HashMap<(u8, u8), u8> = HashMap::default();
+            for (b, r) in refined.iter_mut().enumerate() {
+                let fresh = pair_ids.len() as u8;
+                *r = *pair_ids.entry((classes[b], p.classes[b])).or_insert(fresh);
+            }
+            classes = refined;
         }
-        let stride = representative.len();
+        let count = classes.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+        let mut class_size = vec![0usize; count];
+        let mut representative = vec![0u8; count];
+        for b in (0..=255u8).rev() {
+            representative[classes[b as usize] as usize] = b;
+            class_size[classes[b as usize] as usize] += 1;
+        }
+        let stride = count;
         // Part i's state s is `offset[i] + s - 1` (the dead state stays 0).
         let mut offset = vec![1usize; k + 1];
         for i in 0..k {

@@ -253,11 +253,20 @@ fn none_if_empty(built: Result<ByteDfa>) -> Result<Option<ByteDfa>> {
 /// x rounds): a product's size is that of its operands multiplied.
 const MINIMIZE_WORK: usize = 2_000_000;
 
+/// Operands with fewer states than this are used as they are: a product of
+/// small automata is small anyway.
+const MINIMIZE_STATES: usize = 256;
+
 /// `n`'s DFA, minimized when that is cheap, as an operand of a product.
 fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
-    Ok(dfa_of(n)?.map(|d| match d.minimized(MINIMIZE_WORK) {
-        Some(m) if m.num_states() < d.num_states() => Arc::new(m),
-        _ => d,
+    Ok(dfa_of(n)?.map(|d| {
+        if d.num_states() < MINIMIZE_STATES {
+            return d;
+        }
+        match d.minimized(MINIMIZE_WORK) {
+            Some(m) if m.num_states() < d.num_states() => Arc::new(m),
+            _ => d,
+        }
     }))
 }
 
