@@ -968,7 +968,7 @@ fn live_states(trans: &[u32], stride: usize, accepting: &[bool]) -> Vec<bool> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn full_match(d: &ByteDfa, text: &[u8]) -> bool {
@@ -981,7 +981,7 @@ mod tests {
     }
 
     /// Every string over `alphabet` of at most `len` bytes.
-    fn all_strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+    pub(crate) fn all_strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
         let mut out = vec![Vec::new()];
         let mut layer = vec![Vec::new()];
         for _ in 0..len {

@@ -99,26 +99,7 @@ pub fn greedy_lexemes(
 mod tests {
     use crate::cfg::earley::Chart;
     use crate::cfg::{gbnf, lower::lower};
-
-    /// Every string over `alphabet` up to `len` bytes.
-    fn strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
-        let mut out = vec![Vec::new()];
-        let mut layer = vec![Vec::new()];
-        for _ in 0..len {
-            layer = layer
-                .iter()
-                .flat_map(|s: &Vec<u8>| {
-                    alphabet.iter().map(move |&b| {
-                        let mut t = s.clone();
-                        t.push(b);
-                        t
-                    })
-                })
-                .collect();
-            out.extend(layer.iter().cloned());
-        }
-        out
-    }
+    use crate::regex_dfa::tests::all_strings;
 
     fn flags(src: &str) -> Vec<bool> {
         let cfg = lower(&gbnf::parse(src).unwrap()).unwrap();
@@ -161,7 +142,7 @@ mod tests {
             let mut plain = lower(&gbnf::parse(src).unwrap()).unwrap();
             plain.lexemes.iter_mut().for_each(|l| l.greedy = false);
             assert!(greedy.lexemes.iter().any(|l| l.greedy), "{src}");
-            for text in strings(alphabet.as_bytes(), 7) {
+            for text in all_strings(alphabet.as_bytes(), 7) {
                 let run = |cfg: &crate::cfg::lower::Cfg| {
                     let mut chart = Chart::new();
                     let st = cfg.initial(&mut chart).unwrap();
