@@ -49,18 +49,61 @@ fn escaped_chars() -> ClassUnicode {
 }
 
 /// `class` over encoded text: its raw characters plus the escapes of those
-/// json.dumps escapes.
+/// json.dumps escapes, written compactly (`\\u00` then a class of hex digits,
+/// not one alternative per character: automata over a pattern searched with
+/// `any*` carry this in every state).
 fn encode_class(class: &ClassUnicode) -> Hir {
     let mut raw = class.clone();
     raw.difference(&escaped_chars());
-    let mut alts = vec![Hir::class(Class::Unicode(raw))];
     let mut special = class.clone();
     special.intersect(&escaped_chars());
+    // Escapes json.dumps writes: `\x` for a letter or symbol x, or `\u00HL`.
+    let (mut short, mut low0, mut low1) = (Vec::new(), Vec::new(), Vec::new());
     for r in special.iter() {
         for c in r.start()..=r.end() {
-            let e = escape(c).expect("escaped class");
-            alts.push(Hir::literal(e.into_bytes()));
+            let e: Vec<char> = escape(c).expect("escaped class").chars().collect();
+            match e[..] {
+                [_, x] => short.push(x),
+                [_, _, _, _, '0', l] => low0.push(l),
+                [_, _, _, _, _, l] => low1.push(l),
+                _ => unreachable!("json.dumps escapes are 2 or 6 characters"),
+            }
         }
+    }
+    let chars = |v: &[char]| {
+        Hir::class(Class::Unicode(ClassUnicode::new(
+            v.iter().map(|&c| ClassUnicodeRange::new(c, c)),
+        )))
+    };
+    let mut hex = Vec::new();
+    for (high, low) in [("0", &low0), ("1", &low1)] {
+        if !low.is_empty() {
+            hex.push(Hir::concat(vec![Hir::literal(high.as_bytes()), chars(low)]));
+        }
+    }
+    let mut escapes = Vec::new();
+    if !short.is_empty() {
+        escapes.push(chars(&short));
+    }
+    if !hex.is_empty() {
+        escapes.push(Hir::concat(vec![
+            Hir::literal(*b"u00"),
+            Hir::alternation(hex),
+        ]));
+    }
+    let mut alts = Vec::new();
+    if raw.iter().next().is_some() {
+        alts.push(Hir::class(Class::Unicode(raw)));
+    }
+    if !escapes.is_empty() {
+        alts.push(Hir::concat(vec![
+            Hir::literal(*b"\\"),
+            Hir::alternation(escapes),
+        ]));
+    }
+    if alts.is_empty() {
+        // An empty class: nothing matches.
+        return Hir::class(Class::Unicode(ClassUnicode::empty()));
     }
     Hir::alternation(alts)
 }
