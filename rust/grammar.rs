@@ -339,22 +339,31 @@ impl CompiledGrammar {
         // the lexer-only part is the union of one cache entry per scan: those
         // recur across parser states (a key's scan inside a JSON string) even
         // when their combination never does.
-        let entries: Vec<_> = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
-            key.iter().map(|pair| entry(&vec![*pair])).collect()
+        let keys: Vec<Vec<(u32, u32)>> = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
+            key.iter().map(|pair| vec![*pair]).collect()
         } else {
-            vec![entry(&key)]
+            vec![key]
         };
+        let entries: Vec<_> = keys.iter().map(entry).collect();
         for e in &entries {
             e.apply(row, std::mem::take(first));
         }
+        // Greedy ends no follower can read are dropped (kept per entry).
+        let filtered: Vec<Option<Arc<Vec<u32>>>> = entries
+            .iter()
+            .zip(&keys)
+            .map(|(e, k)| lex_cache.boundary(cfg, trie, e, k))
+            .collect();
+        let lists: Vec<&[u32]> = entries
+            .iter()
+            .zip(&filtered)
+            .map(|(e, f)| f.as_ref().map_or(&e.boundary[..], |f| &f[..]))
+            .collect();
         let merged: Vec<u32>;
-        let boundary: &[u32] = if let [only] = entries.as_slice() {
-            &only.boundary
+        let boundary: &[u32] = if let [only] = lists.as_slice() {
+            only
         } else {
-            let mut all: Vec<u32> = entries
-                .iter()
-                .flat_map(|e| e.boundary.iter().copied())
-                .collect();
+            let mut all: Vec<u32> = lists.iter().flat_map(|l| l.iter().copied()).collect();
             all.sort_unstable();
             all.dedup();
             // The parser walk below a boundary node covers its whole subtree
@@ -680,6 +689,42 @@ mod tests {
                     assert_eq!(ok, m.binary_search(&t).is_ok(), "{src}: token {t}");
                 }
                 s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
+            }
+        }
+    }
+
+    /// Lexer entries are shared by grammars whose lexemes have different
+    /// followers; each grammar's masks still end greedy lexemes only where
+    /// its own followers can read the byte.
+    #[test]
+    fn shared_entries_keep_each_grammars_followers() {
+        let toks = [
+            "\"", "a", "ab", "\"x", "\"y", "a\"", "a\"x", "a\"y", "x", "y", "<eos>",
+        ];
+        let v = vocab(&toks);
+        let make = |src: &str| {
+            CompiledGrammar::from_ast(v.clone(), &gbnf::parse(src).unwrap(), "gbnf", src).unwrap()
+        };
+        // The string is its own lexeme (a rule), the same in both grammars.
+        let gx = make("root ::= s \"x\"\ns ::= \"\\\"\" [ab]* \"\\\"\"");
+        let gy = make("root ::= s \"y\"\ns ::= \"\\\"\" [ab]* \"\\\"\"");
+        for g in [&gx, &gy, &gx] {
+            let mut chart = g.initial_chart();
+            let mut s = g.initial_state();
+            for step in [0u32, 1] {
+                let m = mask(g, &chart, &s);
+                for t in 0..toks.len() as u32 {
+                    let mut scratch = chart.clone();
+                    let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
+                    assert_eq!(
+                        ok,
+                        m.contains(&t),
+                        "{} token {}",
+                        g.source(),
+                        toks[t as usize]
+                    );
+                }
+                s = g.advance(&mut chart, &s, step).unwrap().unwrap();
             }
         }
     }

@@ -273,6 +273,11 @@ impl TokenTrie {
         }
     }
 
+    /// The byte on the edge into `node` (0 for the root).
+    pub fn byte(&self, node: usize) -> u8 {
+        self.nodes[node].byte
+    }
+
     /// Distance of `node` from the root.
     pub fn depth(&self, node: usize) -> usize {
         self.nodes[node].depth as usize

@@ -148,12 +148,17 @@ pub struct LexCache {
     /// Per (lexeme, trie node): DFA states whose entry there is in `map`,
     /// to which a new state may be equivalent below that node.
     representatives: RwLock<HashMap<(u32, u32), Vec<u32>>>,
+    /// Boundaries filtered by `boundary`, by entry address and lexeme.
+    filtered: RwLock<HashMap<(usize, u32), FilteredBoundary>>,
     /// `distinguishing_length` per (lexeme, state, state), with the limit
     /// it was searched to.
     distinguish: RwLock<HashMap<(u32, u32, u32), Distinguished>>,
     bytes: AtomicUsize,
     limit: usize,
 }
+
+/// An entry and its boundary without the ends no follower can read.
+type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<u32>>);
 
 /// A distinguishing length and the limit it was searched to (a length past
 /// the limit means "longer than the limit").
@@ -175,6 +180,7 @@ impl LexCache {
             map: RwLock::new(HashMap::default()),
             residual: RwLock::new(HashMap::default()),
             representatives: RwLock::new(HashMap::default()),
+            filtered: RwLock::new(HashMap::default()),
             distinguish: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
@@ -218,6 +224,41 @@ impl LexCache {
             return entry;
         }
         write(&self.map).entry(map_key).or_insert(entry).clone()
+    }
+
+    /// The boundary of `entry` (for `key`) without the greedy ends no
+    /// follower of the lexeme can read, or None when all are kept. Entries
+    /// leave those ends in (they are shared by lexemes with other
+    /// followers); the filtered list is kept per entry.
+    pub fn boundary(
+        &self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        entry: &Arc<LexEntry>,
+        key: &LexKey,
+    ) -> Option<Arc<Vec<u32>>> {
+        let [(l, _)] = key[..] else { return None };
+        let lexeme = &cfg.lexemes[l as usize];
+        if !lexeme.greedy || entry.boundary.is_empty() {
+            return None;
+        }
+        let memo_key = (Arc::as_ptr(entry) as usize, l);
+        if let Some((_, kept)) = read(&self.filtered).get(&memo_key) {
+            return Some(kept.clone());
+        }
+        let kept: Arc<Vec<u32>> = Arc::new(
+            entry
+                .boundary
+                .iter()
+                .copied()
+                .filter(|&b| lexeme.follow.contains(trie.byte(b as usize)))
+                .collect(),
+        );
+        if charge(&self.bytes, self.limit, kept.len() * 4 + 32) {
+            // The entry is held too, so its address names it while kept.
+            write(&self.filtered).insert(memo_key, (entry.clone(), kept.clone()));
+        }
+        Some(kept)
     }
 
     /// The entry of a representative state equivalent to `key`'s (a single
@@ -301,13 +342,11 @@ impl LexCache {
                     let lexeme = &cfg.lexemes[l as usize];
                     let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
                     // Where a scan ends depends on its residual automaton
-                    // and, for a greedy lexeme, on the bytes that follow it.
+                    // and on whether it ends greedily (not on what may follow
+                    // it: the fill filters those ends).
                     let id = dfa
                         .residual_signature(q, MAX_SIGNATURE_WORDS)
                         .and_then(|mut sig| {
-                            if lexeme.greedy {
-                                sig.extend(lexeme.follow.words());
-                            }
                             sig.push(lexeme.greedy as u32);
                             shared.residual_id(sig)
                         });
@@ -338,8 +377,10 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     let end = pairs.len();
     // Where a lexeme may end, the parser decides: stop and leave it to the
     // fill. All-splits lexemes end after a byte they accept, greedy ones
-    // before a byte that kills them; longest-match ones only when no scan
-    // takes the byte.
+    // before a byte that kills them (whatever the byte: entries are shared
+    // by lexemes with different followers, and the fill drops the ends that
+    // no follower can read); longest-match ones only when no scan takes the
+    // byte.
     let mut ends = false;
     let mut accepted_before = false;
     for i in start..end {
@@ -352,7 +393,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
             pairs.push((l, q2));
         } else {
-            ends |= lexeme.ends_before(dfa, q, byte);
+            ends |= lexeme.greedy && dfa.is_accepting(q);
         }
     }
     let survived = pairs.len() > end;
@@ -483,8 +524,10 @@ impl VisitStepper for OneScan<'_> {
                 && self.dfa.is_accepting(q2);
             return if ends_after { Visit::Stop } else { Visit::Live };
         }
+        // A greedy lexeme's end is left to the fill whatever the byte (see
+        // `step_scans`).
         let ends_before = match self.lexing {
-            Lexing::AllSplits => self.lexeme.ends_before(self.dfa, q, byte),
+            Lexing::AllSplits => self.lexeme.greedy && self.dfa.is_accepting(q),
             Lexing::Longest => self.dfa.is_accepting(q),
         };
         if ends_before {
