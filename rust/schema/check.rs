@@ -83,7 +83,9 @@ fn keyword(
                 ("pattern", Some(p)) => {
                     Some(strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?)
                 }
-                ("format", Some(_)) => super::asserted_format(Some(s), formats, ptr)?,
+                ("format", Some(_)) => {
+                    super::asserted_format(Some(s), formats, ptr)?.map(|pieces| pieces.concat())
+                }
                 _ => return refuse(ptr, format!("`{k}` must be a string")),
             };
             match regex {

@@ -837,11 +837,8 @@ impl<'a> Compiler<'a> {
         };
         let format = asserted_format(obj.get("format"), self.opts.assert_formats, ptr)?;
         // The encoded contents every constraint allows: one DFA, their product.
-        let mut parts: Vec<Node> = [pattern, format]
-            .into_iter()
-            .flatten()
-            .map(|r| re(&r))
-            .collect();
+        let mut parts: Vec<Node> = pattern.map(|r| re(&r)).into_iter().collect();
+        parts.extend(format.map(|pieces| Node::seq(pieces.iter().map(|r| re(r)).collect())));
         if min.is_some() || max.is_some() || parts.is_empty() {
             parts.push(Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max));
         }
@@ -1419,11 +1416,11 @@ fn asserted_format(
     format: Option<&Value>,
     assert_formats: bool,
     ptr: &str,
-) -> Result<Option<String>> {
+) -> Result<Option<Vec<String>>> {
     let Some(name) = format.and_then(Value::as_str).filter(|_| assert_formats) else {
         return Ok(None);
     };
-    match strings::format_regex(name) {
+    match strings::format_pieces(name) {
         Some(r) => Ok(Some(r)),
         None if strings::STANDARD_FORMATS.contains(&name) => refuse(
             &format!("{ptr}/format"),
