@@ -204,6 +204,15 @@ impl LexCache {
         if let Some(e) = read(&self.map).get(&map_key) {
             return e.clone();
         }
+        if self.on_one_path(cfg, key) {
+            // One byte goes on (inside a literal such as a member's key): a
+            // walk is one path, cheaper than finding an equivalent entry.
+            let e = Arc::new(build(cfg, trie, words, key, top as usize));
+            if charge(&self.bytes, self.limit, e.bytes() + key.len() * 8) {
+                write(&self.map).insert(map_key, e.clone());
+            }
+            return e;
+        }
         let entry = match self.equivalent_entry(cfg, trie, key, top) {
             Some(e) => e,
             None => {
@@ -224,6 +233,17 @@ impl LexCache {
             return entry;
         }
         write(&self.map).entry(map_key).or_insert(entry).clone()
+    }
+
+    /// Whether `key` is one scan that only one byte keeps going (and that
+    /// cannot end there).
+    fn on_one_path(&self, cfg: &Cfg, key: &LexKey) -> bool {
+        let [(l, q)] = key[..] else { return false };
+        let dfa = cfg.lexemes[l as usize]
+            .dfa
+            .as_ref()
+            .expect("scans have DFAs");
+        dfa.forced_byte(q).is_some()
     }
 
     /// The boundary of `entry` (for `key`) without the greedy ends no
