@@ -567,6 +567,10 @@ NEGATION_LEAVES = [
     {"format": "date"},
     {"properties": {"a": {"type": "integer"}}},
     {"properties": {"a": {"not": {"const": 1}}}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": False, "b": {"const": 2}}},
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    {"type": "array", "items": {"type": "integer"}},
 ]
 NEGATION_INSTANCES = [
     None, True, False, 0, 1, -1, 2.5, 3, "", "a", "ab", "abc", "b", "2020-01-01",
@@ -800,6 +804,22 @@ def test_keywords_next_to_combinators_intersect(byte_tok):
         ]
     }
     assert accepts(g(tagged), '{"k": 3}') and not accepts(g(tagged), '{"k": 4}')
+    # Without `type` both branches hold for every non-object.
+    untagged = g({"oneOf": [{k: v for k, v in b.items() if k != "type"} for b in tagged["oneOf"]]})
+    assert accepts(untagged, '{"k": 1}') and not accepts(untagged, '"x"')
+    # A member one branch requires and the other forbids keeps them apart.
+    closed = g(
+        {
+            "oneOf": [
+                {"type": "object", "required": ["a"], "additionalProperties": False,
+                 "properties": {"a": {}}},
+                {"type": "object", "required": ["b"], "additionalProperties": False,
+                 "properties": {"b": {}}},
+            ]
+        }
+    )  # fmt: skip
+    assert accepts(closed, '{"a": 1}') and accepts(closed, '{"b": 1}')
+    assert not accepts(closed, '{"a": 1, "b": 1}') and not accepts(closed, "{}")
     # Branches that may overlap: each one without the others (by negation).
     overlapping = g(
         {
