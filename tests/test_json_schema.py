@@ -163,10 +163,12 @@ SCHEMAS = [
 
 
 def exact_float(text: str) -> float | decimal.Decimal:
-    """A float, unless it would under- or overflow (walks write `8e-4816692`)."""
+    """A float, unless it would under- or overflow (walks write `8e-4816692`)
+    or round a fraction away (`27672626264450400000000.5` is no integer)."""
     f = float(text)
-    if math.isinf(f) or (f == 0 and decimal.Decimal(text) != 0):
-        return decimal.Decimal(text)
+    d = decimal.Decimal(text)
+    if math.isinf(f) or (f == 0 and d != 0) or (f.is_integer() and d != d.to_integral_value()):
+        return d
     return f
 
 
@@ -240,11 +242,14 @@ def test_instances_tokenized_by_llama3(llama3):
 
 def test_refusals_name_the_keyword_and_pointer(byte_tok):
     cases = [
-        ({"properties": {"a": {"not": {"items": {"type": "null"}}}}}, "/properties/a/not/items"),
+        (
+            {"properties": {"a": {"not": {"prefixItems": [{}], "items": {"type": "null"}}}}},
+            "/properties/a/not/items",
+        ),
         ({"items": {"type": "string", "pattern": "(?=x)"}}, "/items/pattern"),
         ({"$ref": "http://example.com/s.json"}, "only local references"),
         ({"type": "number", "multipleOf": 0.5}, "/multipleOf"),
-        ({"oneOf": [{"type": "array"}, {"items": {"type": "string"}}]}, "/oneOf/1"),
+        ({"oneOf": [{"type": "number"}, {"multipleOf": 2}]}, "/oneOf/1"),
         ({"type": "object", "properties": {f"p{i}": {} for i in range(65)}}, "at most 64"),
         ({"type": "what"}, "unknown type"),
         ({"properties": {"u": {"format": "iri"}}}, "/properties/u/format"),
@@ -613,6 +618,104 @@ def test_not_if_and_one_of_agree_with_jsonschema(byte_tok, schema):
     text = random_walk(g, random.Random(len(json.dumps(schema))), 60)
     if text is not None:
         validator.validate(json.loads(text, parse_float=exact_float))
+
+
+ITEM_SCHEMAS = [
+    True,
+    False,
+    {"type": "integer"},
+    {"const": 1},
+    {"type": "string"},
+    {"minimum": 1},
+    {"not": {"const": 0}},
+]
+ARRAY_INSTANCES = [
+    [], [0], [1], ["a"], [None], [[0]], [0, 1], [1, 0], ["a", 0], [0, 0, 0], [0, "a", 1],
+    [1, 1, 1], [0, 0, 0, 1], [1, 0, 0, 0, 0], "x", 3, {"a": 1},
+]  # fmt: skip
+items_schemas = st.fixed_dictionaries(
+    {},
+    optional={
+        "contains": st.sampled_from(ITEM_SCHEMAS),
+        "minContains": st.integers(0, 1),
+        "items": st.sampled_from(ITEM_SCHEMAS),
+        "prefixItems": st.lists(st.sampled_from(ITEM_SCHEMAS), min_size=1, max_size=3),
+        "minItems": st.integers(0, 3),
+        "maxItems": st.integers(0, 4),
+    },
+)
+array_schemas = st.recursive(
+    items_schemas,
+    lambda inner: st.one_of(
+        st.builds(lambda x: {"not": x}, inner),
+        st.builds(lambda x, y: {"oneOf": [x, y]}, inner, inner),
+        st.builds(lambda x, y: {"allOf": [x, y]}, inner, inner),
+    ),
+    max_leaves=3,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=array_schemas)
+def test_contains_items_and_their_negations_agree_with_jsonschema(byte_tok, schema):
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        message = str(e)
+        if "no value satisfies" in message or "matches no string" in message:
+            assert not any(validator.is_valid(x) for x in ARRAY_INSTANCES)
+        else:
+            assert "not supported" in message, message
+        return
+    for x in ARRAY_INSTANCES:
+        text = json.dumps(x)
+        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+
+
+def test_contains_in_each_draft(byte_tok):
+    def g(schema: dict, draft: str) -> maskpar.Grammar:
+        uri = f"http://json-schema.org/{draft}/schema#"
+        return maskpar.compile_json_schema(byte_tok, {"$schema": uri, **schema})
+
+    # Draft 4 has no `contains`: an annotation there.
+    for draft, kept in (("draft-04", False), ("draft-06", True), ("draft-07", True)):
+        s = g({"contains": {"type": "string"}}, draft)
+        assert accepts(s, '[1, "a"]') and accepts(s, "[1]") != kept
+    # `not` of tuple `items` and of `items` holds in every draft.
+    for draft in ("draft-04", "draft-07"):
+        s = g({"not": {"items": [{"type": "integer"}, {"type": "string"}]}}, draft)
+        assert accepts(s, "[1, 2]") and accepts(s, '["a"]') and not accepts(s, '[1, "a", 3]')
+        s = g({"not": {"items": {"type": "integer"}}}, draft)
+        assert accepts(s, '[1, "a"]') and not accepts(s, "[1, 2]") and not accepts(s, "[]")
+    # minContains counts only its own `contains`.
+    s = maskpar.compile_json_schema(
+        byte_tok, {"allOf": [{"minContains": 0}, {"contains": {"const": 1}}]}
+    )
+    assert accepts(s, "[1]") and not accepts(s, "[2]")
+
+
+def test_not_integer_is_the_other_numbers_of_the_draft(byte_tok):
+    def g(draft: str) -> maskpar.Grammar:
+        uri = f"http://json-schema.org/{draft}/schema#"
+        return maskpar.compile_json_schema(
+            byte_tok, {"$schema": uri, "not": {"type": "integer"}, "maximum": 10}
+        )
+
+    new, old = g("draft-07"), g("draft-04")
+    for text, in_new, in_old in [
+        ("1.5", True, True),
+        ("-0.25", True, True),
+        ('"x"', True, True),
+        ("null", True, True),
+        ("1", False, False),
+        ("1.0", False, True),  # an integer from draft 6 on
+        ("1e1", False, True),
+        ("10.5", False, False),  # above the maximum
+    ]:
+        assert accepts(new, text) == in_new, text
+        assert accepts(old, text) == in_old, text
 
 
 def test_draft_4_and_6_read_integers_and_if_as_they_did(byte_tok):

@@ -33,12 +33,19 @@ pub fn satisfies(v: &Value, schema: &Value, ptr: &str, assert_formats: bool) -> 
 fn applies(k: &str, v: &Value) -> bool {
     match k {
         "minLength" | "maxLength" | "pattern" | "format" => v.is_string(),
-        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
-            v.is_number()
-        }
-        "minItems" | "maxItems" | "items" | "prefixItems" | "additionalItems" | "uniqueItems" => {
-            v.is_array()
-        }
+        "minimum"
+        | "maximum"
+        | "exclusiveMinimum"
+        | "exclusiveMaximum"
+        | "multipleOf"
+        | super::NON_INTEGER => v.is_number(),
+        "minItems"
+        | "maxItems"
+        | "items"
+        | "prefixItems"
+        | "additionalItems"
+        | "uniqueItems"
+        | super::SOME_ITEM => v.is_array(),
         "required"
         | "properties"
         | "additionalProperties"
@@ -190,6 +197,26 @@ fn keyword(
             }
             true
         }
+        super::SOME_ITEM => {
+            let a = v.as_array().map_or(&[][..], Vec::as_slice);
+            for x in a {
+                if satisfies(x, s, ptr, formats)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        super::NON_INTEGER => match v {
+            Value::Number(n) if !n.is_f64() => false,
+            Value::Number(n) if n.as_f64().is_some_and(|x| x.fract() != 0.0) => true,
+            // `1.0`: an integer from draft 6 on, not before.
+            _ => {
+                return refuse(
+                    ptr,
+                    "a whole number written with a fraction next to `not` of `integer` is not supported yet",
+                )
+            }
+        },
         "not" => !satisfies(v, s, ptr, formats)?,
         "if" => {
             let branch = if satisfies(v, s, ptr, formats)? {

@@ -87,6 +87,9 @@ impl Merger<'_> {
         for p in plain {
             merged = self.merge_two(merged, p, ptr, depth)?;
         }
+        if unsatisfiable(&merged) {
+            return Ok(Value::Bool(false));
+        }
         if choices.is_empty() {
             return Ok(Value::Object(merged));
         }
@@ -130,6 +133,9 @@ impl Merger<'_> {
         if b.is_empty() {
             return Ok(a);
         }
+        let deferred = defer_rewritten(&mut a, &mut b);
+        counts_beside_contains(&mut a, &b);
+        counts_beside_contains(&mut b, &a);
         self.merge_members(&mut a, &mut b, ptr, depth)?;
         self.merge_items(&mut a, &mut b, ptr, depth)?;
         // `const`/`enum`: the values both sides allow, as one `enum`.
@@ -165,6 +171,14 @@ impl Merger<'_> {
                 Some(va) => self.combine(&k, va, vb, &here, depth)?,
             };
             a.insert(k, merged);
+        }
+        if let Some(d) = deferred {
+            match a.get_mut("allOf") {
+                Some(Value::Array(list)) => list.push(Value::Object(d)),
+                _ => {
+                    a.insert("allOf".into(), Value::Array(vec![Value::Object(d)]));
+                }
+            }
         }
         Ok(a)
     }
@@ -349,7 +363,9 @@ impl Merger<'_> {
                 }
                 _ => return refuse(ptr, format!("merging two draft-4 `{k}`s is not supported")),
             },
-            "items" | "additionalItems" | "contains" | "propertyNames"
+            // Two `contains` are two witnesses (maybe different items): not
+            // one merged `contains`, so only equal ones merge (below).
+            "items" | "additionalItems" | "propertyNames"
                 if !va.is_array() && !vb.is_array() =>
             {
                 self.merge(vec![va, vb], ptr, depth + 1)?
@@ -370,6 +386,89 @@ impl Merger<'_> {
             }
         })
     }
+}
+
+/// Keywords the compiler rewrites one at a time (a general `not`; `if` with
+/// its `then`/`else`) that both sides have and that differ: `b`'s are taken
+/// out, to stay beside the merge in an `allOf` (compiling the merge rewrites
+/// `a`'s, then merges `b`'s into the result). Two leaf `not`s stay (they
+/// merge as values or are refused): deferring one would come back here.
+fn defer_rewritten(
+    a: &mut Map<String, Value>,
+    b: &mut Map<String, Value>,
+) -> Option<Map<String, Value>> {
+    let mut out = Map::new();
+    let differ = |k: &str, a: &Map<String, Value>, b: &Map<String, Value>| matches!((a.get(k), b.get(k)), (Some(x), Some(y)) if !json_equal(x, y));
+    if ["if", "then", "else"].iter().any(|k| differ(k, a, b))
+        && a.contains_key("if")
+        && b.contains_key("if")
+    {
+        for k in ["if", "then", "else"] {
+            if let Some(v) = b.remove(k) {
+                out.insert(k.into(), v);
+            }
+        }
+    }
+    if differ("not", a, b) {
+        let leaf = |m: &Map<String, Value>| {
+            let Some(Value::Object(n)) = m.get("not") else {
+                return false;
+            };
+            let mut keys = n.keys().filter(|k| is_constraint(k));
+            matches!(
+                (keys.next().map(String::as_str), keys.next()),
+                (Some("enum" | "const" | "pattern" | "format"), None)
+            )
+        };
+        match (leaf(a), leaf(b)) {
+            (true, true) => {}
+            (true, false) => {
+                // The general one stays on top, where it is rewritten first.
+                let general = b.remove("not").expect("b has a `not`");
+                out.insert(
+                    "not".into(),
+                    a.insert("not".into(), general).expect("a has a `not`"),
+                );
+            }
+            _ => {
+                out.insert("not".into(), b.remove("not").expect("b has a `not`"));
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `minContains` / `maxContains` count the items of their own `contains`:
+/// without one they constrain nothing (dropped, so they cannot count the
+/// other side's), and beside one `minContains` is 1 unless given (written
+/// out when the other side also has a `contains`, whose count it may lower).
+fn counts_beside_contains(m: &mut Map<String, Value>, other: &Map<String, Value>) {
+    if !m.contains_key("contains") {
+        m.remove("minContains");
+        m.remove("maxContains");
+    } else if other.contains_key("contains") && !m.contains_key("minContains") {
+        m.insert("minContains".into(), Value::from(1));
+    }
+}
+
+/// Whether no value satisfies merged keywords `m`, judged by the plain
+/// signs a merge leaves: an empty `type` or `enum`, or a required member
+/// whose schema is `false` (so that branches a product of conditions
+/// cannot reach are pruned).
+fn unsatisfiable(m: &Map<String, Value>) -> bool {
+    let empty = |k: &str| matches!(m.get(k), Some(Value::Array(a)) if a.is_empty());
+    if empty("type") || empty("enum") {
+        return true;
+    }
+    let (Some(Value::Array(required)), Some(Value::Object(props))) =
+        (m.get("required"), m.get("properties"))
+    else {
+        return false;
+    };
+    required
+        .iter()
+        .filter_map(Value::as_str)
+        .any(|k| props.get(k) == Some(&Value::Bool(false)))
 }
 
 /// Removes the array keywords from `m`: its positional schemas and the

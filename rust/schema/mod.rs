@@ -80,9 +80,6 @@ impl Default for SchemaOptions {
 const UNSUPPORTED: &[&str] = &[
     "dependentSchemas",
     "propertyNames",
-    "contains",
-    "minContains",
-    "maxContains",
     "unevaluatedProperties",
     "unevaluatedItems",
     "multipleOf",
@@ -108,6 +105,7 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         any: None,
         never: false,
         depth: 0,
+        derived: 0,
     };
     if let Some(meta) = root.get("$schema").and_then(Value::as_str) {
         // A custom metaschema may leave out vocabularies (validation,
@@ -185,6 +183,9 @@ struct Compiler<'a> {
     never: bool,
     /// Schemas being compiled, one inside another (bounds the recursion).
     depth: usize,
+    /// Schemas made by merges and rewrites so far (bounds their products:
+    /// each rewritten `if` doubles the branches of what it is merged with).
+    derived: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -232,6 +233,21 @@ impl<'a> Compiler<'a> {
         self.depth -= 1;
         self.rules.push(rule(&name, body?));
         Ok(name)
+    }
+
+    /// Counts a schema made by a merge or a rewrite, refusing past the bound.
+    fn derive(&mut self, ptr: &str) -> Result<()> {
+        self.derived += 1;
+        if self.derived > MAX_DERIVED {
+            return refuse(
+                ptr,
+                format!(
+                    "merging and rewriting this schema makes more than {MAX_DERIVED} schemas \
+                     (a product of `if`s, `not`s or `anyOf`s)"
+                ),
+            );
+        }
+        Ok(())
     }
 
     /// Any JSON value.
@@ -329,6 +345,7 @@ impl<'a> Compiler<'a> {
         // `not` (but for the leaves the typed compilers apply) and `if`:
         // rewritten with negations next to the rest, then compiled.
         if let Some(rewritten) = self.rewrite_negations(obj, ptr)? {
+            self.derive(ptr)?;
             let v: &'a Value = self.arena.alloc(rewritten);
             let key = format!("(rewritten){v}");
             let name = self.rule_keyed(key, &format!("{ptr}/(not)"), v)?;
@@ -361,6 +378,7 @@ impl<'a> Compiler<'a> {
                     format!("`{k}` with other keywords in a document with nested `$id`s is not supported yet"),
                 );
             }
+            self.derive(ptr)?;
             let merged = {
                 let resolve = |target: &Value, at: &str| -> Result<Value> {
                     Ok(self.resolve(target.as_str(), at)?.1.clone())
@@ -441,9 +459,15 @@ impl<'a> Compiler<'a> {
         let resolve = |target: &Value, at: &str| -> Result<Value> {
             Ok(self.resolve(target.as_str(), at)?.1.clone())
         };
+        let disjoint = |a: &Value, b: &Value| {
+            let view = |v| self.branch_view(v, ptr).ok().flatten();
+            self.disjoint(view(a), view(b), 0)
+        };
         let negator = negate::Negator {
+            disjoint: &disjoint,
             resolve: &resolve,
             legacy_draft: self.legacy_draft,
+            before_draft6: self.before_draft6,
             assert_formats: self.opts.assert_formats,
         };
         negator.negate(v, ptr, 0)
@@ -727,10 +751,10 @@ impl<'a> Compiler<'a> {
     /// accepts (`false`, another type, other `const`/`enum` values). Sound
     /// because it reads a subset of each schema's keywords: fewer keywords
     /// accept more values.
-    fn disjoint(
+    fn disjoint<'v>(
         &self,
-        a: Option<&'a Map<String, Value>>,
-        b: Option<&'a Map<String, Value>>,
+        a: Option<&'v Map<String, Value>>,
+        b: Option<&'v Map<String, Value>>,
         depth: usize,
     ) -> bool {
         let (Some(a), Some(b)) = (a, b) else {
@@ -752,7 +776,7 @@ impl<'a> Compiler<'a> {
         if depth >= MAX_DISJOINT_DEPTH || common != Some(vec!["object"]) {
             return false;
         }
-        let member_clash = |x: &'a Map<String, Value>, y: &'a Map<String, Value>| {
+        let member_clash = |x: &'v Map<String, Value>, y: &'v Map<String, Value>| {
             let Some(required) = x.get("required").and_then(Value::as_array) else {
                 return false;
             };
@@ -761,7 +785,7 @@ impl<'a> Compiler<'a> {
                 match (vx, vy) {
                     (_, Some(Value::Bool(false))) | (Some(Value::Bool(false)), _) => true,
                     (Some(vx), Some(vy)) => {
-                        let view = |v: &'a Value| self.branch_view(v, "").ok().flatten();
+                        let view = |v: &'v Value| self.branch_view(v, "").ok().flatten();
                         self.disjoint(view(vx), view(vy), depth + 1)
                     }
                     _ => false,
@@ -772,7 +796,10 @@ impl<'a> Compiler<'a> {
     }
 
     /// The keywords of a `oneOf` branch, through `$ref`s (None: `true`).
-    fn branch_view(&self, b: &'a Value, ptr: &str) -> Result<Option<&'a Map<String, Value>>> {
+    fn branch_view<'v>(&self, b: &'v Value, ptr: &str) -> Result<Option<&'v Map<String, Value>>>
+    where
+        'a: 'v,
+    {
         let mut node = b;
         let mut at = ptr.to_string();
         for _ in 0..16 {
@@ -940,6 +967,14 @@ impl<'a> Compiler<'a> {
                 None => return Ok(None),
             }
         }
+        if obj.contains_key(NON_INTEGER) {
+            parts.push(re(if self.before_draft6 {
+                // Drafts 3-4: any number with a fraction or an exponent.
+                r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+)"
+            } else {
+                r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
+            }));
+        }
         // Excluded values are compared as decimals too: only in those forms.
         let compared = obj
             .get("not")
@@ -981,6 +1016,9 @@ impl<'a> Compiler<'a> {
         if let Some(m) = num("exclusiveMaximum")? {
             hi = Some(hi.unwrap_or(i128::MAX).min(m.ceil() as i128 - 1));
         }
+        if obj.contains_key(NON_INTEGER) {
+            return Ok(None);
+        }
         let fraction = if self.before_draft6 { "" } else { "(?:\\.0+)?" };
         Ok(numbers::int_range_regex(lo, hi).map(|r| re(&format!("{r}{fraction}"))))
     }
@@ -1003,75 +1041,179 @@ impl<'a> Compiler<'a> {
                     )
                 }
             };
-        let rest = match rest {
+        let contains = self.contains(obj, ptr)?;
+        let rest_schema: Option<&'a Value> = match rest {
             Some(Value::Bool(false)) => {
                 max = Some(max.map_or(prefix.len() as u32, |m| m.min(prefix.len() as u32)));
                 None
             }
-            Some(r) => Some(Node::Ref(
-                self.rule_for(&format!("{ptr}/{rest_key}"), r)?,
-                Pos::default(),
-            )),
-            None => Some(self.any()),
+            Some(r) => Some(r),
+            None => Some(&Value::Bool(true)),
+        };
+        let rest_at = format!("{ptr}/{rest_key}");
+        let rest = match (rest, rest_schema) {
+            (None, Some(_)) => Some(self.any()),
+            (_, Some(r)) => Some(Node::Ref(self.rule_for(&rest_at, r)?, Pos::default())),
+            (_, None) => None,
         };
         if max.is_some_and(|m| m < min) {
             return Ok(None);
         }
         let mut items: Vec<Node> = Vec::new();
+        let mut schemas: Vec<(String, &'a Value)> = Vec::new();
         for (i, p) in prefix.iter().enumerate() {
             if p == &Value::Bool(false) {
                 // No array reaches this position.
                 max = Some(max.map_or(i as u32, |m| m.min(i as u32)));
                 break;
             }
-            items.push(Node::Ref(
-                self.rule_for(&format!("{ptr}/{prefix_key}/{i}"), p)?,
-                Pos::default(),
-            ));
+            let at = format!("{ptr}/{prefix_key}/{i}");
+            items.push(Node::Ref(self.rule_for(&at, p)?, Pos::default()));
+            schemas.push((at, p));
         }
         if max.is_some_and(|m| m < min) || (rest.is_none() && (items.len() as u32) < min) {
             return Ok(None);
         }
-        // elements(i): what may follow once i items are written (i >= 1).
         let sep = self.item_sep();
         let item_at = |i: usize| items.get(i).cloned().or_else(|| rest.clone());
         let limit = max.map(|m| m as usize);
         let settled = items.len().max(min as usize).max(1);
-        // From `settled` items on, any number of rest items up to the limit.
-        let mut tail = match (&rest, limit) {
-            (Some(r), l) if l.is_none_or(|l| l > settled) => Node::repeat(
+        let fits = |i: usize| limit.is_none_or(|l| i < l);
+        // found[i]: what may follow once i items are written (1 <= i <=
+        // settled; None: nothing can). From `settled` items on, any number of
+        // rest items up to the limit.
+        let tail_from = |i: usize| match &rest {
+            Some(r) if fits(i) => Node::repeat(
                 Node::seq(vec![sep.clone(), r.clone()]),
                 0,
-                l.map(|l| (l - settled) as u32),
+                limit.map(|l| (l - i) as u32),
             ),
             _ => Node::Empty,
         };
+        let mut found: Vec<Option<Node>> = vec![None; settled + 1];
+        found[settled] = Some(tail_from(settled));
         for i in (1..settled).rev() {
-            let step = match item_at(i) {
-                Some(it) if limit.is_none_or(|l| i < l) => {
-                    Some(Node::seq(vec![sep.clone(), it, tail.clone()]))
-                }
+            let step = match (item_at(i), &found[i + 1]) {
+                (Some(it), Some(t)) if fits(i) => Some(Node::seq(vec![sep.clone(), it, t.clone()])),
                 _ => None,
             };
-            tail = match (step, i >= min as usize) {
-                (Some(s), true) => Node::repeat(s, 0, Some(1)),
-                (Some(s), false) => s,
-                (None, true) => Node::Empty,
-                (None, false) => return Ok(None),
+            found[i] = match (step, i >= min as usize) {
+                (Some(s), true) => Some(Node::repeat(s, 0, Some(1))),
+                (s, false) => s,
+                (None, true) => Some(Node::Empty),
             };
         }
         let ws = self.ws();
-        let first = match item_at(0) {
-            Some(it) if limit != Some(0) => Some(Node::seq(vec![it, tail, ws.clone()])),
+        let Some((c_at, c)) = contains else {
+            let first = match (item_at(0), &found[1]) {
+                (Some(it), Some(t)) if fits(0) => Some(Node::seq(vec![it, t.clone(), ws.clone()])),
+                _ => None,
+            };
+            let body = match (first, min) {
+                (Some(f), 0) => Node::repeat(f, 0, Some(1)),
+                (Some(f), _) => f,
+                (None, 0) => Node::Empty,
+                (None, _) => return Ok(None),
+            };
+            return Ok(Some(Node::seq(vec![lit("["), ws, body, lit("]")])));
+        };
+        // With `contains`: pending[i] is what may follow i items none of
+        // which is known to match `c` (one still must); an item that does
+        // continues with found[i + 1].
+        let mut with_c: Vec<Node> = Vec::new();
+        for (at, p) in &schemas {
+            with_c.push(self.all_of(vec![(at.clone(), *p), (c_at.clone(), c)], ptr)?);
+        }
+        let rest_c = match rest_schema {
+            Some(r) => Some(self.all_of(vec![(rest_at, r), (c_at.clone(), c)], ptr)?),
+            None => None,
+        };
+        let c_at_index = |i: usize| with_c.get(i).cloned().or_else(|| rest_c.clone());
+        let rest_step = |n: Node| Node::seq(vec![sep.clone(), n]);
+        // The stationary part: from `settled` items on, only rest items.
+        let mut pending: Option<Node> = match (&rest, &rest_c, limit) {
+            (Some(r), Some(rc), None) => Some(Node::seq(vec![
+                Node::repeat(rest_step(r.clone()), 0, None),
+                rest_step(rc.clone()),
+                Node::repeat(rest_step(r.clone()), 0, None),
+            ])),
+            (Some(r), Some(rc), Some(l)) if l > settled => {
+                if l - settled > MAX_CONTAINS_UNROLL {
+                    return refuse(
+                        &format!("{ptr}/maxItems"),
+                        format!(
+                            "`contains` with `maxItems` more than {MAX_CONTAINS_UNROLL} past the \
+                             positional items is not supported yet"
+                        ),
+                    );
+                }
+                let mut p: Option<Node> = None;
+                for i in (settled..l).rev() {
+                    let mut alts = vec![Node::seq(vec![sep.clone(), rc.clone(), tail_from(i + 1)])];
+                    if let Some(later) = p {
+                        alts.push(Node::seq(vec![sep.clone(), r.clone(), later]));
+                    }
+                    p = Some(Node::alt(alts));
+                }
+                p
+            }
             _ => None,
         };
-        let body = match (first, min) {
-            (Some(f), 0) => Node::repeat(f, 0, Some(1)),
-            (Some(f), _) => f,
-            (None, 0) => Node::Empty,
-            (None, _) => return Ok(None),
+        for i in (0..settled).rev() {
+            let first = i == 0;
+            let lead = |n: Node| if first { n } else { rest_step(n) };
+            let mut alts = Vec::new();
+            if fits(i) {
+                if let (Some(it), Some(later)) = (c_at_index(i), &found[i + 1]) {
+                    alts.push(Node::seq(vec![lead(it), later.clone()]));
+                }
+                if let (Some(it), Some(later)) = (item_at(i), &pending) {
+                    alts.push(Node::seq(vec![lead(it), later.clone()]));
+                }
+            }
+            pending = (!alts.is_empty()).then(|| Node::alt(alts));
+        }
+        Ok(pending.map(|body| Node::seq(vec![lit("["), ws.clone(), body, ws, lit("]")])))
+    }
+
+    /// `contains` (with its pointer), unless `minContains: 0` makes it
+    /// constrain nothing; other counts are refused. Negations ask for an
+    /// item with `SOME_ITEM`, which is `contains` in every draft.
+    fn contains(
+        &self,
+        obj: &'a Map<String, Value>,
+        ptr: &str,
+    ) -> Result<Option<(String, &'a Value)>> {
+        let user = obj.get("contains").filter(|_| !self.before_draft6);
+        let c = match (user, obj.get(SOME_ITEM)) {
+            (None, None) => return Ok(None),
+            (None, Some(c)) => return Ok(Some((format!("{ptr}/(some item)"), c))),
+            (Some(c), None) => c,
+            (Some(_), Some(_)) => {
+                return refuse(
+                    &format!("{ptr}/contains"),
+                    "`contains` merged with another `contains` is not supported yet",
+                )
+            }
         };
-        Ok(Some(Node::seq(vec![lit("["), ws, body, lit("]")])))
+        let at = format!("{ptr}/contains");
+        if self.legacy_draft {
+            return Ok(Some((at, c))); // no `minContains` / `maxContains` yet
+        }
+        if obj.contains_key("maxContains") {
+            return refuse(
+                &format!("{ptr}/maxContains"),
+                "the keyword `maxContains` is not supported yet",
+            );
+        }
+        match count(obj, "minContains", ptr)? {
+            Some(0) => Ok(None),
+            None | Some(1) => Ok(Some((at, c))),
+            Some(_) => refuse(
+                &format!("{ptr}/minContains"),
+                "`minContains` above 1 is not supported yet",
+            ),
+        }
     }
 
     fn object(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
@@ -1442,6 +1584,15 @@ fn declares(root: &Value, drafts: &[&str]) -> bool {
 /// per set of patterns a key matches.
 /// Bound on the member schemas `Compiler::disjoint` descends into.
 const MAX_DISJOINT_DEPTH: usize = 4;
+/// An internal keyword: `contains` in every draft (`not` of `items` makes
+/// it; draft 4 reads a `contains` as an annotation).
+pub const SOME_ITEM: &str = "$maskpar:contains";
+/// An internal keyword: a number that is not an integer (`not` of
+/// `integer` makes it). Like integers, such numbers are written without an
+/// exponent from draft 6 on (where `1.0` is an integer).
+pub const NON_INTEGER: &str = "$maskpar:non-integer";
+/// Bound on the positions `contains` unrolls below a `maxItems`.
+const MAX_CONTAINS_UNROLL: usize = 64;
 const MAX_KEY_PATTERNS: usize = 4;
 
 /// One `patternProperties` entry.
@@ -1484,6 +1635,8 @@ fn asserted_format(
 
 /// Bound on schemas compiled one inside another (the stack is finite).
 const MAX_SCHEMA_DEPTH: usize = 100;
+/// Bound on the schemas merges and rewrites make in one document.
+const MAX_DERIVED: usize = 2000;
 
 /// The rule that derives no string.
 const NEVER: &str = "no_value";
@@ -1527,7 +1680,7 @@ fn is_constraint(k: &str) -> bool {
 /// The schema an object's member named `k` must satisfy by `m`'s
 /// `properties` / `additionalProperties` (None: unknown, such as a name
 /// `patternProperties` may match).
-fn member_schema<'a>(m: &'a Map<String, Value>, k: &str) -> Option<&'a Value> {
+fn member_schema<'v>(m: &'v Map<String, Value>, k: &str) -> Option<&'v Value> {
     if let Some(v) = m.get("properties").and_then(|p| p.get(k)) {
         return Some(v);
     }
@@ -1629,6 +1782,9 @@ const TYPE_KEYWORDS: &[&str] = &[
     "exclusiveMinimum",
     "exclusiveMaximum",
     "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
 ];
 const COMBINATORS: &[&str] = &[
     "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",

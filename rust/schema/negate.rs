@@ -15,6 +15,9 @@ use crate::error::Result;
 /// Bound on `$ref`s followed inside one negation (a `not` of a recursive
 /// schema would otherwise unfold forever).
 const MAX_NEGATION_DEPTH: usize = 16;
+/// Bound on the pairs of `oneOf` branches that may overlap in a negated
+/// `oneOf` (each pair is a branch of the negation).
+const MAX_OVERLAPPING_PAIRS: usize = 16;
 
 /// Whether `not` of `v` is applied by the typed compilers: one keyword,
 /// `enum`, `const`, `pattern` or an asserted `format`, and annotations.
@@ -41,6 +44,10 @@ pub struct Negator<'r> {
     pub resolve: &'r dyn Fn(&Value, &str) -> Result<Value>,
     /// Drafts 4-7: keywords next to `$ref` are ignored.
     pub legacy_draft: bool,
+    /// Drafts 3-4: `contains` is not a keyword.
+    pub before_draft6: bool,
+    /// Whether no value satisfies both schemas (false when unsure).
+    pub disjoint: &'r dyn Fn(&Value, &Value) -> bool,
     pub assert_formats: bool,
 }
 
@@ -85,6 +92,53 @@ impl Negator<'_> {
         })
     }
 
+    /// Pushes the arrays positional keyword `k` (`items` or `prefixItems`)
+    /// rejects: an item at some position fails that position's schema.
+    fn positions(
+        &self,
+        k: &str,
+        v: &Value,
+        o: &Map<String, Value>,
+        ptr: &str,
+        depth: usize,
+        out: &mut Vec<Value>,
+    ) -> Result<()> {
+        let tuple = match v {
+            Value::Array(list) if k == "prefixItems" || self.legacy_draft => list,
+            Value::Array(_) => return refuse(ptr, "`items` must be a schema"),
+            _ if k == "prefixItems" => return refuse(ptr, "`prefixItems` must be an array"),
+            // `items` after `prefixItems` holds from a later position on.
+            _ if o.contains_key("prefixItems") => {
+                return refuse(
+                    ptr,
+                    "`not` of `items` next to `prefixItems` is not supported yet",
+                )
+            }
+            _ => {
+                let negated = self.negate(v, ptr, depth)?;
+                if negated != Value::Bool(false) {
+                    out.push(json!({ "type": "array", super::SOME_ITEM: negated }));
+                }
+                return Ok(());
+            }
+        };
+        let key = if k == "prefixItems" {
+            "prefixItems"
+        } else {
+            "items"
+        };
+        for (i, sub) in tuple.iter().enumerate() {
+            let negated = self.negate(sub, &format!("{ptr}/{i}"), depth)?;
+            if negated == Value::Bool(false) {
+                continue;
+            }
+            let mut positions = vec![Value::Bool(true); i];
+            positions.push(negated);
+            out.push(json!({ "type": "array", "minItems": i + 1, key: positions }));
+        }
+        Ok(())
+    }
+
     /// Pushes the schemas of the values keyword `k` rejects.
     #[allow(clippy::too_many_arguments)]
     fn keyword(
@@ -122,15 +176,15 @@ impl Negator<'_> {
                     || refuse(ptr, "`type` must be a string or an array of strings"),
                     Ok,
                 )?;
-                if names.contains(&"integer") && !names.contains(&"number") {
-                    return refuse(
-                        ptr,
-                        "`not` of `integer` (non-integer numbers) is not supported yet",
-                    );
+                // `integer` leaves out the other numbers (a branch of their own).
+                let only_integers = names.contains(&"integer") && !names.contains(&"number");
+                if only_integers {
+                    out.push(json!({ "type": "number", super::NON_INTEGER: true }));
                 }
+                let covered = |t: &str| names.contains(&t) || (t == "number" && only_integers);
                 let rest: Vec<&str> = ["null", "boolean", "object", "array", "number", "string"]
                     .into_iter()
-                    .filter(|t| !names.contains(t))
+                    .filter(|t| !covered(t))
                     .collect();
                 if rest.is_empty() {
                     Value::Bool(false)
@@ -207,6 +261,44 @@ impl Negator<'_> {
                 }
                 return Ok(());
             }
+            "items" | "prefixItems" => {
+                self.positions(k, v, o, ptr, depth, out)?;
+                return Ok(());
+            }
+            "additionalItems" => {
+                // Only next to array-form `items` (else it constrains nothing).
+                let Some(Value::Array(p)) = o.get("items") else {
+                    return Ok(());
+                };
+                match v {
+                    Value::Bool(true) => return Ok(()),
+                    Value::Bool(false) => json!({ "type": "array", "minItems": p.len() + 1 }),
+                    _ => {
+                        return refuse(
+                            ptr,
+                            "`not` of `additionalItems` with a schema is not supported yet",
+                        )
+                    }
+                }
+            }
+            "contains" if self.before_draft6 => return Ok(()), // an annotation
+            "contains" | super::SOME_ITEM => {
+                // `minContains` / `maxContains`: 2019-09 on, next to `contains`.
+                let counted = k == "contains" && !self.legacy_draft;
+                if counted && o.contains_key("maxContains") {
+                    return refuse(ptr, "`not` of `maxContains` is not supported yet");
+                }
+                match o.get("minContains").filter(|_| counted).map(Value::as_u64) {
+                    None | Some(Some(1)) => {}
+                    Some(Some(0)) => return Ok(()),
+                    Some(_) => {
+                        return refuse(ptr, "`not` of `minContains` above 1 is not supported yet")
+                    }
+                }
+                // No item matches: every item matches the negation.
+                json!({ "type": "array", "items": self.negate(v, ptr, depth)? })
+            }
+            "minContains" | "maxContains" => return Ok(()), // with `contains`
             "anyOf" | "allOf" => {
                 let Some(list) = v.as_array() else {
                     return refuse(ptr, format!("`{k}` must be an array"));
@@ -220,6 +312,36 @@ impl Negator<'_> {
                     out.extend(negated);
                     return Ok(());
                 }
+                json!({ "allOf": negated })
+            }
+            "oneOf" => {
+                // None of the branches holds, or two do.
+                let Some(list) = v.as_array() else {
+                    return refuse(ptr, "`oneOf` must be an array");
+                };
+                let mut pairs = Vec::new();
+                for j in 1..list.len() {
+                    for i in 0..j {
+                        if !(self.disjoint)(&list[i], &list[j]) {
+                            pairs.push(json!({ "allOf": [list[i], list[j]] }));
+                        }
+                    }
+                }
+                if pairs.len() > MAX_OVERLAPPING_PAIRS {
+                    return refuse(
+                        ptr,
+                        format!(
+                            "`not` of a `oneOf` with more than {MAX_OVERLAPPING_PAIRS} pairs of \
+                             branches that may overlap is not supported"
+                        ),
+                    );
+                }
+                let negated = list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| self.negate(x, &format!("{ptr}/{i}"), depth))
+                    .collect::<Result<Vec<Value>>>()?;
+                out.extend(pairs);
                 json!({ "allOf": negated })
             }
             "not" => v.clone(),
