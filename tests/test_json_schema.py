@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import datetime
 import decimal
+import itertools
 import json
 import math
 import os
@@ -672,6 +673,80 @@ def test_contains_items_and_their_negations_agree_with_jsonschema(byte_tok, sche
     for x in ARRAY_INSTANCES:
         text = json.dumps(x)
         assert accepts(g, text) == validator.is_valid(x), (schema, text)
+
+
+MEMBER_SCHEMAS = [
+    True,
+    False,
+    {"type": "integer"},
+    {"type": "string"},
+    {"const": 0},
+    {"type": ["string", "null"]},
+]
+OBJECT_INSTANCES = [{}, "x", 1] + [
+    dict(zip(keys, values))
+    for n in (1, 2, 3)
+    for keys in itertools.combinations(["a", "b", "x1", "x2"], n)
+    for values in itertools.product([0, "s", None], repeat=n)
+]
+object_schemas = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.just("object"),
+        "properties": st.dictionaries(
+            st.sampled_from(["a", "b"]), st.sampled_from(MEMBER_SCHEMAS), min_size=1
+        ),
+        "additionalProperties": st.sampled_from(MEMBER_SCHEMAS),
+        "patternProperties": st.fixed_dictionaries({"^x": st.sampled_from(MEMBER_SCHEMAS)}),
+        "required": st.lists(st.sampled_from(["a", "b", "x1"]), min_size=1, max_size=2),
+        "minProperties": st.integers(1, 2),
+    },
+)
+object_combinations = st.one_of(
+    st.builds(lambda x: {"not": x}, object_schemas),
+    st.builds(lambda x, y: {"oneOf": [x, y]}, object_schemas, object_schemas),
+    st.builds(lambda x, y: {"allOf": [x, {"not": y}]}, object_schemas, object_schemas),
+    st.builds(lambda x: {"enum": [{"a": 0}, {"x1": 0}, {"a": "s"}], "not": x}, object_schemas),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=object_combinations)
+def test_member_keywords_and_their_negations_agree_with_jsonschema(byte_tok, schema):
+    """`not` of properties / additionalProperties / patternProperties asks for
+    a member that fails them (a witness the parser's member sets track)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(schema)
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        message = str(e)
+        if "no value satisfies" in message or "matches no string" in message:
+            assert not any(validator.is_valid(x) for x in OBJECT_INSTANCES)
+        else:
+            assert "not supported" in message, message
+        return
+    for x in OBJECT_INSTANCES:
+        text = json.dumps(x)
+        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+
+
+def test_not_additional_properties_finds_the_witness_among_listed_members(byte_tok):
+    closed = {
+        "type": "object",
+        "properties": {"b": True, "a": {"type": ["string", "null"]}},
+        "additionalProperties": {"type": "string"},
+    }
+    g = maskpar.compile_json_schema(
+        byte_tok, {"allOf": [closed, {"not": {"additionalProperties": {"type": "integer"}}}]}
+    )
+    # Any member not an integer is the witness: listed (a, b) or not (x).
+    for text in ['{"a": "s"}', '{"b": "s"}', '{"x": "s"}', '{"b": 1, "a": null}']:
+        assert accepts(g, text), text
+    for text in ["{}", '{"b": 1}', '{"a": 1}', '{"x": 1}']:
+        assert not accepts(g, text), text
+    # The same member never appears twice, witness or not.
+    assert not accepts(g, '{"a": "s", "a": "t"}')
 
 
 def test_contains_in_each_draft(byte_tok):

@@ -78,6 +78,10 @@ pub struct Members {
     pub max: Option<u32>,
     /// A listed member's index and the listed members it requires.
     pub dependent: Vec<(usize, Vec<usize>)>,
+    /// Listed members with the same key (see `MemberRules::twins`).
+    pub twins: Vec<(usize, usize)>,
+    /// Listed members at least one of which is used (empty: no such rule).
+    pub any_of: Vec<usize>,
 }
 
 impl Members {
@@ -94,6 +98,12 @@ impl Members {
                 .iter()
                 .map(|(m, deps)| (*m as u8, bits(&mut deps.iter().copied())))
                 .collect(),
+            twins: self
+                .twins
+                .iter()
+                .map(|&(a, b)| (a as u8, b as u8))
+                .collect(),
+            any_of: bits(&mut self.any_of.iter().copied()),
         }
     }
 }

@@ -495,34 +495,41 @@ mod tests {
             min: 0,
             max: None,
             dependent: vec![],
+            twins: vec![],
+            any_of: vec![],
         };
-        let ast = GrammarAst {
-            rules: vec![
-                RuleDef {
-                    name: "root".into(),
-                    body: Node::seq(vec![lit("{"), Node::Members(Box::new(members))]),
-                    pos: Pos::default(),
-                },
-                RuleDef {
-                    name: "v".into(),
-                    body: Node::alt(vec![lit("1"), Node::Ref("root".into(), Pos::default())]),
-                    pos: Pos::default(),
-                },
-            ],
-            terminals: vec![],
-            ignore: vec![],
-            start: "root".into(),
-            lexing: Lexing::AllSplits,
+        let build = |members: Members| {
+            let ast = GrammarAst {
+                rules: vec![
+                    RuleDef {
+                        name: "root".into(),
+                        body: Node::seq(vec![lit("{"), Node::Members(Box::new(members))]),
+                        pos: Pos::default(),
+                    },
+                    RuleDef {
+                        name: "v".into(),
+                        body: Node::alt(vec![lit("1"), Node::Ref("root".into(), Pos::default())]),
+                        pos: Pos::default(),
+                    },
+                ],
+                terminals: vec![],
+                ignore: vec![],
+                start: "root".into(),
+                lexing: Lexing::AllSplits,
+            };
+            lower(&ast).unwrap()
         };
-        let cfg = lower(&ast).unwrap();
-        let run = |text: &str| {
-            let mut chart = Chart::new();
-            let st = cfg.initial(&mut chart).unwrap();
-            match cfg.advance_bytes(&mut chart, &st, text.as_bytes()).unwrap() {
-                Some(s) => (true, s.accepting),
-                None => (false, false),
+        let runner = |cfg: Cfg| {
+            move |text: &str| {
+                let mut chart = Chart::new();
+                let st = cfg.initial(&mut chart).unwrap();
+                match cfg.advance_bytes(&mut chart, &st, text.as_bytes()).unwrap() {
+                    Some(s) => (true, s.accepting),
+                    None => (false, false),
+                }
             }
         };
+        let run = runner(build(members.clone()));
         for ok in [
             "{a1,c1}",
             "{c1,a1}",
@@ -538,6 +545,27 @@ mod tests {
         assert_eq!(run("{c1,b1,b"), (false, false));
         assert_eq!(run("{}"), (false, false));
         assert_eq!(run("{a1,c1,a"), (false, false));
+
+        // A witness: a member whose value is 2, a twin of a or b, or y.
+        let witness = |k: &str| Node::seq(vec![lit(k), lit("2")]);
+        let mut members = members;
+        members.listed.extend([
+            (witness("a"), false),
+            (witness("b"), false),
+            (witness("y"), false),
+        ]);
+        members.twins = vec![(0, 3), (1, 4)];
+        members.any_of = vec![3, 4, 5];
+        let run = runner(build(members));
+        for ok in ["{a2,c1}", "{c1,b2,a1}", "{a1,c1,y2}", "{x1,y2,c1,a2,b1}"] {
+            assert_eq!(run(ok), (true, true), "{ok}");
+        }
+        assert_eq!(run("{a1,c1"), (true, false)); // no witness yet
+        assert_eq!(run("{a1,c1}"), (false, false));
+        assert_eq!(run("{c1,b2"), (true, false)); // a is still required
+        assert_eq!(run("{a2,a1"), (false, false)); // a twice
+        assert_eq!(run("{a1,a2"), (false, false));
+        assert_eq!(run("{b1,c1,b2"), (false, false));
     }
 
     #[test]

@@ -43,6 +43,13 @@ pub struct MemberRules {
     pub max: Option<u32>,
     /// A listed member and the listed members it requires when present.
     pub dependent: Vec<(u8, u64)>,
+    /// Pairs of listed members with the same key (a member and its witness
+    /// form, see `any_of`): at most one of a pair is used, and either one
+    /// counts as the member for `required`.
+    pub twins: Vec<(u8, u8)>,
+    /// Listed members of which at least one must be used (none: no such
+    /// constraint); `not` of `additionalProperties` makes them.
+    pub any_of: u64,
 }
 
 impl MemberRules {
@@ -69,6 +76,15 @@ impl MemberRules {
                 "member counts above {MAX_COUNT} are not supported"
             )));
         }
+        if (self.any_of != 0 || !self.twins.is_empty())
+            && (!self.dependent.is_empty() || self.max.is_some())
+        {
+            return Err(Error::Compile(
+                "a member some other member must be (`not` of `additionalProperties`) together \
+                 with dependent members or a maximum member count is not supported yet"
+                    .into(),
+            ));
+        }
         if self.min > 0 && !self.dependent.is_empty() {
             // Adding a member may add its dependencies too, so "some count in
             // [min, max]" is no longer reachable one member at a time.
@@ -89,6 +105,22 @@ impl MemberRules {
         (used & LISTED).count_ones() + (used >> COUNT_SHIFT) as u32
     }
 
+    /// `used` with the twin of each member in it (the keys in use).
+    fn keys(&self, used: u64) -> u64 {
+        let mut out = used;
+        for &(a, b) in &self.twins {
+            if used & (1 << a | 1 << b) != 0 {
+                out |= 1 << a | 1 << b;
+            }
+        }
+        out
+    }
+
+    /// Whether `used` meets `any_of`.
+    fn witnessed(&self, used: u64) -> bool {
+        self.any_of == 0 || used & self.any_of != 0
+    }
+
     /// `members` and, transitively, the members they depend on.
     fn closure(&self, members: u64) -> u64 {
         let mut need = members;
@@ -107,14 +139,15 @@ impl MemberRules {
 
     /// Listed members `used` still obliges: required ones and dependencies.
     fn missing(&self, used: u64) -> u64 {
-        self.closure(self.required | (used & LISTED)) & !used
+        let keys = self.keys(used);
+        self.closure(self.required | (used & LISTED)) & !keys
     }
 
     /// Whether `op` may be applied: a listed member not used yet, and the
     /// object can still close within the maximum afterwards (so every set
     /// the parser reaches can be completed).
     pub fn may_add(&self, used: u64, op: u8) -> bool {
-        if op < COUNT && used & (1 << op) != 0 {
+        if op < COUNT && self.keys(used) & (1 << op) != 0 {
             return false;
         }
         let next = apply(op, used);
@@ -123,7 +156,7 @@ impl MemberRules {
     }
 
     pub fn may_close(&self, used: u64) -> bool {
-        self.missing(used) == 0 && Self::count(used) >= self.min
+        self.missing(used) == 0 && self.witnessed(used) && Self::count(used) >= self.min
     }
 
     /// Given which listed members' rules derive a string (`addable`), whether
@@ -147,8 +180,15 @@ impl MemberRules {
         let fits = self
             .max
             .is_none_or(|max| need.count_ones() <= max && self.min <= max);
-        let enough = extra || can.count_ones() >= self.min;
-        (close && need & !can == 0 && fits && enough).then_some(can)
+        // Twins are one key: both addable count once towards the minimum.
+        let both = self
+            .twins
+            .iter()
+            .filter(|&&(a, b)| can & (1 << a) != 0 && can & (1 << b) != 0)
+            .count() as u32;
+        let enough = extra || can.count_ones() - both >= self.min;
+        let met = need & !self.keys(can) == 0 && self.witnessed(can);
+        (close && met && fits && enough).then_some(can)
     }
 }
 
@@ -165,6 +205,7 @@ mod tests {
             min: 0,
             max: Some(3),
             dependent: vec![(1, 1 << 2)],
+            ..MemberRules::default()
         };
         assert!(r.may_add(0, 3) && r.may_add(0, COUNT));
         assert!(r.may_add(0, 1)); // {1} then needs 0 and 2: three in all

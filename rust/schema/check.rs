@@ -51,7 +51,8 @@ fn applies(k: &str, v: &Value) -> bool {
         | "additionalProperties"
         | "patternProperties"
         | "minProperties"
-        | "maxProperties" => v.is_object(),
+        | "maxProperties"
+        | super::SOME_MEMBER => v.is_object(),
         _ => true,
     }
 }
@@ -201,6 +202,32 @@ fn keyword(
             let a = v.as_array().map_or(&[][..], Vec::as_slice);
             for x in a {
                 if satisfies(x, s, ptr, formats)? {
+                    return Ok(true);
+                }
+            }
+            false
+        }
+        super::SOME_MEMBER => {
+            let o = v.as_object().expect("applies to objects");
+            let names = |k: &str| -> Vec<&str> {
+                s.get(k)
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default()
+            };
+            let dfas = |k: &str| -> Result<Vec<ByteDfa>> {
+                names(k)
+                    .into_iter()
+                    .map(|p| ByteDfa::new(&strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?))
+                    .collect()
+            };
+            let (listed, matching, except) = (names("names"), dfas("matching")?, dfas("except")?);
+            let value = s.get("value").unwrap_or(&Value::Bool(true));
+            for (name, x) in o {
+                let admitted = !listed.contains(&name.as_str())
+                    && matching.iter().all(|d| strings::encoded_match(d, name))
+                    && !except.iter().any(|d| strings::encoded_match(d, name));
+                if admitted && satisfies(x, value, ptr, formats)? {
                     return Ok(true);
                 }
             }

@@ -452,16 +452,22 @@ fn counts_beside_contains(m: &mut Map<String, Value>, other: &Map<String, Value>
 }
 
 /// Whether no value satisfies merged keywords `m`, judged by the plain
-/// signs a merge leaves: an empty `type` or `enum`, or a required member
-/// whose schema is `false` (so that branches a product of conditions
-/// cannot reach are pruned).
+/// signs a merge leaves: an empty `type` or `enum`, or objects only with a
+/// required member whose schema is `false` (so that branches a product of
+/// conditions cannot reach are pruned).
 fn unsatisfiable(m: &Map<String, Value>) -> bool {
     let empty = |k: &str| matches!(m.get(k), Some(Value::Array(a)) if a.is_empty());
     if empty("type") || empty("enum") {
         return true;
     }
-    let (Some(Value::Array(required)), Some(Value::Object(props))) =
-        (m.get("required"), m.get("properties"))
+    // `required` holds for every non-object: only objects are left out.
+    let only_objects = match m.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(t)) => t.len() == 1 && t[0] == "object",
+        _ => false,
+    };
+    let (true, Some(Value::Array(required)), Some(Value::Object(props))) =
+        (only_objects, m.get("required"), m.get("properties"))
     else {
         return false;
     };

@@ -1235,18 +1235,19 @@ impl<'a> Compiler<'a> {
         // A name listed twice is still one member.
         required.sort_unstable();
         required.dedup();
-        let additional: Option<&'a Value> = match obj.get("additionalProperties") {
+        let additional: Option<(String, &'a Value)> = match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
-            Some(v) => Some(v),
+            Some(v) => Some((format!("{ptr}/additionalProperties"), v)),
             None if self.opts.strict_properties => None,
-            None => Some(&Value::Bool(true)),
+            None => Some((format!("{ptr}/additionalProperties"), &Value::Bool(true))),
         };
         let patterns = self.key_patterns(obj, ptr)?;
+        let witness = self.witness(obj, ptr)?;
         // Listed properties (false schemas cannot appear), then required names
-        // not listed. A listed value also takes the schemas of the patterns
-        // its key matches; an unlisted one takes those, or else the
-        // additional-properties schema.
-        let mut listed: Vec<(String, Node, bool)> = Vec::new();
+        // not listed, each with the schemas its value takes: a listed value
+        // also takes the schemas of the patterns its key matches; an unlisted
+        // one takes those, or else the additional-properties schema.
+        let mut listed: Vec<(String, Schemas<'a>, bool)> = Vec::new();
         for (k, v) in props.into_iter().flatten() {
             if v == &Value::Bool(false) {
                 if required.contains(&k.as_str()) {
@@ -1257,38 +1258,28 @@ impl<'a> Compiler<'a> {
             let at = format!("{ptr}/properties/{}", pointer_part(k));
             let mut schemas = vec![(at, v)];
             schemas.extend(matching(&patterns, k));
-            let value = self.all_of(schemas, ptr)?;
-            listed.push((k.clone(), value, required.contains(&k.as_str())));
+            listed.push((k.clone(), schemas, required.contains(&k.as_str())));
         }
-        let add_node = match additional {
-            Some(a) => Some(Node::Ref(
-                self.rule_for(&format!("{ptr}/additionalProperties"), a)?,
-                Pos::default(),
-            )),
-            None => None,
-        };
         for r in &required {
             if listed.iter().all(|(k, _, _)| k != r) {
-                match self.unlisted_value(props, &patterns, &add_node, r, ptr)? {
-                    Some(value) => listed.push((r.to_string(), value, true)),
+                match unlisted_schemas(props, &patterns, &additional, r) {
+                    Some(schemas) => listed.push((r.to_string(), schemas, true)),
                     None => return Ok(None),
                 }
             }
         }
         // Names dependencies mention are listed too, so that the parser knows
         // whether they are present (one that cannot appear is listed with no
-        // value: what requires it cannot appear either).
+        // schemas, so no value: what requires it cannot appear either).
         let dependent = self.dependent_required(obj, ptr)?;
         for name in dependent
             .iter()
             .flat_map(|(t, d)| std::iter::once(t).chain(d))
         {
             if listed.iter().all(|(k, _, _)| k != name) {
-                let value = match self.unlisted_value(props, &patterns, &add_node, name, ptr)? {
-                    Some(v) => v,
-                    None => self.never(),
-                };
-                listed.push((name.clone(), value, false));
+                let schemas =
+                    unlisted_schemas(props, &patterns, &additional, name).unwrap_or_default();
+                listed.push((name.clone(), schemas, false));
             }
         }
         if listed.len() > MAX_MEMBERS {
@@ -1308,7 +1299,7 @@ impl<'a> Compiler<'a> {
         names.dedup();
         // Unlisted keys, by which patterns they match: each such set of
         // patterns is one kind of member (none matched: additional ones).
-        let mut kinds: Vec<(Vec<String>, Vec<String>, Node)> = Vec::new();
+        let mut kinds: Vec<(Vec<String>, Vec<String>, Schemas<'a>)> = Vec::new();
         for set in 0..1usize << patterns.len() {
             let in_set = |i: usize| set & (1 << i) != 0;
             let regexes = |want: bool| -> Vec<String> {
@@ -1318,25 +1309,29 @@ impl<'a> Compiler<'a> {
                     .filter(|(i, _)| in_set(*i) == want);
                 chosen.map(|(_, p)| p.content.clone()).collect()
             };
-            let value = if set == 0 {
-                match &add_node {
-                    Some(a) => a.clone(),
+            let schemas = if set == 0 {
+                match &additional {
+                    Some(a) => vec![a.clone()],
                     None => continue,
                 }
             } else {
                 let matched = patterns.iter().enumerate().filter(|(i, _)| in_set(*i));
-                let schemas = matched
+                matched
                     .map(|(_, p)| (p.pointer.clone(), p.schema))
-                    .collect();
-                self.all_of(schemas, ptr)?
+                    .collect()
             };
-            kinds.push((regexes(true), regexes(false), value));
+            kinds.push((regexes(true), regexes(false), schemas));
+        }
+        let mut kind_values = Vec::new();
+        for (_, _, schemas) in &kinds {
+            kind_values.push(self.all_of(schemas.clone(), ptr)?);
         }
         let extra = (!kinds.is_empty()).then(|| {
             let members = |before: Node| {
                 let alts = kinds
                     .iter()
-                    .map(|(yes, no, value)| {
+                    .zip(&kind_values)
+                    .map(|((yes, no, _), value)| {
                         Node::seq(vec![
                             self.other_key(&before, &names, yes, no),
                             value.clone(),
@@ -1362,12 +1357,95 @@ impl<'a> Compiler<'a> {
         if extra.is_none() && max.is_some_and(|m| m as usize >= listed.len()) {
             max = None; // never reached: members are counted only when it can be
         }
-        let counts = MemberCounts {
+        let mut counts = MemberCounts {
             min: count(obj, "minProperties", ptr)?.unwrap_or(0),
             max,
             dependent,
+            ..MemberCounts::default()
         };
+        if let Some(w) = witness {
+            // The witness: a listed member whose key qualifies, in a twin form
+            // whose value also takes the witness's schema, or an unlisted one.
+            let with_value = |mut schemas: Vec<(String, &'a Value)>| {
+                schemas.push((w.pointer.clone(), w.value));
+                schemas
+            };
+            for (i, (k, schemas, _)) in listed.iter().enumerate() {
+                if !schemas.is_empty() && w.admits(k) {
+                    let value = self.all_of(with_value(schemas.clone()), ptr)?;
+                    counts.twins.push((i, value));
+                }
+            }
+            let mut excluded = names.clone();
+            excluded.extend(w.names.iter().map(String::as_str));
+            let mut alts = Vec::new();
+            for (yes, no, schemas) in &kinds {
+                let yes: Vec<String> = yes.iter().chain(&w.matching).cloned().collect();
+                let no: Vec<String> = no.iter().chain(&w.except).cloned().collect();
+                let value = self.all_of(with_value(schemas.clone()), ptr)?;
+                alts.push(Node::seq(vec![
+                    self.other_key(&Node::Empty, &excluded, &yes, &no),
+                    value,
+                ]));
+            }
+            if counts.twins.is_empty() && alts.is_empty() {
+                return Ok(None); // no member can be the witness
+            }
+            counts.other_witness = (!alts.is_empty()).then(|| Node::alt(alts));
+        }
+        let listed: Vec<(String, Node, bool)> = listed
+            .into_iter()
+            .map(|(k, schemas, req)| {
+                let value = if schemas.is_empty() {
+                    self.never()
+                } else {
+                    self.all_of(schemas, ptr)?
+                };
+                Ok((k, value, req))
+            })
+            .collect::<Result<_>>()?;
         Ok(Some(self.members(&listed, extra, counts, ptr)?))
+    }
+
+    /// The internal `SOME_MEMBER` keyword: a member that must be present,
+    /// with a key none of `names`, matching every regex of `matching` and
+    /// none of `except`, and a value `value` accepts.
+    fn witness(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Witness<'a>>> {
+        let Some(spec) = obj.get(SOME_MEMBER) else {
+            return Ok(None);
+        };
+        let at = format!("{ptr}/(some member)");
+        let list = |k: &str| -> Vec<String> {
+            spec.get(k)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let regexes = |sources: Vec<String>| -> Result<Vec<(String, ByteDfa)>> {
+            sources
+                .iter()
+                .map(|p| {
+                    let r = strings::pattern_regex(p).or_else(|e| refuse(&at, e))?;
+                    let dfa = ByteDfa::new(&r)?;
+                    Ok((r, dfa))
+                })
+                .collect()
+        };
+        let (matching, matching_dfas) = regexes(list("matching"))?.into_iter().unzip();
+        let (except, except_dfas) = regexes(list("except"))?.into_iter().unzip();
+        Ok(Some(Witness {
+            names: list("names"),
+            matching,
+            except,
+            matching_dfas,
+            except_dfas,
+            value: spec.get("value").unwrap_or(&Value::Bool(true)),
+            pointer: format!("{at}/value"),
+        }))
     }
 
     /// `patternProperties`, in schema order (at most `MAX_KEY_PATTERNS`).
@@ -1417,7 +1495,10 @@ impl<'a> Compiler<'a> {
                 Value::Array(list),
             )])));
             let key = format!("(allOf){both}");
-            self.rule_keyed(key, &format!("{ptr}/(allOf)"), both)?
+            // Rules below are memoized by pointer: each list of schemas
+            // merged here needs a pointer of its own.
+            let at = format!("{ptr}/(allOf {})", self.by_pointer.len());
+            self.rule_keyed(key, &at, both)?
         };
         Ok(Node::Ref(name, Pos::default()))
     }
@@ -1461,15 +1542,37 @@ impl<'a> Compiler<'a> {
         ptr: &str,
     ) -> Result<Node> {
         let ksep = self.key_sep();
-        let listed = listed
+        let member = |k: &str, v: &Node| {
+            let key = lit(&format!("\"{}\"", strings::encode(k)));
+            Node::seq(vec![key, ksep.clone(), v.clone()])
+        };
+        let mut entries: Vec<(Node, bool)> = listed
             .iter()
-            .map(|(k, v, required)| {
-                let key = lit(&format!("\"{}\"", strings::encode(k)));
-                (Node::seq(vec![key, ksep.clone(), v.clone()]), *required)
-            })
+            .map(|(k, v, required)| (member(k, v), *required))
             .collect();
+        // Witness forms: each a listed member of its own, one of them needed.
+        let (mut twins, mut any_of) = (Vec::new(), Vec::new());
+        for (i, value) in counts.twins {
+            twins.push((i, entries.len()));
+            any_of.push(entries.len());
+            entries.push((member(&listed[i].0, &value), false));
+        }
+        if let Some(other) = counts.other_witness {
+            any_of.push(entries.len());
+            entries.push((other, false));
+        }
+        if entries.len() > MAX_MEMBERS {
+            return refuse(
+                ptr,
+                format!(
+                    "{} members and witness forms (`not` of `additionalProperties`): objects may \
+                     list at most {MAX_MEMBERS}",
+                    entries.len()
+                ),
+            );
+        }
         let body = Members {
-            listed,
+            listed: entries,
             extra,
             sep: self.item_sep(),
             close: Node::seq(vec![self.ws(), lit("}")]),
@@ -1477,6 +1580,8 @@ impl<'a> Compiler<'a> {
             min: counts.min,
             max: counts.max,
             dependent: counts.dependent,
+            twins,
+            any_of,
         };
         body.rules().check().or_else(|e| refuse(ptr, e))?;
         Ok(Node::seq(vec![
@@ -1484,28 +1589,6 @@ impl<'a> Compiler<'a> {
             self.ws(),
             Node::Members(Box::new(body)),
         ]))
-    }
-
-    /// The value of a member named `name` that `properties` does not list
-    /// (or lists as `false`): the schemas of the patterns it matches, else
-    /// the additional-properties one. None: no such member may appear.
-    fn unlisted_value(
-        &mut self,
-        props: Option<&'a Map<String, Value>>,
-        patterns: &[KeyPattern<'a>],
-        additional: &Option<Node>,
-        name: &str,
-        ptr: &str,
-    ) -> Result<Option<Node>> {
-        if props.is_some_and(|p| p.contains_key(name)) {
-            return Ok(None);
-        }
-        let schemas = matching(patterns, name);
-        Ok(match (additional, schemas.is_empty()) {
-            (_, false) => Some(self.all_of(schemas, ptr)?),
-            (Some(a), true) => Some(a.clone()),
-            (None, true) => None,
-        })
     }
 
     /// `dependentRequired` (`dependencies` in drafts 4-7, array form): each
@@ -1548,12 +1631,67 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// An object's count and dependency constraints, by listed member index.
+/// An object's count and dependency constraints, by listed member index,
+/// and its witness forms (see `Compiler::witness`).
 #[derive(Default)]
 struct MemberCounts {
     min: u32,
     max: Option<u32>,
     dependent: Vec<(usize, Vec<usize>)>,
+    /// A listed member and its value as the witness.
+    twins: Vec<(usize, Node)>,
+    /// An unlisted member as the witness (key, separator and value).
+    other_witness: Option<Node>,
+}
+
+/// Schemas a value must satisfy, each with its pointer.
+type Schemas<'a> = Vec<(String, &'a Value)>;
+
+/// What `SOME_MEMBER` asks for (see `Compiler::witness`).
+struct Witness<'a> {
+    names: Vec<String>,
+    /// Regexes over encoded key contents (search semantics), and their DFAs.
+    matching: Vec<String>,
+    except: Vec<String>,
+    matching_dfas: Vec<ByteDfa>,
+    except_dfas: Vec<ByteDfa>,
+    value: &'a Value,
+    pointer: String,
+}
+
+impl Witness<'_> {
+    /// Whether a member named `key` may be the witness (its value aside).
+    fn admits(&self, key: &str) -> bool {
+        !self.names.iter().any(|n| n == key)
+            && self
+                .matching_dfas
+                .iter()
+                .all(|d| strings::encoded_match(d, key))
+            && !self
+                .except_dfas
+                .iter()
+                .any(|d| strings::encoded_match(d, key))
+    }
+}
+
+/// The schemas of the value of a member named `name` that `properties` does
+/// not list (or lists as `false`): those of the patterns it matches, else the
+/// additional-properties one. None: no such member may appear.
+fn unlisted_schemas<'a>(
+    props: Option<&'a Map<String, Value>>,
+    patterns: &[KeyPattern<'a>],
+    additional: &Option<(String, &'a Value)>,
+    name: &str,
+) -> Option<Vec<(String, &'a Value)>> {
+    if props.is_some_and(|p| p.contains_key(name)) {
+        return None;
+    }
+    let schemas = matching(patterns, name);
+    match (additional, schemas.is_empty()) {
+        (_, false) => Some(schemas),
+        (Some(a), true) => Some(vec![a.clone()]),
+        (None, true) => None,
+    }
 }
 
 /// What a leaf `not` leaves out: values, or strings whose encoded contents
@@ -1591,6 +1729,11 @@ pub const SOME_ITEM: &str = "$maskpar:contains";
 /// `integer` makes it). Like integers, such numbers are written without an
 /// exponent from draft 6 on (where `1.0` is an integer).
 pub const NON_INTEGER: &str = "$maskpar:non-integer";
+/// An internal keyword: an object has a member whose key is none of
+/// `names`, matches every pattern of `matching` and none of `except`, and
+/// whose value `value` accepts (`not` of `additionalProperties` and of
+/// `patternProperties` make it).
+pub const SOME_MEMBER: &str = "$maskpar:some-member";
 /// Bound on the positions `contains` unrolls below a `maxItems`.
 const MAX_CONTAINS_UNROLL: usize = 64;
 const MAX_KEY_PATTERNS: usize = 4;

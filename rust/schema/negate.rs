@@ -234,17 +234,15 @@ impl Negator<'_> {
                     let Some(name) = name.as_str() else {
                         return refuse(ptr, "`required` must list strings");
                     };
-                    out.push(json!({ "type": "object", "properties": { name: false } }));
+                    out.push(json!({
+                        "type": "object",
+                        "properties": { name: false },
+                        "additionalProperties": true,
+                    }));
                 }
                 return Ok(());
             }
             "properties" => {
-                if o.contains_key("additionalProperties") || o.contains_key("patternProperties") {
-                    return refuse(
-                        ptr,
-                        "`not` of `properties` with `additionalProperties` or `patternProperties` is not supported yet",
-                    );
-                }
                 let Some(props) = v.as_object() else {
                     return refuse(ptr, "`properties` must be an object");
                 };
@@ -256,6 +254,7 @@ impl Negator<'_> {
                             "type": "object",
                             "required": [name],
                             "properties": { name: negated },
+                            "additionalProperties": true,
                         }));
                     }
                 }
@@ -313,6 +312,45 @@ impl Negator<'_> {
                     return Ok(());
                 }
                 json!({ "allOf": negated })
+            }
+            "additionalProperties" => {
+                // A member `properties` does not list and no pattern matches,
+                // whose value fails the schema.
+                let keys = |k: &str| -> Vec<String> {
+                    o.get(k)
+                        .and_then(Value::as_object)
+                        .map(|m| m.keys().cloned().collect())
+                        .unwrap_or_default()
+                };
+                let negated = self.negate(v, ptr, depth)?;
+                if negated == Value::Bool(false) {
+                    return Ok(());
+                }
+                let member = json!({
+                    "names": keys("properties"),
+                    "except": keys("patternProperties"),
+                    "value": negated,
+                });
+                json!({ "type": "object", "additionalProperties": true, super::SOME_MEMBER: member })
+            }
+            "patternProperties" => {
+                // A member a pattern matches whose value fails its schema.
+                let Some(patterns) = v.as_object() else {
+                    return refuse(ptr, "`patternProperties` must be an object");
+                };
+                for (source, sub) in patterns {
+                    let at = format!("{ptr}/{}", pointer_part(source));
+                    let negated = self.negate(sub, &at, depth)?;
+                    if negated != Value::Bool(false) {
+                        let member = json!({ "matching": [source], "value": negated });
+                        out.push(json!({
+                            "type": "object",
+                            "additionalProperties": true,
+                            super::SOME_MEMBER: member,
+                        }));
+                    }
+                }
+                return Ok(());
             }
             "oneOf" => {
                 // None of the branches holds, or two do.
