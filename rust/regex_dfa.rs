@@ -221,6 +221,48 @@ impl ByteDfa {
         .pruned()
     }
 
+    /// The DFA with transition function `next` over the bytes of `alphabet`
+    /// (every other byte leads to the dead state): states are
+    /// `0..accepting.len()`, 0 dead and 1 the start. None if no string
+    /// matches.
+    pub fn from_transitions(
+        alphabet: &[u8],
+        accepting: Vec<bool>,
+        next: impl Fn(u32, u8) -> u32,
+    ) -> Option<Self> {
+        let mut classes = [0u8; 256];
+        let mut representative = vec![0u8];
+        let mut class_size = vec![256usize];
+        for &b in alphabet {
+            if classes[b as usize] == 0 && representative.len() < 256 {
+                classes[b as usize] = representative.len() as u8;
+                representative.push(b);
+                class_size.push(1);
+                class_size[0] -= 1;
+            }
+        }
+        representative[0] = (0..=255u8).find(|&b| classes[b as usize] == 0)?;
+        let stride = representative.len();
+        let mut trans = vec![DEAD; accepting.len() * stride];
+        for q in 1..accepting.len() {
+            for (c, &b) in representative.iter().enumerate().skip(1) {
+                let t = next(q as u32, b);
+                debug_assert!((t as usize) < accepting.len());
+                trans[q * stride + c] = t;
+            }
+        }
+        Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: 1,
+        }
+        .reachable()
+        .pruned()
+    }
+
     /// The same language with equivalent states merged (Moore's partition
     /// refinement), or None when that would cost more than `work_limit`
     /// steps (states x byte classes x rounds).

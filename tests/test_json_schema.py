@@ -249,8 +249,9 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
         ),
         ({"items": {"type": "string", "pattern": "(?=x)"}}, "/items/pattern"),
         ({"$ref": "http://example.com/s.json"}, "only local references"),
-        ({"type": "number", "multipleOf": 0.5}, "/multipleOf"),
-        ({"oneOf": [{"type": "number"}, {"multipleOf": 2}]}, "/oneOf/1"),
+        ({"type": "number", "multipleOf": 0.123457}, "/multipleOf"),
+        ({"type": "array", "uniqueItems": True}, "/uniqueItems"),
+        ({"oneOf": [{"type": "array"}, {"uniqueItems": True}]}, "/oneOf/1"),
         ({"type": "object", "properties": {f"p{i}": {} for i in range(65)}}, "at most 64"),
         ({"type": "what"}, "unknown type"),
         ({"properties": {"u": {"format": "iri"}}}, "/properties/u/format"),
@@ -525,6 +526,36 @@ def test_number_bounds_compare_decimals_exactly(byte_tok, text, lo, hi, exclusiv
     # json.dumps' own text of an in-range float is always produced.
     if in_range:
         assert accepts(g, json.dumps(float(x))) or float(x) != x
+
+
+DIVISORS = [1, 2, 3, 0.5, 0.25, 0.01, 2.5, 12, 1e-05]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=number_texts(),
+    divisors=st.lists(st.sampled_from(DIVISORS), min_size=1, max_size=2),
+    negated=st.booleans(),
+    typed=st.sampled_from(["number", "integer"]),
+)
+def test_multiple_of_is_exact_decimal_division(byte_tok, text, divisors, negated, typed):
+    """`multipleOf` divides decimals exactly (`10.99` is a multiple of 0.01,
+    as MaskBench labels it, though floats disagree); numbers are written
+    without an exponent where divisibility is asked, as integers are."""
+    parts = [{"multipleOf": d} for d in divisors]
+    schema = (
+        {"type": typed, "not": {"allOf": parts}} if negated else {"type": typed, "allOf": parts}
+    )
+    value = decimal.Decimal(text)
+    multiple = all(value % decimal.Decimal(repr(d)) == 0 for d in divisors)
+    whole = value == value.to_integral_value()
+    expected = "e" not in text.lower() and (multiple != negated) and (typed == "number" or whole)
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        assert "matches no string" in str(e) and not expected  # not of multipleOf: 1
+        return
+    assert accepts(g, text) == expected, (schema, text)
 
 
 def test_merged_array_keywords_keep_their_positions(byte_tok):
@@ -805,6 +836,12 @@ def test_draft_4_and_6_read_integers_and_if_as_they_did(byte_tok):
     old = maskpar.compile_json_schema(byte_tok, {"$schema": d6, **cond})
     new = maskpar.compile_json_schema(byte_tok, cond)
     assert accepts(old, '"abc"') and not accepts(new, '"abc"') and accepts(new, '"a"')
+    # Also where two of them meet in an allOf (they are not merged).
+    two = {"allOf": [cond, {"if": {"type": "string"}, "then": {"minLength": 3}}]}
+    old = maskpar.compile_json_schema(byte_tok, {"$schema": d6, **two})
+    new = maskpar.compile_json_schema(byte_tok, two)
+    assert accepts(old, '"ab"') and accepts(old, "1")
+    assert not accepts(new, '"ab"') and not accepts(new, '"abc"') and accepts(new, "1")
 
 
 MANY = {

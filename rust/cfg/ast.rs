@@ -53,6 +53,10 @@ pub enum Node {
     Intersect(Vec<Node>),
     /// The strings `.0` matches and `.1` does not (regular parts, as above).
     Minus(Box<Node>, Box<Node>),
+    /// JSON number texts without an exponent whose value is a multiple of
+    /// this positive decimal (the schema compiler's `multipleOf`): regular,
+    /// built as an automaton (a regex would be huge). A lexeme of its own.
+    DecimalMultiples(String),
 }
 
 /// The body of a JSON object after `{`: each listed member at most once, in

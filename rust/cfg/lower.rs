@@ -158,7 +158,8 @@ fn is_regular(n: &Node) -> bool {
         | Node::Call(..)
         | Node::Members(_)
         | Node::Intersect(_)
-        | Node::Minus(..) => false,
+        | Node::Minus(..)
+        | Node::DecimalMultiples(_) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
         _ => true,
@@ -212,7 +213,8 @@ fn to_regex(n: &Node, out: &mut String) {
         | Node::Call(..)
         | Node::Members(_)
         | Node::Intersect(_)
-        | Node::Minus(..) => unreachable!("to_regex is only called on regular nodes"),
+        | Node::Minus(..)
+        | Node::DecimalMultiples(_) => unreachable!("to_regex is only called on regular nodes"),
         Node::Seq(v) => {
             out.push_str("(?:");
             v.iter().for_each(|x| to_regex(x, out));
@@ -299,6 +301,11 @@ fn dfa_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
                 Some(b) => Ok(none_if_empty(ByteDfa::product(&a, &b, Op::AndNot))?.map(Arc::new)),
             }
         }
+        Node::DecimalMultiples(divisor) => cached(n, |_| {
+            crate::schema::decimals::multiples_dfa(divisor)
+                .map(|d| Some(Arc::new(d)))
+                .map_err(Error::Compile)
+        }),
         _ if is_regular(n) => composed(n),
         _ => Err(Error::Compile(
             "intersections and differences take regular parts only".into(),
@@ -433,7 +440,11 @@ fn cached(
     build: impl FnOnce(&str) -> Result<Option<Arc<ByteDfa>>>,
 ) -> Result<Option<Arc<ByteDfa>>> {
     let mut re = String::new();
-    to_regex(n, &mut re);
+    match n {
+        // Not a regex: a key no regex renders to.
+        Node::DecimalMultiples(d) => re = format!("\u{0}multiples of {d}"),
+        _ => to_regex(n, &mut re),
+    }
     if let Some(hit) = cache_lock().as_ref().and_then(|c| c.map.get(&re)) {
         return Ok(hit.clone());
     }
@@ -514,7 +525,10 @@ impl Lowerer<'_> {
 
     /// The lexeme for regular node `n` (distinct per priority).
     fn lexeme_with(&mut self, n: &Node, priority: i32, name: Option<&str>) -> Result<Sym> {
-        let boolean = matches!(n, Node::Intersect(_) | Node::Minus(..));
+        let boolean = matches!(
+            n,
+            Node::Intersect(_) | Node::Minus(..) | Node::DecimalMultiples(_)
+        );
         let mut re = String::new();
         if boolean {
             re = format!("{n:?}");
@@ -571,6 +585,7 @@ impl Lowerer<'_> {
                 | Node::Regex(_)
                 | Node::Intersect(_)
                 | Node::Minus(..)
+                | Node::DecimalMultiples(_)
         );
         // With longest-match lexing each terminal is its own lexeme (ignored
         // text may sit between them), so only leaves become lexemes.

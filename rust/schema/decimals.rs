@@ -10,6 +10,7 @@
 //! (`12e3`, `0.5e1`) are not produced.
 
 use super::numbers::nonneg;
+use crate::regex_dfa::ByteDfa;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cmp {
@@ -273,6 +274,129 @@ pub fn bound_regex(bound: &str, op: Cmp) -> Option<String> {
     (!alts.is_empty()).then(|| format!("(?:{})", alts.join("|")))
 }
 
+/// Bound on the states of a `multipleOf` automaton (its divisor's digits
+/// times its scale).
+const MAX_MULTIPLE_STATES: u64 = 1 << 19;
+
+/// A positive decimal as an integer `m` and a scale `s` (`m / 10^s`), or
+/// None if it is not positive or does not fit.
+fn ratio(text: &str) -> Option<(u64, u32)> {
+    let (neg, d) = parse(text);
+    if neg || d.is_zero() {
+        return None;
+    }
+    let digits = format!("{}{}", d.int, d.frac);
+    let m: u64 = digits.trim_start_matches('0').parse().ok()?;
+    Some((m, d.frac.len() as u32))
+}
+
+/// Why `divisor` cannot be a `multipleOf` (not positive, or its automaton
+/// too large), if so.
+pub fn check_divisor(divisor: &str) -> Result<(), String> {
+    let Some((m, s)) = ratio(divisor) else {
+        return Err(format!(
+            "`multipleOf` must be a positive number (got {divisor})"
+        ));
+    };
+    let states = m.saturating_mul(s as u64 + 3);
+    if states > MAX_MULTIPLE_STATES {
+        return Err(format!(
+            "`multipleOf: {divisor}` needs an automaton of {states} states (at most \
+             {MAX_MULTIPLE_STATES})"
+        ));
+    }
+    Ok(())
+}
+
+/// The least common multiple of two positive decimals, as decimal text
+/// (`0.5` and `0.2` make `1`): what both `multipleOf`s ask together.
+pub fn lcm_text(a: &str, b: &str) -> Option<String> {
+    let ((ma, sa), (mb, sb)) = (ratio(a)?, ratio(b)?);
+    let s = sa.max(sb);
+    let scale = |m: u64, by: u32| m.checked_mul(10u64.checked_pow(by)?);
+    let (x, y) = (scale(ma, s - sa)?, scale(mb, s - sb)?);
+    let gcd = {
+        let (mut p, mut q) = (x, y);
+        while q != 0 {
+            (p, q) = (q, p % q);
+        }
+        p
+    };
+    let l = (x / gcd).checked_mul(y)?;
+    let digits = format!("{l:0>width$}", width = s as usize + 1);
+    let (int, frac) = digits.split_at(digits.len() - s as usize);
+    let frac = frac.trim_end_matches('0');
+    Some(if frac.is_empty() {
+        int.to_string()
+    } else {
+        format!("{int}.{frac}")
+    })
+}
+
+/// The JSON number texts without an exponent whose value is a multiple of
+/// the positive decimal `divisor`: `v / divisor` is an integer exactly when
+/// `v * 10^s` (s: the divisor's scale) is an integer divisible by `m`, so
+/// the automaton reads the digits keeping their value modulo `m`, and only
+/// zeros past the `s`-th fraction digit. Err: not positive, or too large.
+pub fn multiples_dfa(divisor: &str) -> Result<ByteDfa, String> {
+    check_divisor(divisor)?;
+    let (m, s) = ratio(divisor).expect("checked");
+    let (m32, s32) = (m as u32, s);
+    // 0 dead, 1 start, 2 after '-', 3 after a leading '0'; then I(r): integer
+    // digits read (value r mod m); F(j, r): j fraction digits (j <= s); T(r):
+    // more than s fraction digits, all zeros past the s-th.
+    const ZERO: u32 = 3;
+    let int = |r: u32| 4 + r;
+    let frac = |j: u32, r: u32| 4 + m32 + j * m32 + r;
+    let tail = |r: u32| 4 + m32 + (s32 + 1) * m32 + r;
+    let n = tail(m32) as usize;
+    // r * 10^k mod m, the value once the missing fraction digits are zeros.
+    let padded = |r: u32, k: u32| (0..k).fold(r as u64, |x, _| x * 10 % m) == 0;
+    let mut accepting = vec![false; n];
+    accepting[ZERO as usize] = true;
+    for r in 0..m32 {
+        accepting[int(r) as usize] = padded(r, s32);
+        for j in 1..=s32 {
+            accepting[frac(j, r) as usize] = padded(r, s32 - j);
+        }
+        accepting[tail(r) as usize] = r == 0;
+    }
+    let step = |r: u32, d: u32| ((r as u64 * 10 + d as u64) % m) as u32;
+    let next = |q: u32, b: u8| -> u32 {
+        let digit = b.is_ascii_digit().then(|| (b - b'0') as u32);
+        match (q, digit) {
+            (1, None) if b == b'-' => 2,
+            (1 | 2, Some(0)) => ZERO,
+            (1 | 2, Some(d)) => int(d % m32),
+            (1 | 2, None) => 0,
+            (ZERO, None) if b == b'.' => frac(0, 0),
+            (ZERO, _) => 0,
+            _ if q < frac(0, 0) => {
+                let r = q - int(0);
+                match digit {
+                    Some(d) => int(step(r, d)),
+                    None if b == b'.' => frac(0, r),
+                    None => 0,
+                }
+            }
+            _ if q < tail(0) => {
+                let (j, r) = ((q - frac(0, 0)) / m32, (q - frac(0, 0)) % m32);
+                match digit {
+                    Some(d) if j < s32 => frac(j + 1, step(r, d)),
+                    Some(0) => tail(r),
+                    _ => 0,
+                }
+            }
+            _ => match digit {
+                Some(0) => q,
+                _ => 0,
+            },
+        }
+    };
+    ByteDfa::from_transitions(b"-.0123456789", accepting, next)
+        .ok_or_else(|| format!("`multipleOf: {divisor}`: no number is a multiple"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,5 +441,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn multiples_are_exact_decimal_multiples() {
+        // Every number text of up to 6 bytes (no exponent) against exact
+        // rational arithmetic: v / k is an integer iff v*10^6 % (k*10^6) == 0.
+        let mut texts = vec![String::new()];
+        let mut all = Vec::new();
+        for _ in 0..6 {
+            let mut next = Vec::new();
+            for t in &texts {
+                for c in ['-', '.', '0', '1', '2', '5', '7'] {
+                    next.push(format!("{t}{c}"));
+                }
+            }
+            all.extend(next.iter().cloned());
+            texts = next;
+        }
+        let re = crate::regex_dfa::ByteDfa::new(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?").unwrap();
+        let micro = |t: &str| -> i128 {
+            let (neg, d) = parse(t);
+            let frac = format!("{:0<6}", d.frac);
+            let v: i128 = format!("{}{}", d.int, frac).parse().unwrap();
+            if neg {
+                -v
+            } else {
+                v
+            }
+        };
+        for divisor in ["1", "2", "0.5", "0.25", "7", "0.01", "2.5", "12"] {
+            let dfa = multiples_dfa(divisor).unwrap();
+            let k = micro(divisor);
+            for t in &all {
+                let is_number = re.is_accepting(re.step_bytes(re.start(), t.as_bytes()));
+                let expected = is_number && micro(t) % k == 0;
+                let got = dfa.is_accepting(dfa.step_bytes(dfa.start(), t.as_bytes()));
+                assert_eq!(got, expected, "{t} multiple of {divisor}");
+            }
+        }
+        assert_eq!(lcm_text("0.5", "0.2").as_deref(), Some("1"));
+        assert_eq!(lcm_text("0.25", "0.1").as_deref(), Some("0.5"));
+        assert_eq!(lcm_text("4", "6").as_deref(), Some("12"));
+        assert!(multiples_dfa("0").is_err() && multiples_dfa("-2").is_err());
     }
 }

@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{is_constraint, refuse, type_names};
+use super::{decimals, is_constraint, refuse, type_names};
 use crate::error::Result;
 
 /// Bound on `$ref`s expanded and branches made while merging one schema.
@@ -26,6 +26,8 @@ pub struct Merger<'r> {
     pub resolve: Resolve<'r>,
     /// Drafts 4 to 7: keywords next to `$ref` are ignored.
     pub ignore_ref_siblings: bool,
+    /// Draft 7 on: `if`/`then`/`else` are keywords (before, annotations).
+    pub conditionals: bool,
     pub work: usize,
 }
 
@@ -125,14 +127,19 @@ impl Merger<'_> {
         depth: usize,
     ) -> Result<Map<String, Value>> {
         // Annotations and unknown keywords constrain nothing.
-        a.retain(|k, _| is_constraint(k));
-        b.retain(|k, _| is_constraint(k));
+        let conditional = |k: &str| matches!(k, "if" | "then" | "else");
+        let keep =
+            |k: &String, _: &mut Value| is_constraint(k) && (self.conditionals || !conditional(k));
+        a.retain(keep);
+        b.retain(keep);
         if a.is_empty() {
             return Ok(b);
         }
         if b.is_empty() {
             return Ok(a);
         }
+        conditional_alone(&mut a);
+        conditional_alone(&mut b);
         let deferred = defer_rewritten(&mut a, &mut b);
         counts_beside_contains(&mut a, &b);
         counts_beside_contains(&mut b, &a);
@@ -370,6 +377,16 @@ impl Merger<'_> {
             {
                 self.merge(vec![va, vb], ptr, depth + 1)?
             }
+            "multipleOf" => {
+                let text = |v: &Value| v.as_number().map(super::decimal_text);
+                match text(&va).zip(text(&vb)).and_then(|(a, b)| decimals::lcm_text(&a, &b)) {
+                    Some(l) => serde_json::from_str(&l).map_or_else(
+                        |_| refuse(ptr, "merging two `multipleOf`s overflowed"),
+                        Ok,
+                    )?,
+                    None => return refuse(ptr, "merging these two `multipleOf`s is not supported"),
+                }
+            }
             "uniqueItems" => Value::Bool(va == Value::Bool(true) || vb == Value::Bool(true)),
             // Two leaf `not`s of values: the values either leaves out.
             "not" if excluded_values(&va).is_some() && excluded_values(&vb).is_some() => {
@@ -385,6 +402,18 @@ impl Merger<'_> {
                 )
             }
         })
+    }
+}
+
+/// `then`/`else` mean something only beside their own `if`, and `if` only
+/// beside one of them: alone they are dropped, so that another part's
+/// cannot pair with them.
+fn conditional_alone(m: &mut Map<String, Value>) {
+    if !m.contains_key("if") {
+        m.remove("then");
+        m.remove("else");
+    } else if !m.contains_key("then") && !m.contains_key("else") {
+        m.remove("if");
     }
 }
 

@@ -6,7 +6,7 @@
 //! by default), for exactly the values the schema validates.
 
 mod check;
-mod decimals;
+pub(crate) mod decimals;
 mod merge;
 mod negate;
 mod numbers;
@@ -82,7 +82,6 @@ const UNSUPPORTED: &[&str] = &[
     "propertyNames",
     "unevaluatedProperties",
     "unevaluatedItems",
-    "multipleOf",
     "$dynamicRef",
     "$recursiveRef",
 ];
@@ -386,6 +385,7 @@ impl<'a> Compiler<'a> {
                 let mut m = merge::Merger {
                     resolve: &resolve,
                     ignore_ref_siblings: self.legacy_draft,
+                    conditionals: !self.before_draft7,
                     work: 0,
                 };
                 m.merge(vec![schema.clone()], ptr, 0)?
@@ -393,6 +393,10 @@ impl<'a> Compiler<'a> {
             // Memoized by content: a recursive schema merged into itself
             // (`Foo.kids: allOf[Foo, Bar]`) meets the same merge again below,
             // and one schema resource resolves equal content the same anywhere.
+            if &merged == schema {
+                // Compiling it would merge it again: a rule deriving itself.
+                return refuse(ptr, "merging this schema makes no progress");
+            }
             let key = format!("(merged){merged}");
             let merged: &'a Value = self.arena.alloc(merged);
             let name = self.rule_keyed(key, &format!("{ptr}/(merged)"), merged)?;
@@ -967,6 +971,7 @@ impl<'a> Compiler<'a> {
                 None => return Ok(None),
             }
         }
+        parts.extend(self.divisibility(obj, ptr)?);
         if obj.contains_key(NON_INTEGER) {
             parts.push(re(if self.before_draft6 {
                 // Drafts 3-4: any number with a fraction or an exponent.
@@ -1020,7 +1025,39 @@ impl<'a> Compiler<'a> {
             return Ok(None);
         }
         let fraction = if self.before_draft6 { "" } else { "(?:\\.0+)?" };
-        Ok(numbers::int_range_regex(lo, hi).map(|r| re(&format!("{r}{fraction}"))))
+        let Some(range) = numbers::int_range_regex(lo, hi) else {
+            return Ok(None);
+        };
+        let mut parts = vec![re(&format!("{range}{fraction}"))];
+        parts.extend(self.divisibility(obj, ptr)?);
+        Ok(Some(match parts.len() {
+            1 => parts.pop().expect("one part"),
+            _ => Node::Intersect(parts),
+        }))
+    }
+
+    /// `multipleOf` (and its negation): the number texts it keeps, as parts
+    /// of an intersection (written without an exponent).
+    fn divisibility(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Vec<Node>> {
+        let mut parts = Vec::new();
+        for (k, negated) in [("multipleOf", false), (NOT_MULTIPLE_OF, true)] {
+            let Some(v) = obj.get(k) else {
+                continue;
+            };
+            let at = format!("{ptr}/{k}");
+            let Value::Number(n) = v else {
+                return refuse(&at, "`multipleOf` must be a number");
+            };
+            let divisor = decimal_text(n);
+            decimals::check_divisor(&divisor).or_else(|e| refuse(&at, e))?;
+            let multiples = Node::DecimalMultiples(divisor);
+            parts.push(if negated {
+                Node::Minus(Box::new(re(PLAIN_NUMBER)), Box::new(multiples))
+            } else {
+                multiples
+            });
+        }
+        Ok(parts)
     }
 
     fn array(&mut self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Node>> {
@@ -1734,6 +1771,9 @@ pub const NON_INTEGER: &str = "$maskpar:non-integer";
 /// whose value `value` accepts (`not` of `additionalProperties` and of
 /// `patternProperties` make it).
 pub const SOME_MEMBER: &str = "$maskpar:some-member";
+/// An internal keyword: a number that is not a multiple of this one (`not`
+/// of `multipleOf` makes it).
+pub const NOT_MULTIPLE_OF: &str = "$maskpar:not-multiple-of";
 /// Bound on the positions `contains` unrolls below a `maxItems`.
 const MAX_CONTAINS_UNROLL: usize = 64;
 const MAX_KEY_PATTERNS: usize = 4;
@@ -1786,6 +1826,8 @@ const NEVER: &str = "no_value";
 
 /// A JSON number (what json.dumps writes for ints and finite floats).
 const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
+/// JSON numbers without an exponent.
+const PLAIN_NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?";
 
 /// Keywords that only annotate a schema.
 fn is_annotation(k: &str) -> bool {
@@ -1928,6 +1970,7 @@ const TYPE_KEYWORDS: &[&str] = &[
     "contains",
     "minContains",
     "maxContains",
+    "multipleOf",
 ];
 const COMBINATORS: &[&str] = &[
     "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",
