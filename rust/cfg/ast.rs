@@ -2,7 +2,7 @@
 //! are regular expressions over terminals and rule references. `lower`
 //! turns it into the CFG the Earley engine runs.
 
-use super::members::MemberRules;
+use super::members::{MemberRules, MemberSet};
 
 /// A position in the grammar source, for error messages (1-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -91,7 +91,7 @@ pub struct Members {
 impl Members {
     /// The constraints the parser checks on the set of members used.
     pub fn rules(&self) -> MemberRules {
-        let bits = |ix: &mut dyn Iterator<Item = usize>| ix.map(|i| 1u64 << i).sum();
+        let bits = |ix: &mut dyn Iterator<Item = usize>| ix.map(|i| (1 as MemberSet) << i).sum();
         MemberRules {
             listed: self.listed.len(),
             required: bits(&mut (0..self.listed.len()).filter(|&i| self.listed[i].1)),

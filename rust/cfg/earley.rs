@@ -30,7 +30,7 @@ pub struct Item {
     pub origin: u32,
     /// The members used so far by the object this item's rule belongs to
     /// (member-set nonterminals only; 0 elsewhere).
-    pub members: u64,
+    pub members: super::members::MemberSet,
 }
 
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
 use super::greedy::greedy_lexemes;
-use super::members::{self, MemberRules, COUNT, KEEP, MAX_MEMBERS};
+use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, ByteSet, Op};
 
@@ -43,7 +43,7 @@ impl Sym {
 
     /// The member set of the nonterminal instance this symbol predicts from
     /// an item whose set is `used` (plain nonterminals start from none).
-    pub fn member_set(self, used: u64) -> u64 {
+    pub fn member_set(self, used: MemberSet) -> MemberSet {
         match self {
             Sym::P(_, op) => members::apply(op, used),
             _ => 0,
@@ -128,7 +128,7 @@ impl Cfg {
     }
 
     /// Whether a rule guarded by `guard` may be predicted with member set `used`.
-    pub fn admits(&self, guard: Guard, used: u64) -> bool {
+    pub fn admits(&self, guard: Guard, used: MemberSet) -> bool {
         match guard {
             Guard::Always => true,
             Guard::Add { set, op } => self.member_rules[set as usize].may_add(used, op),
@@ -907,9 +907,9 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         }
     }
     // The listed members that may be added, or None if the set never closes.
-    let live_members = |set: usize, productive: &[bool]| -> Option<u64> {
+    let live_members = |set: usize, productive: &[bool]| -> Option<MemberSet> {
         let after = l.member_sets[set];
-        let (mut addable, mut extra, mut close) = (0u64, false, false);
+        let (mut addable, mut extra, mut close) = (0 as MemberSet, false, false);
         for r in &member_rules[&after] {
             let ok = r
                 .rhs
@@ -917,7 +917,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
                 .all(|s| s.nonterminal() == Some(after) || sym_ok(s, productive));
             match r.guard {
                 _ if !ok => {}
-                Guard::Add { op, .. } if op < COUNT => addable |= 1 << op,
+                Guard::Add { op, .. } if op < COUNT => addable |= (1 as MemberSet) << op,
                 Guard::Add { .. } => extra = true,
                 Guard::Close { .. } => close = true,
                 Guard::Always => {}
@@ -947,7 +947,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         }
     }
     // Members whose dependencies can never be added cannot be added either.
-    let can_add: Vec<u64> = (0..l.member_sets.len())
+    let can_add: Vec<MemberSet> = (0..l.member_sets.len())
         .map(|set| live_members(set, &productive).unwrap_or(0))
         .collect();
     if !productive[0] {

@@ -4,8 +4,8 @@
 //! say this with a rule per subset of members; instead the parser's items
 //! carry the set (`earley::Item::members`) and rule guards consult it.
 //!
-//! Bits 0..56 are the listed members. When members are counted (a minimum or
-//! maximum is given) the top byte counts the unlisted ones, saturating at
+//! Bits 0..120 are the listed members. When members are counted (a minimum
+//! or maximum is given) the top byte counts the unlisted ones, saturating at
 //! `MAX_COUNT`.
 
 use crate::error::{Error, Result};
@@ -14,23 +14,25 @@ use crate::error::{Error, Result};
 pub const KEEP: u8 = u8::MAX;
 /// `Sym::P`'s op for "one more unlisted member".
 pub const COUNT: u8 = u8::MAX - 1;
-const COUNT_SHIFT: u32 = 56;
-const LISTED: u64 = (1 << COUNT_SHIFT) - 1;
-/// Listed members per object (the set is 64 bits).
-pub const MAX_MEMBERS: usize = 64;
+/// A set of members (and the count of unlisted ones).
+pub type MemberSet = u128;
+const COUNT_SHIFT: u32 = 120;
+const LISTED: MemberSet = (1 << COUNT_SHIFT) - 1;
+/// Listed members per object (the set is 128 bits).
+pub const MAX_MEMBERS: usize = 128;
 /// Listed members per object when members are counted.
 pub const MAX_COUNTED_MEMBERS: usize = COUNT_SHIFT as usize;
 /// Bound on `minProperties` / `maxProperties` (the counter is one byte).
 pub const MAX_COUNT: u32 = 200;
 
 /// The set after `op` (a listed member's index, `KEEP` or `COUNT`).
-pub fn apply(op: u8, used: u64) -> u64 {
+pub fn apply(op: u8, used: MemberSet) -> MemberSet {
     match op {
         KEEP => used,
         // Past MAX_COUNT only "at least min" is asked, and min <= MAX_COUNT.
-        COUNT if used >> COUNT_SHIFT >= MAX_COUNT as u64 => used,
+        COUNT if used >> COUNT_SHIFT >= MAX_COUNT as MemberSet => used,
         COUNT => used + (1 << COUNT_SHIFT),
-        m => used | 1 << m,
+        m => used | (1 as MemberSet) << m,
     }
 }
 
@@ -38,18 +40,18 @@ pub fn apply(op: u8, used: u64) -> u64 {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemberRules {
     pub listed: usize,
-    pub required: u64,
+    pub required: MemberSet,
     pub min: u32,
     pub max: Option<u32>,
     /// A listed member and the listed members it requires when present.
-    pub dependent: Vec<(u8, u64)>,
+    pub dependent: Vec<(u8, MemberSet)>,
     /// Pairs of listed members with the same key (a member and its witness
     /// form, see `any_of`): at most one of a pair is used, and either one
     /// counts as the member for `required`.
     pub twins: Vec<(u8, u8)>,
     /// Listed members of which at least one must be used (none: no such
     /// constraint); `not` of `additionalProperties` makes them.
-    pub any_of: u64,
+    pub any_of: MemberSet,
 }
 
 impl MemberRules {
@@ -101,33 +103,34 @@ impl MemberRules {
         self.min > 0 || self.max.is_some()
     }
 
-    fn count(used: u64) -> u32 {
+    fn count(used: MemberSet) -> u32 {
         (used & LISTED).count_ones() + (used >> COUNT_SHIFT) as u32
     }
 
     /// `used` with the twin of each member in it (the keys in use).
-    fn keys(&self, used: u64) -> u64 {
+    fn keys(&self, used: MemberSet) -> MemberSet {
         let mut out = used;
         for &(a, b) in &self.twins {
-            if used & (1 << a | 1 << b) != 0 {
-                out |= 1 << a | 1 << b;
+            let pair = (1 as MemberSet) << a | (1 as MemberSet) << b;
+            if used & pair != 0 {
+                out |= pair;
             }
         }
         out
     }
 
     /// Whether `used` meets `any_of`.
-    fn witnessed(&self, used: u64) -> bool {
+    fn witnessed(&self, used: MemberSet) -> bool {
         self.any_of == 0 || used & self.any_of != 0
     }
 
     /// `members` and, transitively, the members they depend on.
-    fn closure(&self, members: u64) -> u64 {
+    fn closure(&self, members: MemberSet) -> MemberSet {
         let mut need = members;
         loop {
             let before = need;
             for &(m, deps) in &self.dependent {
-                if need & (1 << m) != 0 {
+                if need & (1 as MemberSet) << m != 0 {
                     need |= deps;
                 }
             }
@@ -138,7 +141,7 @@ impl MemberRules {
     }
 
     /// Listed members `used` still obliges: required ones and dependencies.
-    fn missing(&self, used: u64) -> u64 {
+    fn missing(&self, used: MemberSet) -> MemberSet {
         let keys = self.keys(used);
         self.closure(self.required | (used & LISTED)) & !keys
     }
@@ -146,8 +149,8 @@ impl MemberRules {
     /// Whether `op` may be applied: a listed member not used yet, and the
     /// object can still close within the maximum afterwards (so every set
     /// the parser reaches can be completed).
-    pub fn may_add(&self, used: u64, op: u8) -> bool {
-        if op < COUNT && self.keys(used) & (1 << op) != 0 {
+    pub fn may_add(&self, used: MemberSet, op: u8) -> bool {
+        if op < COUNT && self.keys(used) & (1 as MemberSet) << op != 0 {
             return false;
         }
         let next = apply(op, used);
@@ -155,7 +158,7 @@ impl MemberRules {
             .is_none_or(|max| Self::count(next) + self.missing(next).count_ones() <= max)
     }
 
-    pub fn may_close(&self, used: u64) -> bool {
+    pub fn may_close(&self, used: MemberSet) -> bool {
         self.missing(used) == 0 && self.witnessed(used) && Self::count(used) >= self.min
     }
 
@@ -163,13 +166,13 @@ impl MemberRules {
     /// an unlisted member's does and whether the closing one does: the
     /// members that may really be added (their dependencies may be too), or
     /// None when no object closes.
-    pub fn live_members(&self, addable: u64, extra: bool, close: bool) -> Option<u64> {
+    pub fn live_members(&self, addable: MemberSet, extra: bool, close: bool) -> Option<MemberSet> {
         let mut can = addable;
         loop {
             let before = can;
             for &(m, deps) in &self.dependent {
                 if deps & !can != 0 {
-                    can &= !(1 << m);
+                    can &= !((1 as MemberSet) << m);
                 }
             }
             if can == before {
@@ -184,7 +187,7 @@ impl MemberRules {
         let both = self
             .twins
             .iter()
-            .filter(|&&(a, b)| can & (1 << a) != 0 && can & (1 << b) != 0)
+            .filter(|&&(a, b)| can >> a & 1 != 0 && can >> b & 1 != 0)
             .count() as u32;
         let enough = extra || can.count_ones() - both >= self.min;
         let met = need & !self.keys(can) == 0 && self.witnessed(can);
@@ -232,7 +235,7 @@ mod tests {
         for _ in 0..300 {
             saturated = apply(COUNT, saturated);
         }
-        assert_eq!(saturated >> COUNT_SHIFT, MAX_COUNT as u64);
+        assert_eq!(saturated >> COUNT_SHIFT, MAX_COUNT as MemberSet);
         assert_eq!(saturated & LISTED, 0);
     }
 }
