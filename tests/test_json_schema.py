@@ -566,6 +566,21 @@ def test_multiple_of_is_exact_decimal_division(byte_tok, text, divisors, negated
     assert accepts(g, text) == expected, (schema, text)
 
 
+def test_enum_values_are_checked_against_multiple_of_and_combinators(byte_tok):
+    def kept(schema: dict) -> list[str]:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+        return [t for t in ("1", "2", "3", "4", "6", "1.5", "10.99", '"x"') if accepts(g, t)]
+
+    values = [1, 2, 3, 4, 6, 1.5, 10.99, "x"]
+    assert kept({"enum": values, "multipleOf": 0.5}) == ["1", "2", "3", "4", "6", "1.5", '"x"']
+    assert kept({"enum": values, "multipleOf": 0.01}) == kept({"enum": values})
+    assert kept({"enum": values, "not": {"multipleOf": 2}}) == ["1", "3", "1.5", "10.99"]
+    two_nots = {"enum": values, "allOf": [{"not": {"multipleOf": 2}}, {"not": {"multipleOf": 3}}]}
+    assert kept(two_nots) == ["1", "1.5", "10.99"]
+    one_of = {"enum": values, "oneOf": [{"type": "integer"}, {"minimum": 2}]}
+    assert kept(one_of) == ["1", "10.99", '"x"']
+
+
 def test_merged_array_keywords_keep_their_positions(byte_tok):
     g = maskpar.compile_json_schema(
         byte_tok, {"allOf": [{"prefixItems": [{"type": "integer"}]}, {"items": {"type": "string"}}]}

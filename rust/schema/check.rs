@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::merge::json_equal;
-use super::{is_annotation, refuse, strings};
+use super::{decimals, is_annotation, refuse, strings};
 use crate::error::Result;
 use crate::regex_dfa::ByteDfa;
 
@@ -38,7 +38,8 @@ fn applies(k: &str, v: &Value) -> bool {
         | "exclusiveMinimum"
         | "exclusiveMaximum"
         | "multipleOf"
-        | super::NON_INTEGER => v.is_number(),
+        | super::NON_INTEGER
+        | super::NOT_MULTIPLE_OF => v.is_number(),
         "minItems"
         | "maxItems"
         | "items"
@@ -114,15 +115,41 @@ fn keyword(
                 (_, b) => num(b).is_some_and(|b| x < b),
             }
         }
-        "multipleOf" => match (v.as_i64(), s.as_i64()) {
-            (Some(x), Some(m)) if m > 0 => x % m == 0,
-            _ => {
-                return refuse(
-                    ptr,
-                    "`multipleOf` next to `enum` is decided for integers only",
-                )
+        "multipleOf" | super::NOT_MULTIPLE_OF => {
+            let divisors = match s {
+                Value::Array(list) => list.as_slice(),
+                one => std::slice::from_ref(one),
+            };
+            let value = v.as_number().map(super::decimal_text);
+            let mut all = true;
+            for d in divisors {
+                let divisor = d.as_number().map(super::decimal_text);
+                match value.as_deref().zip(divisor.as_deref()) {
+                    Some((x, m)) => match decimals::is_multiple(x, m) {
+                        Some(yes) => all &= yes != (k == super::NOT_MULTIPLE_OF),
+                        None => return refuse(ptr, "this `multipleOf` check overflows"),
+                    },
+                    None => return refuse(ptr, "`multipleOf` must be a number"),
+                }
             }
-        },
+            all
+        }
+        "anyOf" | "allOf" | "oneOf" => {
+            let Some(list) = s.as_array() else {
+                return refuse(ptr, format!("`{k}` must be an array"));
+            };
+            let mut held = 0;
+            for (i, sub) in list.iter().enumerate() {
+                if satisfies(v, sub, &format!("{ptr}/{i}"), formats)? {
+                    held += 1;
+                }
+            }
+            match k {
+                "anyOf" => held > 0,
+                "allOf" => held == list.len(),
+                _ => held == 1,
+            }
+        }
         "minItems" | "maxItems" | "minProperties" | "maxProperties" => {
             let n = match v {
                 Value::Array(a) => a.len(),

@@ -290,6 +290,19 @@ fn ratio(text: &str) -> Option<(u64, u32)> {
     Some((m, d.frac.len() as u32))
 }
 
+/// Whether decimal `value` is a multiple of positive decimal `divisor`
+/// (None: not positive, or past 128-bit arithmetic).
+pub fn is_multiple(value: &str, divisor: &str) -> Option<bool> {
+    let (md, sd) = ratio(divisor)?;
+    let (_, v) = parse(value);
+    let digits = format!("{}{}", v.int, v.frac);
+    let mv: u128 = digits.trim_start_matches('0').parse().unwrap_or(0);
+    let sv = v.frac.len() as u32;
+    let s = sd.max(sv);
+    let scale = |m: u128, by: u32| m.checked_mul(10u128.checked_pow(by)?);
+    Some(scale(mv, s - sv)? % scale(md as u128, s - sd)? == 0)
+}
+
 /// Why `divisor` cannot be a `multipleOf` (not positive, or its automaton
 /// too large), if so.
 pub fn check_divisor(divisor: &str) -> Result<(), String> {

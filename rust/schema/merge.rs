@@ -387,6 +387,11 @@ impl Merger<'_> {
                     None => return refuse(ptr, "merging these two `multipleOf`s is not supported"),
                 }
             }
+            super::NOT_MULTIPLE_OF => {
+                let mut all = va.as_array().cloned().unwrap_or_default();
+                all.extend(vb.as_array().cloned().unwrap_or_default());
+                Value::Array(all)
+            }
             "uniqueItems" => Value::Bool(va == Value::Bool(true) || vb == Value::Bool(true)),
             // Two leaf `not`s of values: the values either leaves out.
             "not" if excluded_values(&va).is_some() && excluded_values(&vb).is_some() => {

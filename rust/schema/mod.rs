@@ -1041,21 +1041,30 @@ impl<'a> Compiler<'a> {
     fn divisibility(&self, obj: &Map<String, Value>, ptr: &str) -> Result<Vec<Node>> {
         let mut parts = Vec::new();
         for (k, negated) in [("multipleOf", false), (NOT_MULTIPLE_OF, true)] {
-            let Some(v) = obj.get(k) else {
-                continue;
+            let divisors = match obj.get(k) {
+                None => continue,
+                Some(Value::Array(list)) if negated => list.as_slice(),
+                Some(one) => std::slice::from_ref(one),
             };
             let at = format!("{ptr}/{k}");
-            let Value::Number(n) = v else {
-                return refuse(&at, "`multipleOf` must be a number");
-            };
-            let divisor = decimal_text(n);
-            decimals::check_divisor(&divisor).or_else(|e| refuse(&at, e))?;
-            let multiples = Node::DecimalMultiples(divisor);
-            parts.push(if negated {
-                Node::Minus(Box::new(re(PLAIN_NUMBER)), Box::new(multiples))
+            let mut multiples = Vec::new();
+            for d in divisors {
+                let Value::Number(n) = d else {
+                    return refuse(&at, "`multipleOf` must be a number");
+                };
+                let divisor = decimal_text(n);
+                decimals::check_divisor(&divisor).or_else(|e| refuse(&at, e))?;
+                multiples.push(Node::DecimalMultiples(divisor));
+            }
+            if negated {
+                // A multiple of none of them.
+                let none = multiples.into_iter().fold(re(PLAIN_NUMBER), |rest, m| {
+                    Node::Minus(Box::new(rest), Box::new(m))
+                });
+                parts.push(none);
             } else {
-                multiples
-            });
+                parts.extend(multiples);
+            }
         }
         Ok(parts)
     }
@@ -1739,7 +1748,7 @@ enum Excluded<'a> {
 }
 
 /// A JSON number's exact decimal text (no exponent).
-fn decimal_text(n: &serde_json::Number) -> String {
+pub(crate) fn decimal_text(n: &serde_json::Number) -> String {
     match n.as_f64() {
         _ if n.is_i64() || n.is_u64() => n.to_string(),
         // Display never uses an exponent and keeps the shortest digits that
@@ -1771,7 +1780,7 @@ pub const NON_INTEGER: &str = "$maskpar:non-integer";
 /// whose value `value` accepts (`not` of `additionalProperties` and of
 /// `patternProperties` make it).
 pub const SOME_MEMBER: &str = "$maskpar:some-member";
-/// An internal keyword: a number that is not a multiple of this one (`not`
+/// An internal keyword: a number that is a multiple of none of these (`not`
 /// of `multipleOf` makes it).
 pub const NOT_MULTIPLE_OF: &str = "$maskpar:not-multiple-of";
 /// Bound on the positions `contains` unrolls below a `maxItems`.

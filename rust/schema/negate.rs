@@ -352,7 +352,7 @@ impl Negator<'_> {
                 }
                 return Ok(());
             }
-            "multipleOf" => json!({ "type": "number", super::NOT_MULTIPLE_OF: v }),
+            "multipleOf" => json!({ "type": "number", super::NOT_MULTIPLE_OF: [v] }),
             "oneOf" => {
                 // None of the branches holds, or two do.
                 let Some(list) = v.as_array() else {
