@@ -691,6 +691,10 @@ impl Lowerer<'_> {
         let set = self.member_rules.len() as u32;
         let open = self.fresh(hint)?;
         let after = self.fresh(hint)?;
+        // Registered before the members are lowered: a member may hold an
+        // object of its own (a literal), whose set takes the next index.
+        self.member_sets.push(after);
+        self.member_rules.push(rules.clone());
         let extra_op = if rules.counted() { COUNT } else { KEEP };
         // Lowered together, the separator and a literal key form one lexeme.
         let entries = m
@@ -719,8 +723,6 @@ impl Lowerer<'_> {
         }
         let rhs = self.lower(&m.close, hint)?;
         self.add_guarded_rule(after, rhs, Guard::Close { set })?;
-        self.member_sets.push(after);
-        self.member_rules.push(rules);
         Ok(Sym::N(open))
     }
 

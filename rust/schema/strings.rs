@@ -114,8 +114,8 @@ fn encoded_any() -> Hir {
     encode_class(&all)
 }
 
-/// `h` rewritten to match encoded text; anchors are refused here (the caller
-/// handles them at the pattern's ends).
+/// `h` rewritten to match encoded text; anchors are refused here (`ways`
+/// takes them out first).
 fn translate(h: &Hir) -> Result<Hir, String> {
     Ok(match h.kind() {
         HirKind::Empty => Hir::empty(),
@@ -151,68 +151,101 @@ fn translate(h: &Hir) -> Result<Hir, String> {
     })
 }
 
-/// One top-level branch: whether a leading `^` / trailing `$` anchors it,
-/// and the rest translated.
-fn translate_branch(h: &Hir) -> Result<(bool, bool, Hir), String> {
-    let mut h = h;
-    while let HirKind::Capture(c) = h.kind() {
-        h = &c.sub;
-    }
-    let mut items: Vec<Hir> = match h.kind() {
-        HirKind::Concat(v) => v.clone(),
-        _ => vec![h.clone()],
-    };
-    let is_look = |h: &Hir, want: &[Look]| matches!(h.kind(), HirKind::Look(l) if want.contains(l));
-    let start = items
-        .first()
-        .is_some_and(|x| is_look(x, &[Look::Start, Look::StartLF]));
-    if start {
-        items.remove(0);
-    }
-    let end = items
-        .last()
-        .is_some_and(|x| is_look(x, &[Look::End, Look::EndLF]));
-    if end {
-        items.pop();
-    }
-    let middle = Hir::concat(items.iter().map(translate).collect::<Result<_, _>>()?);
-    Ok((start, end, middle))
+/// The ways a pattern piece matches, by the anchors they need:
+/// `ways[2 * s + e]`, where `s`: the piece must start where the text starts
+/// (a `^` in it), `e`: it must end where the text ends (a `$`). The bodies
+/// are anchor-free and translated; None: no such way.
+type Ways = [Option<Hir>; 4];
+
+fn or_way(slot: &mut Option<Hir>, body: Hir) {
+    *slot = Some(match slot.take() {
+        None => body,
+        Some(prev) => Hir::alternation(vec![prev, body]),
+    });
 }
 
-/// The top-level branches, unanchored ends made to search: any text may come
-/// before / after them (JSON Schema patterns search, not match). Branches
-/// with the same anchors share one `any*` on each free side: with one per
-/// branch, an automaton would track which branches have matched so far, a
-/// state per subset (17 alternatives sharing a prefix took 25 s to refuse).
-fn search(branches: &[Hir]) -> Result<Hir, String> {
+/// `h`'s ways (see `Ways`); `^` and `$` may sit anywhere but inside a
+/// repetition.
+fn ways(h: &Hir) -> Result<Ways, String> {
+    let mut out: Ways = [None, None, None, None];
+    if h.properties().look_set().is_empty() {
+        out[0] = Some(translate(h)?);
+        return Ok(out);
+    }
+    match h.kind() {
+        HirKind::Look(Look::Start) => out[2] = Some(Hir::empty()),
+        HirKind::Look(Look::End) => out[1] = Some(Hir::empty()),
+        HirKind::Capture(c) => return ways(&c.sub),
+        HirKind::Alternation(v) => {
+            for branch in v {
+                for (i, body) in ways(branch)?.into_iter().enumerate() {
+                    if let Some(b) = body {
+                        or_way(&mut out[i], b);
+                    }
+                }
+            }
+        }
+        HirKind::Concat(v) => {
+            out[0] = Some(Hir::empty());
+            for item in v {
+                let next = ways(item)?;
+                let mut joined: Ways = [None, None, None, None];
+                for (i, a) in out.iter().enumerate() {
+                    for (j, b) in next.iter().enumerate() {
+                        let (Some(a), Some(b)) = (a, b) else { continue };
+                        let (sa, ea, sb, eb) = (i >= 2, i % 2 == 1, j >= 2, j % 2 == 1);
+                        // What must start the text leaves nothing before it:
+                        // only the empty match of `a`; likewise after an end.
+                        let nullable = |x: &Hir| x.properties().minimum_len() == Some(0);
+                        if (sb && !nullable(a)) || (ea && !nullable(b)) {
+                            continue;
+                        }
+                        let a = if sb { Hir::empty() } else { a.clone() };
+                        let b = if ea { Hir::empty() } else { b.clone() };
+                        let k = 2 * usize::from(sa || sb) + usize::from(ea || eb);
+                        or_way(&mut joined[k], Hir::concat(vec![a, b]));
+                    }
+                }
+                out = joined;
+            }
+        }
+        HirKind::Look(l) => return Err(format!("the assertion {l:?} inside the pattern")),
+        _ => return Err("an assertion inside a repetition".into()),
+    }
+    Ok(out)
+}
+
+/// The pattern made to search: any text may come before a way that need
+/// not start the text and after one that need not end it. Ways with the
+/// same anchors share one `any*` on each free side: with one per branch, an
+/// automaton would track which branches have matched so far, a state per
+/// subset (17 alternatives sharing a prefix took 25 s to refuse).
+fn search(h: &Hir) -> Result<Hir, String> {
     let any = Hir::repetition(Repetition {
         min: 0,
         max: None,
         greedy: true,
         sub: Box::new(encoded_any()),
     });
-    let mut groups: Vec<((bool, bool), Vec<Hir>)> = Vec::new();
-    for b in branches {
-        let (start, end, middle) = translate_branch(b)?;
-        match groups.iter_mut().find(|(k, _)| *k == (start, end)) {
-            Some((_, v)) => v.push(middle),
-            None => groups.push(((start, end), vec![middle])),
-        }
-    }
-    let alts = groups
+    let alts: Vec<Hir> = ways(h)?
         .into_iter()
-        .map(|((start, end), middles)| {
+        .enumerate()
+        .filter_map(|(i, body)| {
+            let body = body?;
             let mut out = Vec::new();
-            if !start {
+            if i < 2 {
                 out.push(any.clone());
             }
-            out.push(Hir::alternation(middles));
-            if !end {
+            out.push(body);
+            if i % 2 == 0 {
                 out.push(any.clone());
             }
-            Hir::concat(out)
+            Some(Hir::concat(out))
         })
         .collect();
+    if alts.is_empty() {
+        return Err("the pattern matches no string".into());
+    }
     Ok(Hir::alternation(alts))
 }
 
@@ -253,22 +286,14 @@ fn ecma_shorthands(pattern: &str) -> String {
 }
 
 /// A JSON Schema `pattern` (ECMA-262 flavour, search semantics) as a regex
-/// over the encoded string contents. Lookarounds, backreferences and
-/// assertions other than a leading `^` / trailing `$` are refused.
+/// over the encoded string contents. Lookarounds, backreferences, word
+/// boundaries and anchors inside repetitions are refused.
 pub fn pattern_regex(pattern: &str) -> Result<String, String> {
     let hir = regex_syntax::ParserBuilder::new()
         .build()
         .parse(&ecma_shorthands(pattern))
         .map_err(|e| format!("cannot translate the pattern: {e}"))?;
-    let mut h = &hir;
-    while let HirKind::Capture(c) = h.kind() {
-        h = &c.sub;
-    }
-    let out = match h.kind() {
-        HirKind::Alternation(v) => search(v)?,
-        _ => search(std::slice::from_ref(h))?,
-    };
-    Ok(out.to_string())
+    Ok(search(&hir)?.to_string())
 }
 
 /// Whether `text`, as json.dumps encodes it, is in the language of `dfa`
