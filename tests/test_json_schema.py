@@ -805,6 +805,56 @@ def test_member_keywords_and_their_negations_agree_with_jsonschema(byte_tok, sch
         assert accepts(g, text) == validator.is_valid(x), (schema, text)
 
 
+KEY_RULES = [
+    True,
+    False,
+    {"pattern": "^[a-z]+$"},
+    {"maxLength": 2},
+    {"enum": ["a", "x1"]},
+    {"const": "bb"},
+    {"type": "string", "pattern": "b"},
+    {"type": "integer"},
+    {"format": "date"},
+]
+KEYED_INSTANCES = [{}, "x", 1] + [
+    {k: 0 for k in keys}
+    for n in (1, 2)
+    for keys in itertools.combinations(["a", "bb", "x1", "ccc", "2020-01-01"], n)
+]
+key_schemas = st.fixed_dictionaries(
+    {"propertyNames": st.sampled_from(KEY_RULES)},
+    optional={
+        "properties": st.dictionaries(st.sampled_from(["a", "bb", "ccc"]), st.just({})),
+        "required": st.lists(st.sampled_from(["a", "x1"]), min_size=1, max_size=1),
+        "additionalProperties": st.sampled_from([False, {"type": "integer"}]),
+        "patternProperties": st.just({"^x": {"const": 0}}),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=key_schemas, negated=st.booleans())
+def test_property_names_agree_with_jsonschema(byte_tok, schema, negated):
+    jsonschema = pytest.importorskip("jsonschema")
+    if negated:
+        schema = {"not": schema}
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    try:
+        g = maskpar.compile_json_schema(byte_tok, schema)
+    except ValueError as e:
+        message = str(e)
+        if "no value satisfies" in message or "matches no string" in message:
+            assert not any(validator.is_valid(x) for x in KEYED_INSTANCES)
+        else:
+            assert refused_for_support_or_size(message), message
+        return
+    for x in KEYED_INSTANCES:
+        text = json.dumps(x)
+        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+
+
 def test_not_additional_properties_finds_the_witness_among_listed_members(byte_tok):
     closed = {
         "type": "object",

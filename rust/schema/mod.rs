@@ -79,7 +79,6 @@ impl Default for SchemaOptions {
 /// `CONSTRAINING` must be compiled or refused.
 const UNSUPPORTED: &[&str] = &[
     "dependentSchemas",
-    "propertyNames",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",
@@ -1289,6 +1288,7 @@ impl<'a> Compiler<'a> {
         };
         let patterns = self.key_patterns(obj, ptr)?;
         let witness = self.witness(obj, ptr)?;
+        let mut kinds_allowed = true;
         // Listed properties (false schemas cannot appear), then required names
         // not listed, each with the schemas its value takes: a listed value
         // also takes the schemas of the patterns its key matches; an unlisted
@@ -1328,6 +1328,37 @@ impl<'a> Compiler<'a> {
                 listed.push((name.clone(), schemas, false));
             }
         }
+        // `propertyNames`: listed names it rejects cannot appear, and other
+        // keys are only those it allows (None: no other key).
+        let names_rule = obj
+            .get("propertyNames")
+            .filter(|v| **v != Value::Bool(true));
+        let allowed: Option<Node> = match names_rule {
+            None => None,
+            Some(rule) => {
+                let at = format!("{ptr}/propertyNames");
+                let resolved = match self.branch_view(rule, &at)? {
+                    Some(o) => Value::Object(o.clone()),
+                    None => rule.clone(),
+                };
+                for (k, schemas, required) in listed.iter_mut() {
+                    let key = Value::String(k.clone());
+                    if !check::satisfies(&key, &resolved, &at, self.opts.assert_formats)? {
+                        if *required {
+                            return Ok(None);
+                        }
+                        schemas.clear(); // it cannot appear
+                    }
+                }
+                match self.key_strings(rule, &at)? {
+                    Some(node) => Some(node),
+                    None => {
+                        kinds_allowed = false;
+                        None
+                    }
+                }
+            }
+        };
         if listed.len() > MAX_MEMBERS {
             return refuse(
                 &format!("{ptr}/properties"),
@@ -1347,6 +1378,9 @@ impl<'a> Compiler<'a> {
         // patterns is one kind of member (none matched: additional ones).
         let mut kinds: Vec<(Vec<String>, Vec<String>, Schemas<'a>)> = Vec::new();
         for set in 0..1usize << patterns.len() {
+            if !kinds_allowed {
+                break; // `propertyNames` allows no other key
+            }
             let in_set = |i: usize| set & (1 << i) != 0;
             let regexes = |want: bool| -> Vec<String> {
                 let chosen = patterns
@@ -1379,7 +1413,7 @@ impl<'a> Compiler<'a> {
                     .zip(&kind_values)
                     .map(|((yes, no, _), value)| {
                         Node::seq(vec![
-                            self.other_key(&before, &names, yes, no),
+                            self.other_key(&before, &names, (yes, no), allowed.as_ref()),
                             value.clone(),
                         ])
                     })
@@ -1430,7 +1464,7 @@ impl<'a> Compiler<'a> {
                 let no: Vec<String> = no.iter().chain(&w.except).cloned().collect();
                 let value = self.all_of(with_value(schemas.clone()), ptr)?;
                 alts.push(Node::seq(vec![
-                    self.other_key(&Node::Empty, &excluded, &yes, &no),
+                    self.other_key(&Node::Empty, &excluded, (&yes, &no), allowed.as_ref()),
                     value,
                 ]));
             }
@@ -1451,6 +1485,55 @@ impl<'a> Compiler<'a> {
             })
             .collect::<Result<_>>()?;
         Ok(Some(self.members(&listed, extra, counts, ptr)?))
+    }
+
+    /// The keys a `propertyNames` schema allows, as a quoted string node
+    /// (None: no key). Its string keywords only (keys are strings);
+    /// others are refused.
+    fn key_strings(&mut self, rule: &'a Value, ptr: &str) -> Result<Option<Node>> {
+        let Some(o) = self.branch_view(rule, ptr)? else {
+            return Ok(None); // `false` (`true` never gets here)
+        };
+        const STRING_KEYWORDS: [&str; 7] = [
+            "type",
+            "pattern",
+            "minLength",
+            "maxLength",
+            "format",
+            "enum",
+            "const",
+        ];
+        if let Some(k) = o
+            .keys()
+            .find(|k| is_constraint(k) && !STRING_KEYWORDS.contains(&k.as_str()))
+        {
+            return refuse(
+                &format!("{ptr}/{k}"),
+                format!("`propertyNames` with `{k}` is not supported yet"),
+            );
+        }
+        if let Some(t) = o.get("type") {
+            let names = type_names(t).map_or_else(
+                || refuse(ptr, "`type` must be a string or an array of strings"),
+                Ok,
+            )?;
+            if !names.contains(&"string") {
+                return Ok(None);
+            }
+        }
+        if let Some(values) = pinned_values(o) {
+            let mut keys = Vec::new();
+            let resolved = Value::Object(o.clone());
+            for v in values {
+                if let Value::String(k) = v {
+                    if check::satisfies(v, &resolved, ptr, self.opts.assert_formats)? {
+                        keys.push(lit(&format!("\"{}\"", strings::encode(k))));
+                    }
+                }
+            }
+            return Ok((!keys.is_empty()).then(|| Node::alt(keys)));
+        }
+        self.string(o, ptr)
     }
 
     /// The internal `SOME_MEMBER` keyword: a member that must be present,
@@ -1551,7 +1634,13 @@ impl<'a> Compiler<'a> {
 
     /// `before`, a key that matches every regex of `yes` and none of `no`
     /// and is none of `names`, then the key separator: one lexeme.
-    fn other_key(&self, before: &Node, names: &[&str], yes: &[String], no: &[String]) -> Node {
+    fn other_key(
+        &self,
+        before: &Node,
+        names: &[&str],
+        (yes, no): (&[String], &[String]),
+        allowed: Option<&Node>,
+    ) -> Node {
         let quoted = |content: Node| {
             Node::seq(vec![
                 before.clone(),
@@ -1564,6 +1653,10 @@ impl<'a> Compiler<'a> {
         // The quotes delimit the key, so intersections and differences of
         // `before "content" sep` are those of the contents, quoted.
         let mut wanted: Vec<Node> = yes.iter().map(|r| quoted(re(r))).collect();
+        if let Some(a) = allowed {
+            // `propertyNames`: a quoted string node of the keys it allows.
+            wanted.push(Node::seq(vec![before.clone(), a.clone(), self.key_sep()]));
+        }
         let key = match wanted.len() {
             0 => quoted(re(&strings::any_content())),
             1 => wanted.pop().expect("one pattern"),
@@ -1980,6 +2073,7 @@ const TYPE_KEYWORDS: &[&str] = &[
     "minContains",
     "maxContains",
     "multipleOf",
+    "propertyNames",
 ];
 const COMBINATORS: &[&str] = &[
     "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",

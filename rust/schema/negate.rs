@@ -352,6 +352,31 @@ impl Negator<'_> {
                 }
                 return Ok(());
             }
+            "propertyNames" => {
+                // A key the rule rejects: for a lone `pattern`, one matching
+                // it not; for `false`, any key.
+                let only_pattern = v.as_object().and_then(|r| {
+                    let mut keys = r.keys().filter(|k| is_constraint(k) && *k != "type");
+                    let typed = r.get("type").is_none_or(|t| t == "string");
+                    match (keys.next().map(String::as_str), keys.next(), typed) {
+                        (Some("pattern"), None, true) => r.get("pattern")?.as_str(),
+                        _ => None,
+                    }
+                });
+                match (v, only_pattern) {
+                    (Value::Bool(true), _) => return Ok(()),
+                    (Value::Bool(false), _) => json!({ "type": "object", "minProperties": 1 }),
+                    (_, Some(p)) => json!({
+                        "type": "object",
+                        "additionalProperties": true,
+                        super::SOME_MEMBER: { "except": [p] },
+                    }),
+                    _ => return refuse(
+                        ptr,
+                        "`not` of `propertyNames` other than a lone `pattern` is not supported yet",
+                    ),
+                }
+            }
             "multipleOf" => json!({ "type": "number", super::NOT_MULTIPLE_OF: [v] }),
             "oneOf" => {
                 // None of the branches holds, or two do.
