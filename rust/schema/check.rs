@@ -32,7 +32,7 @@ pub fn satisfies(v: &Value, schema: &Value, ptr: &str, assert_formats: bool) -> 
 /// Type-specific keywords ignore values of other types.
 fn applies(k: &str, v: &Value) -> bool {
     match k {
-        "minLength" | "maxLength" | "pattern" | "format" => v.is_string(),
+        "minLength" | "maxLength" | "pattern" | "format" | super::MORE_PATTERNS => v.is_string(),
         "minimum"
         | "maximum"
         | "exclusiveMinimum"
@@ -86,6 +86,18 @@ fn keyword(
                 (_, Some(m)) => n <= m,
                 _ => return refuse(ptr, format!("`{k}` must be a non-negative integer")),
             }
+        }
+        super::MORE_PATTERNS => {
+            for p in s.as_array().into_iter().flatten() {
+                let Some(p) = p.as_str() else {
+                    return refuse(ptr, "`pattern` must be a string");
+                };
+                let r = strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?;
+                if !strings::encoded_match(&ByteDfa::new(&r)?, v.as_str().unwrap_or("")) {
+                    return Ok(false);
+                }
+            }
+            true
         }
         "pattern" | "format" => {
             let regex = match (k, s.as_str()) {

@@ -15,7 +15,7 @@ use super::{decimals, is_constraint, refuse, type_names};
 use crate::error::Result;
 
 /// Bound on `$ref`s expanded and branches made while merging one schema.
-const MAX_MERGE_WORK: usize = 512;
+const MAX_MERGE_WORK: usize = 2048;
 /// Bound on nested merges (merging recursive schemas into each other).
 const MAX_MERGE_DEPTH: usize = 16;
 
@@ -141,6 +141,15 @@ impl Merger<'_> {
         conditional_alone(&mut a);
         conditional_alone(&mut b);
         let deferred = defer_rewritten(&mut a, &mut b);
+        // Two patterns both hold: the second joins the internal list.
+        if let (Some(Value::String(x)), Some(Value::String(y))) =
+            (a.get("pattern"), b.get("pattern"))
+        {
+            if x != y {
+                let second = b.remove("pattern").expect("b has a pattern");
+                b.insert(super::MORE_PATTERNS.into(), Value::Array(vec![second]));
+            }
+        }
         counts_beside_contains(&mut a, &b);
         counts_beside_contains(&mut b, &a);
         self.merge_members(&mut a, &mut b, ptr, depth)?;
@@ -388,6 +397,11 @@ impl Merger<'_> {
                 }
             }
             super::NOT_MULTIPLE_OF => {
+                let mut all = va.as_array().cloned().unwrap_or_default();
+                all.extend(vb.as_array().cloned().unwrap_or_default());
+                Value::Array(all)
+            }
+            super::MORE_PATTERNS => {
                 let mut all = va.as_array().cloned().unwrap_or_default();
                 all.extend(vb.as_array().cloned().unwrap_or_default());
                 Value::Array(all)

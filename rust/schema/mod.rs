@@ -908,16 +908,20 @@ impl<'a> Compiler<'a> {
         if min.unwrap_or(0) > max.unwrap_or(u32::MAX) {
             return Ok(None);
         }
-        let pattern = match obj.get("pattern") {
-            None => None,
-            Some(Value::String(p)) => {
-                Some(strings::pattern_regex(p).or_else(|e| refuse(&format!("{ptr}/pattern"), e))?)
-            }
-            Some(_) => return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string"),
+        let more = match obj.get(MORE_PATTERNS) {
+            Some(Value::Array(list)) => list.as_slice(),
+            _ => &[],
         };
+        let mut parts: Vec<Node> = Vec::new();
+        for p in obj.get("pattern").into_iter().chain(more) {
+            let Value::String(p) = p else {
+                return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string");
+            };
+            let r = strings::pattern_regex(p).or_else(|e| refuse(&format!("{ptr}/pattern"), e))?;
+            parts.push(re(&r));
+        }
         let format = asserted_format(obj.get("format"), self.opts.assert_formats, ptr)?;
         // The encoded contents every constraint allows: one DFA, their product.
-        let mut parts: Vec<Node> = pattern.map(|r| re(&r)).into_iter().collect();
         parts.extend(format.map(|pieces| Node::seq(pieces.iter().map(|r| re(r)).collect())));
         if min.is_some() || max.is_some() || parts.is_empty() {
             parts.push(Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max));
@@ -1876,6 +1880,9 @@ pub const SOME_MEMBER: &str = "$maskpar:some-member";
 /// An internal keyword: a number that is a multiple of none of these (`not`
 /// of `multipleOf` makes it).
 pub const NOT_MULTIPLE_OF: &str = "$maskpar:not-multiple-of";
+/// An internal keyword: more `pattern`s a string matches (merges of two
+/// patterns make it).
+pub const MORE_PATTERNS: &str = "$maskpar:patterns";
 /// Bound on the positions `contains` unrolls below a `maxItems`.
 const MAX_CONTAINS_UNROLL: usize = 64;
 const MAX_KEY_PATTERNS: usize = 4;

@@ -194,6 +194,12 @@ impl Negator<'_> {
             }
             "enum" | "const" => json!({ "not": { k: v } }),
             "pattern" => json!({ "type": "string", "not": { k: v } }),
+            super::MORE_PATTERNS => {
+                for p in v.as_array().into_iter().flatten() {
+                    out.push(json!({ "type": "string", "not": { "pattern": p } }));
+                }
+                return Ok(());
+            }
             "format" => {
                 let asserted =
                     self.assert_formats && v.as_str().and_then(strings::format_regex).is_some();
