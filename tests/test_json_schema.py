@@ -780,6 +780,7 @@ object_combinations = st.one_of(
     st.builds(lambda x: {"not": x}, object_schemas),
     st.builds(lambda x, y: {"oneOf": [x, y]}, object_schemas, object_schemas),
     st.builds(lambda x, y: {"allOf": [x, {"not": y}]}, object_schemas, object_schemas),
+    st.builds(lambda x, y: {"allOf": [x, y]}, object_schemas, object_schemas),
     st.builds(lambda x: {"enum": [{"a": 0}, {"x1": 0}, {"a": "s"}], "not": x}, object_schemas),
 )
 

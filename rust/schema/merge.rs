@@ -213,12 +213,39 @@ impl Merger<'_> {
         if !(touches(a) && touches(b)) {
             return Ok(());
         }
-        if a.contains_key("patternProperties") || b.contains_key("patternProperties") {
-            return refuse(
-                ptr,
-                "merging schemas with `patternProperties` is not supported yet",
-            );
+        // Patterns on one side (or the same on both) stay as they are; the
+        // other side must not constrain unlisted keys, whose patterns differ.
+        let free = |m: &Map<String, Value>| {
+            m.get("additionalProperties")
+                .is_none_or(|x| *x == Value::Bool(true))
+        };
+        let patterns = match (a.get("patternProperties"), b.get("patternProperties")) {
+            (None, None) => None,
+            (Some(p), None) if free(b) => Some(p),
+            (None, Some(p)) if free(a) => Some(p),
+            (Some(p), Some(q)) if json_equal(p, q) => Some(p),
+            _ => {
+                return refuse(
+                    ptr,
+                    "merging schemas with different `patternProperties` (or one beside \
+                     `additionalProperties`) is not supported yet",
+                )
+            }
+        };
+        let mut key_patterns = Vec::new();
+        for source in patterns
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            let r = super::strings::pattern_regex(source).or_else(|e| refuse(ptr, e))?;
+            key_patterns.push(crate::regex_dfa::ByteDfa::new(&r)?);
         }
+        let (patterned_a, patterned_b) = (
+            a.contains_key("patternProperties"),
+            b.contains_key("patternProperties"),
+        );
         let props = |m: &mut Map<String, Value>| match m.remove("properties") {
             Some(Value::Object(p)) => Ok(p),
             None => Ok(Map::new()),
@@ -239,10 +266,22 @@ impl Merger<'_> {
             .cloned()
             .collect();
         for k in keys {
-            let side = |p: &Map<String, Value>, x: &Option<Value>| {
-                p.get(&k).cloned().or_else(|| x.clone())
+            // A key a side does not list takes its additional-properties
+            // schema, unless one of its patterns matches (patterns stay in
+            // the merge and apply to listed keys too).
+            let matched = key_patterns
+                .iter()
+                .any(|d| super::strings::encoded_match(d, &k));
+            let side = |p: &Map<String, Value>, x: &Option<Value>, patterned: bool| {
+                p.get(&k).cloned().or_else(|| {
+                    if patterned && matched {
+                        None
+                    } else {
+                        x.clone()
+                    }
+                })
             };
-            let parts: Vec<Value> = [side(&pa, &xa), side(&pb, &xb)]
+            let parts: Vec<Value> = [side(&pa, &xa, patterned_a), side(&pb, &xb, patterned_b)]
                 .into_iter()
                 .flatten()
                 .collect();
