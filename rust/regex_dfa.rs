@@ -175,25 +175,8 @@ impl ByteDfa {
     /// Exactly the byte strings `words` (a trie): literals and enumerations
     /// need no regex compiler. None for an empty list.
     pub fn literals(words: &[&[u8]]) -> Option<Self> {
-        // Byte classes: each byte used on some edge is its own class, the
-        // rest share class 0.
-        let mut classes = [0u8; 256];
-        let mut representative = vec![0u8];
-        let mut class_size = vec![256usize];
-        for w in words {
-            for &b in *w {
-                // With all 256 bytes used, the last one stays alone in class 0.
-                if classes[b as usize] == 0 && representative.len() < 256 {
-                    classes[b as usize] = representative.len() as u8;
-                    representative.push(b);
-                    class_size.push(1);
-                    class_size[0] -= 1;
-                }
-            }
-        }
-        representative[0] = (0..=255u8)
-            .find(|&b| classes[b as usize] == 0)
-            .expect("at most 255 bytes have classes of their own");
+        let (classes, class_size, representative) =
+            own_classes(words.iter().flat_map(|w| w.iter().copied()));
         let stride = representative.len();
         let mut trans = vec![DEAD; 2 * stride];
         let mut accepting = vec![false, false];
@@ -230,18 +213,7 @@ impl ByteDfa {
         accepting: Vec<bool>,
         next: impl Fn(u32, u8) -> u32,
     ) -> Option<Self> {
-        let mut classes = [0u8; 256];
-        let mut representative = vec![0u8];
-        let mut class_size = vec![256usize];
-        for &b in alphabet {
-            if classes[b as usize] == 0 && representative.len() < 256 {
-                classes[b as usize] = representative.len() as u8;
-                representative.push(b);
-                class_size.push(1);
-                class_size[0] -= 1;
-            }
-        }
-        representative[0] = (0..=255u8).find(|&b| classes[b as usize] == 0)?;
+        let (classes, class_size, representative) = own_classes(alphabet.iter().copied());
         let stride = representative.len();
         let mut trans = vec![DEAD; accepting.len() * stride];
         for q in 1..accepting.len() {
@@ -808,6 +780,27 @@ fn check_size(states: usize, stride: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Byte classes where each of `bytes` is a class of its own and the rest
+/// share class 0 (with all 256 used, the last one stays alone in class 0):
+/// the class of each byte, each class's size and a byte of each.
+fn own_classes(bytes: impl Iterator<Item = u8>) -> ([u8; 256], Vec<usize>, Vec<u8>) {
+    let mut classes = [0u8; 256];
+    let mut representative = vec![0u8];
+    let mut class_size = vec![256usize];
+    for b in bytes {
+        if classes[b as usize] == 0 && representative.len() < 256 {
+            classes[b as usize] = representative.len() as u8;
+            representative.push(b);
+            class_size.push(1);
+            class_size[0] -= 1;
+        }
+    }
+    representative[0] = (0..=255u8)
+        .find(|&b| classes[b as usize] == 0)
+        .expect("at most 255 bytes have classes of their own");
+    (classes, class_size, representative)
 }
 
 /// A DFA table before pruning: row 0 is the dead state.

@@ -185,6 +185,27 @@ def refused_for_support_or_size(message: str) -> bool:
     return "not supported" in message or "more than" in message
 
 
+def compiled_like_jsonschema(
+    tok: maskpar.Tokenizer, schema: object, validator, instances: list
+) -> maskpar.Grammar | None:
+    """Compiles `schema` and checks it accepts exactly the `instances` the
+    (jsonschema) `validator` does; a refusal must name an unsupported
+    keyword or a bound, or be for a schema none of them satisfies."""
+    try:
+        g = maskpar.compile_json_schema(tok, schema)
+    except ValueError as e:
+        message = str(e)
+        if "no value satisfies" in message or "matches no string" in message:
+            assert not any(validator.is_valid(x) for x in instances)
+        else:
+            assert refused_for_support_or_size(message), message
+        return None
+    for x in instances:
+        text = json.dumps(x)
+        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+    return g
+
+
 def random_walk(g: maskpar.Grammar, rng: random.Random, max_len: int) -> str | None:
     """Follows the mask (bytes, EOS with probability 1/3 when allowed)."""
     m = maskpar.Matcher(g)
@@ -678,18 +699,9 @@ def test_not_if_and_one_of_agree_with_jsonschema(byte_tok, schema):
     validator = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
-    try:
-        g = maskpar.compile_json_schema(byte_tok, schema)
-    except ValueError as e:
-        message = str(e)
-        if "no value satisfies" in message or "matches no string" in message:
-            assert not any(validator.is_valid(x) for x in NEGATION_INSTANCES)
-        else:
-            assert refused_for_support_or_size(message), message
+    g = compiled_like_jsonschema(byte_tok, schema, validator, NEGATION_INSTANCES)
+    if g is None:
         return
-    for x in NEGATION_INSTANCES:
-        text = json.dumps(x)
-        assert accepts(g, text) == validator.is_valid(x), (schema, text)
     text = random_walk(g, random.Random(len(json.dumps(schema))), 60)
     if text is not None:
         validator.validate(json.loads(text, parse_float=exact_float))
@@ -735,18 +747,7 @@ array_schemas = st.recursive(
 def test_contains_items_and_their_negations_agree_with_jsonschema(byte_tok, schema):
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(schema)
-    try:
-        g = maskpar.compile_json_schema(byte_tok, schema)
-    except ValueError as e:
-        message = str(e)
-        if "no value satisfies" in message or "matches no string" in message:
-            assert not any(validator.is_valid(x) for x in ARRAY_INSTANCES)
-        else:
-            assert refused_for_support_or_size(message), message
-        return
-    for x in ARRAY_INSTANCES:
-        text = json.dumps(x)
-        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+    compiled_like_jsonschema(byte_tok, schema, validator, ARRAY_INSTANCES)
 
 
 MEMBER_SCHEMAS = [
@@ -792,18 +793,7 @@ def test_member_keywords_and_their_negations_agree_with_jsonschema(byte_tok, sch
     a member that fails them (a witness the parser's member sets track)."""
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(schema)
-    try:
-        g = maskpar.compile_json_schema(byte_tok, schema)
-    except ValueError as e:
-        message = str(e)
-        if "no value satisfies" in message or "matches no string" in message:
-            assert not any(validator.is_valid(x) for x in OBJECT_INSTANCES)
-        else:
-            assert refused_for_support_or_size(message), message
-        return
-    for x in OBJECT_INSTANCES:
-        text = json.dumps(x)
-        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+    compiled_like_jsonschema(byte_tok, schema, validator, OBJECT_INSTANCES)
 
 
 KEY_RULES = [
@@ -842,18 +832,7 @@ def test_property_names_agree_with_jsonschema(byte_tok, schema, negated):
     validator = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )
-    try:
-        g = maskpar.compile_json_schema(byte_tok, schema)
-    except ValueError as e:
-        message = str(e)
-        if "no value satisfies" in message or "matches no string" in message:
-            assert not any(validator.is_valid(x) for x in KEYED_INSTANCES)
-        else:
-            assert refused_for_support_or_size(message), message
-        return
-    for x in KEYED_INSTANCES:
-        text = json.dumps(x)
-        assert accepts(g, text) == validator.is_valid(x), (schema, text)
+    compiled_like_jsonschema(byte_tok, schema, validator, KEYED_INSTANCES)
 
 
 def test_not_additional_properties_finds_the_witness_among_listed_members(byte_tok):

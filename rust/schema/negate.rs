@@ -139,6 +139,14 @@ impl Negator<'_> {
         Ok(())
     }
 
+    /// The negation of each schema of `list` (at `ptr`/i).
+    fn negate_each(&self, list: &[Value], ptr: &str, depth: usize) -> Result<Vec<Value>> {
+        list.iter()
+            .enumerate()
+            .map(|(i, x)| self.negate(x, &format!("{ptr}/{i}"), depth))
+            .collect()
+    }
+
     /// Pushes the schemas of the values keyword `k` rejects.
     #[allow(clippy::too_many_arguments)]
     fn keyword(
@@ -308,11 +316,7 @@ impl Negator<'_> {
                 let Some(list) = v.as_array() else {
                     return refuse(ptr, format!("`{k}` must be an array"));
                 };
-                let negated = list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| self.negate(x, &format!("{ptr}/{i}"), depth))
-                    .collect::<Result<Vec<Value>>>()?;
+                let negated = self.negate_each(list, ptr, depth)?;
                 if k == "allOf" {
                     out.extend(negated);
                     return Ok(());
@@ -406,11 +410,7 @@ impl Negator<'_> {
                         ),
                     );
                 }
-                let negated = list
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| self.negate(x, &format!("{ptr}/{i}"), depth))
-                    .collect::<Result<Vec<Value>>>()?;
+                let negated = self.negate_each(list, ptr, depth)?;
                 out.extend(pairs);
                 json!({ "allOf": negated })
             }
