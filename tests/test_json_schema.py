@@ -835,6 +835,31 @@ def test_property_names_agree_with_jsonschema(byte_tok, schema, negated):
     compiled_like_jsonschema(byte_tok, schema, validator, KEYED_INSTANCES)
 
 
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"allOf": [{"not": {"pattern": "a"}}, {"not": {"pattern": "b"}}]},
+        {"allOf": [{"not": {"pattern": "a"}}, {"not": {"const": "c"}}]},
+        {
+            "allOf": [
+                {"not": {"enum": [1, "c"]}},
+                {"not": {"format": "date"}},
+                {"not": {"pattern": "^b"}},
+            ]
+        },
+        {"oneOf": [{"type": "string", "pattern": p} for p in ("^a", "b$", "c")]},
+        {"not": {"anyOf": [{"const": 1}, {"pattern": "a"}]}},
+    ],
+)
+def test_leaf_nots_merge_into_one_difference(byte_tok, schema):
+    jsonschema = pytest.importorskip("jsonschema")
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    instances = ["a", "b", "ab", "ca", "c", "2020-01-01", 1, None, []]
+    assert compiled_like_jsonschema(byte_tok, schema, validator, instances) is not None
+
+
 def test_not_additional_properties_finds_the_witness_among_listed_members(byte_tok):
     closed = {
         "type": "object",

@@ -452,6 +452,19 @@ impl Merger<'_> {
                 all.extend(excluded_values(&vb).unwrap_or_default());
                 serde_json::json!({ "enum": all })
             }
+            // Two leaf `not`s: neither holds, `not` of their union (a leaf).
+            "not" if super::negate::is_leaf(&va, true) && super::negate::is_leaf(&vb, true) => {
+                let leaves = |v: Value| match v {
+                    Value::Object(mut o) if o.contains_key("anyOf") => match o.remove("anyOf") {
+                        Some(Value::Array(list)) => list,
+                        _ => unreachable!("a leaf anyOf is an array"),
+                    },
+                    other => vec![other],
+                };
+                let mut all = leaves(va);
+                all.extend(leaves(vb));
+                serde_json::json!({ "anyOf": all })
+            }
             _ if json_equal(&va, &vb) => va,
             _ => {
                 return refuse(
@@ -498,14 +511,8 @@ fn defer_rewritten(
     }
     if differ("not", a, b) {
         let leaf = |m: &Map<String, Value>| {
-            let Some(Value::Object(n)) = m.get("not") else {
-                return false;
-            };
-            let mut keys = n.keys().filter(|k| is_constraint(k));
-            matches!(
-                (keys.next().map(String::as_str), keys.next()),
-                (Some("enum" | "const" | "pattern" | "format"), None)
-            )
+            m.get("not")
+                .is_some_and(|n| super::negate::is_leaf(n, true))
         };
         match (leaf(a), leaf(b)) {
             (true, true) => {}

@@ -485,20 +485,32 @@ impl<'a> Compiler<'a> {
             return Ok(None);
         }
         let at = format!("{ptr}/not");
-        let o = n.as_object().expect("a leaf is an object");
-        Ok(Some(if let Some(values) = pinned_values(o) {
-            Excluded::Values(values)
-        } else if let Some(p) = o.get("pattern") {
-            let p = p
-                .as_str()
-                .map_or_else(|| refuse(&at, "`pattern` must be a string"), Ok)?;
-            Excluded::Strings(
-                strings::pattern_regex(p).or_else(|e| refuse(&format!("{at}/pattern"), e))?,
-            )
-        } else {
-            let f = o["format"].as_str().and_then(strings::format_regex);
-            Excluded::Strings(f.expect("a leaf format is asserted"))
-        }))
+        // One leaf, or an `anyOf` of leaves (merged `not`s).
+        let leaves: Vec<&'a Value> = match n.get("anyOf") {
+            Some(Value::Array(list)) => list.iter().collect(),
+            _ => vec![n],
+        };
+        let mut out = Excluded {
+            values: Vec::new(),
+            strings: Vec::new(),
+        };
+        for leaf in leaves {
+            let o = leaf.as_object().expect("a leaf is an object");
+            if let Some(values) = pinned_values(o) {
+                out.values.extend(values);
+            } else if let Some(p) = o.get("pattern") {
+                let p = p
+                    .as_str()
+                    .map_or_else(|| refuse(&at, "`pattern` must be a string"), Ok)?;
+                out.strings.push(
+                    strings::pattern_regex(p).or_else(|e| refuse(&format!("{at}/pattern"), e))?,
+                );
+            } else {
+                let f = o["format"].as_str().and_then(strings::format_regex);
+                out.strings.push(f.expect("a leaf format is asserted"));
+            }
+        }
+        Ok(Some(out))
     }
 
     /// The values of type `t` (grammar `n`) outside `excluded`, if any.
@@ -509,18 +521,22 @@ impl<'a> Compiler<'a> {
         excluded: Option<&Excluded<'a>>,
         ptr: &str,
     ) -> Result<Option<Node>> {
-        let values = match excluded {
-            None => return Ok(Some(n)),
-            // `pattern`/`format` hold for every non-string: its `not` for none.
-            Some(Excluded::Strings(r)) if t == "string" => {
-                return Ok(Some(Node::Minus(
-                    Box::new(n),
-                    Box::new(self.string_node(Some(re(r)))),
-                )));
-            }
-            Some(Excluded::Strings(_)) => return Ok(None),
-            Some(Excluded::Values(v)) => v,
+        let Some(Excluded { values, strings }) = excluded else {
+            return Ok(Some(n));
         };
+        if !strings.is_empty() {
+            // `pattern`/`format` hold for every non-string: their `not` for none.
+            if t != "string" {
+                return Ok(None);
+            }
+            let mut out: Vec<Node> = strings
+                .iter()
+                .map(|r| self.string_node(Some(re(r))))
+                .collect();
+            let texts = values.iter().filter_map(|v| v.as_str());
+            out.extend(texts.map(|v| lit(&format!("\"{}\"", strings::encode(v)))));
+            return Ok(Some(Node::Minus(Box::new(n), Box::new(Node::alt(out)))));
+        }
         let out: Vec<Node> = match t {
             "null" => return Ok((!values.iter().any(|v| v.is_null())).then_some(n)),
             "boolean" => {
@@ -1837,11 +1853,12 @@ fn unlisted_schemas<'a>(
     }
 }
 
-/// What a leaf `not` leaves out: values, or strings whose encoded contents
-/// match a regex.
-enum Excluded<'a> {
-    Values(Vec<&'a Value>),
-    Strings(String),
+/// What a leaf `not` leaves out: values, and strings whose encoded
+/// contents match a regex (every non-string too when there are such).
+struct Excluded<'a> {
+    values: Vec<&'a Value>,
+    /// Regexes over encoded string contents.
+    strings: Vec<String>,
 }
 
 /// A JSON number's exact decimal text (no exponent).

@@ -20,13 +20,20 @@ const MAX_NEGATION_DEPTH: usize = 16;
 const MAX_OVERLAPPING_PAIRS: usize = 16;
 
 /// Whether `not` of `v` is applied by the typed compilers: one keyword,
-/// `enum`, `const`, `pattern` or an asserted `format`, and annotations.
+/// `enum`, `const`, `pattern` or an asserted `format`, and annotations; or
+/// an `anyOf` of those (merged `not`s).
 pub fn is_leaf(v: &Value, assert_formats: bool) -> bool {
     let Value::Object(o) = v else {
         return false;
     };
     let mut keys = o.keys().filter(|k| is_constraint(k));
     match (keys.next().map(String::as_str), keys.next()) {
+        (Some("anyOf"), None) => match &o["anyOf"] {
+            Value::Array(list) if !list.is_empty() => list
+                .iter()
+                .all(|x| x.get("anyOf").is_none() && is_leaf(x, assert_formats)),
+            _ => false,
+        },
         (Some("enum" | "const" | "pattern"), None) => true,
         (Some("format"), None) => {
             assert_formats
