@@ -146,6 +146,72 @@ impl Negator<'_> {
         Ok(())
     }
 
+    /// Pushes the objects `propertyNames: rule` rejects: one with a key the
+    /// rule's keyword rejects, for each keyword (string keywords and
+    /// `enum`/`const`; `false`: any key).
+    fn key_rejections(&self, rule: &Value, ptr: &str, out: &mut Vec<Value>) -> Result<()> {
+        let witness = |member: Value| {
+            json!({
+                "type": "object",
+                "additionalProperties": true,
+                super::SOME_MEMBER: member,
+            })
+        };
+        let any_key = json!({ "type": "object", "minProperties": 1 });
+        let o = match rule {
+            Value::Bool(true) => return Ok(()),
+            Value::Bool(false) => {
+                out.push(any_key);
+                return Ok(());
+            }
+            Value::Object(o) => o,
+            _ => return refuse(ptr, "a schema must be an object or a boolean"),
+        };
+        let length = |n: &Value| n.as_u64().filter(|_| n.is_u64());
+        for (k, x) in o.iter().filter(|(k, _)| is_constraint(k)) {
+            let at = format!("{ptr}/{k}");
+            out.push(match (k.as_str(), x) {
+                ("type", t) => {
+                    let names = super::type_names(t).map_or_else(
+                        || refuse(&at, "`type` must be a string or an array of strings"),
+                        Ok,
+                    )?;
+                    if names.contains(&"string") {
+                        continue;
+                    }
+                    any_key.clone()
+                }
+                ("pattern", Value::String(p)) => witness(json!({ "except": [p] })),
+                ("enum" | "const", _) => {
+                    let values = match x {
+                        Value::Array(list) if k == "enum" => list.iter().collect(),
+                        _ => vec![x],
+                    };
+                    let names: Vec<&Value> = values.into_iter().filter(|v| v.is_string()).collect();
+                    witness(json!({ "names": names }))
+                }
+                ("maxLength", n) if length(n).is_some() => {
+                    let longer = format!("^[\\s\\S]{{{}}}", length(n).unwrap_or(0) + 1);
+                    witness(json!({ "matching": [longer] }))
+                }
+                ("minLength", n) if length(n).is_some() => match length(n).unwrap_or(0) {
+                    0 => continue,
+                    n => {
+                        let shorter = format!("^[\\s\\S]{{0,{}}}$", n - 1);
+                        witness(json!({ "matching": [shorter] }))
+                    }
+                },
+                _ => {
+                    return refuse(
+                        &at,
+                        format!("`not` of `propertyNames` with `{k}` is not supported yet"),
+                    )
+                }
+            });
+        }
+        Ok(())
+    }
+
     /// The negation of each schema of `list` (at `ptr`/i).
     fn negate_each(&self, list: &[Value], ptr: &str, depth: usize) -> Result<Vec<Value>> {
         list.iter()
@@ -370,29 +436,8 @@ impl Negator<'_> {
                 return Ok(());
             }
             "propertyNames" => {
-                // A key the rule rejects: for a lone `pattern`, one matching
-                // it not; for `false`, any key.
-                let only_pattern = v.as_object().and_then(|r| {
-                    let mut keys = r.keys().filter(|k| is_constraint(k) && *k != "type");
-                    let typed = r.get("type").is_none_or(|t| t == "string");
-                    match (keys.next().map(String::as_str), keys.next(), typed) {
-                        (Some("pattern"), None, true) => r.get("pattern")?.as_str(),
-                        _ => None,
-                    }
-                });
-                match (v, only_pattern) {
-                    (Value::Bool(true), _) => return Ok(()),
-                    (Value::Bool(false), _) => json!({ "type": "object", "minProperties": 1 }),
-                    (_, Some(p)) => json!({
-                        "type": "object",
-                        "additionalProperties": true,
-                        super::SOME_MEMBER: { "except": [p] },
-                    }),
-                    _ => return refuse(
-                        ptr,
-                        "`not` of `propertyNames` other than a lone `pattern` is not supported yet",
-                    ),
-                }
+                self.key_rejections(v, ptr, out)?;
+                return Ok(());
             }
             "multipleOf" => json!({ "type": "number", super::NOT_MULTIPLE_OF: [v] }),
             "oneOf" => {
