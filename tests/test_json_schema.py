@@ -620,6 +620,7 @@ def test_enum_values_are_checked_against_multiple_of_and_combinators(byte_tok):
     assert kept(two_nots) == ["1", "1.5", "10.99"]
     one_of = {"enum": values, "oneOf": [{"type": "integer"}, {"minimum": 2}]}
     assert kept(one_of) == ["1", "10.99", '"x"']
+    assert kept({"enum": values, "const": 2}) == ["2"]  # both: their common values
 
 
 def test_merged_array_keywords_keep_their_positions(byte_tok):

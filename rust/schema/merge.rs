@@ -132,10 +132,14 @@ impl Merger<'_> {
             |k: &String, _: &mut Value| is_constraint(k) && (self.conditionals || !conditional(k));
         a.retain(keep);
         b.retain(keep);
-        if a.is_empty() {
+        // `enum` next to `const` is one list of values (else a schema with
+        // both would come back from its merge unchanged).
+        let pinned_twice =
+            |m: &Map<String, Value>| m.contains_key("enum") && m.contains_key("const");
+        if a.is_empty() && !pinned_twice(&b) {
             return Ok(b);
         }
-        if b.is_empty() {
+        if b.is_empty() && !pinned_twice(&a) {
             return Ok(a);
         }
         conditional_alone(&mut a);
