@@ -46,6 +46,17 @@ pub fn is_leaf(v: &Value, assert_formats: bool) -> bool {
     }
 }
 
+/// The objects with a member `member` describes (see `SOME_MEMBER`), other
+/// members free (said explicitly: `strict_properties` reads an absent
+/// `additionalProperties` as `false`).
+fn with_member(member: Value) -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": true,
+        super::SOME_MEMBER: member,
+    })
+}
+
 pub struct Negator<'r> {
     /// The schema a `$ref` names.
     pub resolve: &'r dyn Fn(&Value, &str) -> Result<Value>,
@@ -150,13 +161,6 @@ impl Negator<'_> {
     /// rule's keyword rejects, for each keyword (string keywords and
     /// `enum`/`const`; `false`: any key).
     fn key_rejections(&self, rule: &Value, ptr: &str, out: &mut Vec<Value>) -> Result<()> {
-        let witness = |member: Value| {
-            json!({
-                "type": "object",
-                "additionalProperties": true,
-                super::SOME_MEMBER: member,
-            })
-        };
         let any_key = json!({ "type": "object", "minProperties": 1 });
         let o = match rule {
             Value::Bool(true) => return Ok(()),
@@ -181,24 +185,24 @@ impl Negator<'_> {
                     }
                     any_key.clone()
                 }
-                ("pattern", Value::String(p)) => witness(json!({ "except": [p] })),
+                ("pattern", Value::String(p)) => with_member(json!({ "except": [p] })),
                 ("enum" | "const", _) => {
                     let values = match x {
                         Value::Array(list) if k == "enum" => list.iter().collect(),
                         _ => vec![x],
                     };
                     let names: Vec<&Value> = values.into_iter().filter(|v| v.is_string()).collect();
-                    witness(json!({ "names": names }))
+                    with_member(json!({ "names": names }))
                 }
                 ("maxLength", n) if length(n).is_some() => {
                     let longer = format!("^[\\s\\S]{{{}}}", length(n).unwrap_or(0) + 1);
-                    witness(json!({ "matching": [longer] }))
+                    with_member(json!({ "matching": [longer] }))
                 }
                 ("minLength", n) if length(n).is_some() => match length(n).unwrap_or(0) {
                     0 => continue,
                     n => {
                         let shorter = format!("^[\\s\\S]{{0,{}}}$", n - 1);
-                        witness(json!({ "matching": [shorter] }))
+                        with_member(json!({ "matching": [shorter] }))
                     }
                 },
                 _ => {
@@ -414,7 +418,7 @@ impl Negator<'_> {
                     "except": keys("patternProperties"),
                     "value": negated,
                 });
-                json!({ "type": "object", "additionalProperties": true, super::SOME_MEMBER: member })
+                with_member(member)
             }
             "patternProperties" => {
                 // A member a pattern matches whose value fails its schema.
@@ -425,12 +429,9 @@ impl Negator<'_> {
                     let at = format!("{ptr}/{}", pointer_part(source));
                     let negated = self.negate(sub, &at, depth)?;
                     if negated != Value::Bool(false) {
-                        let member = json!({ "matching": [source], "value": negated });
-                        out.push(json!({
-                            "type": "object",
-                            "additionalProperties": true,
-                            super::SOME_MEMBER: member,
-                        }));
+                        out.push(with_member(
+                            json!({ "matching": [source], "value": negated }),
+                        ));
                     }
                 }
                 return Ok(());
