@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 
 import numpy as np
 import pytest
@@ -64,3 +65,34 @@ def allowed_ids(bitmask: np.ndarray, row: int = 0) -> list[int]:
 
 def new_bitmask(rows: int, vocab_size: int, fill: int = 0) -> np.ndarray:
     return np.full((rows, (vocab_size + 31) // 32), fill, dtype=np.int32)
+
+
+# One token per byte: grammar acceptance without tokenization effects.
+BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
+EOS = 256
+
+
+def accepts(g: maskpar.Grammar, text: str) -> bool:
+    """Whether the grammar takes the whole text (fed as bytes) and may end there."""
+    m = maskpar.Matcher(g)
+    return m.consume_bytes(text.encode()) and m.is_accepting()
+
+
+def random_walk(g: maskpar.Grammar, rng: random.Random, max_len: int) -> str | None:
+    """Follows the mask (bytes, EOS with probability 1/3 when allowed)."""
+    m = maskpar.Matcher(g)
+    bm = new_bitmask(1, g.vocab_size)
+    out = bytearray()
+    while len(out) < max_len:
+        m.fill_next_token_bitmask(bm)
+        ids = allowed_ids(bm)
+        if EOS in ids and (len(ids) == 1 or rng.random() < 0.33):
+            return out.decode("utf-8")
+        # Bias towards ASCII so walks close their brackets.
+        ascii_ids = [t for t in ids if t < 128 and t != EOS]
+        t = rng.choice(ascii_ids if ascii_ids and rng.random() < 0.95 else ids)
+        if t == EOS:
+            return out.decode("utf-8")
+        assert m.consume_token(t)
+        out.append(t)
+    return None

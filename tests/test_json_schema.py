@@ -27,22 +27,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import maskpar
-from conftest import LLAMA3_EOS, SHARED_DATA, allowed_ids, llama3_vocab, new_bitmask
+from conftest import (
+    BYTES,
+    EOS,
+    LLAMA3_EOS,
+    SHARED_DATA,
+    accepts,
+    llama3_vocab,
+    new_bitmask,
+    random_walk,
+)
 
 SUITE = os.path.join(SHARED_DATA, "json-schema-test-suite", "draft2020-12")
-# One token per byte: grammar acceptance without tokenization effects.
-BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
-EOS = 256
 
 
 @pytest.fixture(scope="module")
 def byte_tok():
     return maskpar.Tokenizer.from_vocab(BYTES, [EOS])
-
-
-def accepts(g: maskpar.Grammar, text: str) -> bool:
-    m = maskpar.Matcher(g)
-    return m.consume_bytes(text.encode()) and m.is_accepting()
 
 
 def suite_files(folder: str) -> list[str]:
@@ -206,26 +207,6 @@ def compiled_like_jsonschema(
     return g
 
 
-def random_walk(g: maskpar.Grammar, rng: random.Random, max_len: int) -> str | None:
-    """Follows the mask (bytes, EOS with probability 1/3 when allowed)."""
-    m = maskpar.Matcher(g)
-    bm = new_bitmask(1, g.vocab_size)
-    out = bytearray()
-    while len(out) < max_len:
-        m.fill_next_token_bitmask(bm)
-        ids = allowed_ids(bm)
-        if EOS in ids and (len(ids) == 1 or rng.random() < 0.33):
-            return out.decode("utf-8")
-        # Bias towards ASCII so walks close their brackets.
-        ascii_ids = [t for t in ids if t < 128 and t != EOS]
-        t = rng.choice(ascii_ids if ascii_ids and rng.random() < 0.95 else ids)
-        if t == EOS:
-            return out.decode("utf-8")
-        assert m.consume_token(t)
-        out.append(t)
-    return None
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.integers(0, len(SCHEMAS) - 1), seed=st.integers(0, 2**32 - 1))
 def test_random_walks_produce_valid_instances(byte_tok, which, seed):
@@ -299,8 +280,6 @@ def test_refusals_name_the_keyword_and_pointer(byte_tok):
     # Formats read as annotations when asked; unknown names always are.
     maskpar.compile_json_schema(byte_tok, {"format": "iri"}, assert_formats=False)
     maskpar.compile_json_schema(byte_tok, {"format": "x-custom"})
-    with pytest.raises(ValueError, match="indent"):
-        maskpar.compile_json_schema(byte_tok, {}, indent=2)
     with pytest.raises(TypeError, match="schema must be"):
         maskpar.compile_json_schema(byte_tok, 12)
 

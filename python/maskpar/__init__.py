@@ -9,6 +9,7 @@ import it when first called.
 """
 
 from ._core import (
+    MAX_INDENT_DEPTH,
     Grammar,
     Matcher,
     __version__,
@@ -27,6 +28,7 @@ from ._tokenizer import Tokenizer
 from ._torch import allocate_token_bitmask, apply_token_bitmask_inplace, bitmask_width
 
 __all__ = [
+    "MAX_INDENT_DEPTH",
     "Grammar",
     "Matcher",
     "Tokenizer",

@@ -4,6 +4,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __version__: str
+# With ``indent=``, containers nest at most this deep (see compile_json_schema).
+MAX_INDENT_DEPTH: int
 
 # A bitmask is a numpy.ndarray or torch.Tensor (CPU), int32, C-contiguous,
 # shape [rows, ceil(vocab_size / 32)] (or [words] for a single row).
@@ -109,7 +111,7 @@ def compile_json_schema(
     schema: dict[str, Any] | bool | str,
     *,
     whitespace: str = "flexible",
-    indent: int | None = None,
+    indent: int | str | None = None,
     separators: tuple[str, str] | None = None,
     strict_properties: bool = False,
     assert_formats: bool = True,
@@ -117,12 +119,14 @@ def compile_json_schema(
     """Compiles a JSON Schema (dict or JSON text) to a grammar over the text
     ``json.dumps(value, ensure_ascii=False)`` writes for exactly the values it
     validates. ``whitespace`` is "flexible" (any JSON whitespace) or
-    "compact"; ``separators=(item, key)`` fixes them exactly;
-    ``strict_properties`` refuses unlisted properties unless
-    ``additionalProperties`` allows them; known formats constrain strings
-    unless ``assert_formats=False``. Keywords that cannot be compiled exactly
-    raise ValueError naming the keyword and its JSON pointer. Results are
-    cached by content (thread-safe)."""
+    "compact"; ``indent`` (spaces or a JSON-whitespace string) and
+    ``separators=(item, key)`` take exactly what ``json.dumps`` writes with
+    the same arguments, overriding ``whitespace`` (indented containers nest
+    at most ``MAX_INDENT_DEPTH`` deep); ``strict_properties`` refuses
+    unlisted properties unless ``additionalProperties`` allows them; known
+    formats constrain strings unless ``assert_formats=False``. Keywords that
+    cannot be compiled exactly raise ValueError naming the keyword and its
+    JSON pointer. Results are cached by content (thread-safe)."""
 
 def fill_next_token_bitmask_par(
     matchers: Sequence[tuple[Matcher, int]],

@@ -71,6 +71,9 @@ pub struct Members {
     /// A member whose key is none of the listed ones (None: not allowed),
     /// as the first member and after a separator (`sep` included).
     pub extra: Option<(Node, Node)>,
+    /// Before the first member (not before `close_empty`): the indented
+    /// layout's newline, Empty otherwise.
+    pub open: Node,
     /// Between two members.
     pub sep: Node,
     /// Ends the object after at least one member.

@@ -489,6 +489,7 @@ mod tests {
                 (member("c"), true),
             ],
             extra: Some((member("x"), Node::seq(vec![lit(","), member("x")]))),
+            open: Node::Empty,
             sep: lit(","),
             close: lit("}"),
             close_empty: lit("}"),

@@ -676,7 +676,7 @@ impl Lowerer<'_> {
         }
     }
 
-    /// `open -> member_i after{i} | extra after{} | close_empty` and
+    /// `open -> m.open member_i after{i} | m.open extra after{} | close_empty` and
     /// `after -> sep member_i after{+i} | sep extra after{..} | close`, where
     /// after's items carry the member set and guards check `MemberRules`.
     fn members(&mut self, m: &Members, hint: &str) -> Result<Sym> {
@@ -701,11 +701,11 @@ impl Lowerer<'_> {
             .listed
             .iter()
             .enumerate()
-            .map(|(i, (member, _))| (member.clone(), then(&m.sep, member), i as u8))
+            .map(|(i, (member, _))| (then(&m.open, member), then(&m.sep, member), i as u8))
             .chain(
                 m.extra
                     .iter()
-                    .map(|(x, y)| (x.clone(), y.clone(), extra_op)),
+                    .map(|(x, y)| (then(&m.open, x), y.clone(), extra_op)),
             );
         for (member, after_sep, op) in entries {
             let next = Sym::P(after, op);

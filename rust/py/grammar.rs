@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::types::{PyBool, PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::schema::{self, SchemaOptions, Whitespace};
 
@@ -129,6 +129,61 @@ struct SchemaCache {
     order: VecDeque<SchemaKey>,
 }
 
+/// JSON's whitespace characters: what indents and separators may add.
+fn is_json_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// `indent=` as json.dumps reads it: a number of spaces (none if
+/// negative) or the text itself, which must be JSON whitespace (any other
+/// text would make the output something other than JSON).
+fn indent_text(indent: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(indent) = indent.filter(|i| !i.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(text) = indent.cast::<PyString>() {
+        let text: String = text.extract()?;
+        if !text.chars().all(is_json_space) {
+            return Err(PyValueError::new_err(format!(
+                "indent must be a number of spaces or JSON whitespace, got {text:?}"
+            )));
+        }
+        return Ok(Some(text));
+    }
+    if !indent.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "indent must be an int, a str or None, got {}",
+            indent.get_type()
+        )));
+    }
+    let spaces = match indent.extract::<i64>() {
+        Ok(n) if n <= MAX_INDENT_WIDTH => n.max(0) as usize,
+        Err(_) if indent.lt(0)? => 0, // as json.dumps: no indentation
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "indent must be at most {MAX_INDENT_WIDTH} spaces, got {indent}"
+            )))
+        }
+    };
+    Ok(Some(" ".repeat(spaces)))
+}
+
+/// Wider indents are surely mistakes, and each nesting level's line
+/// break is a literal as long as its indentation.
+const MAX_INDENT_WIDTH: i64 = 64;
+
+/// A separator must be `mark` with JSON whitespace around it, or the
+/// output would not be JSON.
+fn check_separator(which: &str, sep: &str, mark: char) -> PyResult<()> {
+    let trimmed = sep.trim_matches(is_json_space);
+    if trimmed.len() != 1 || !trimmed.starts_with(mark) {
+        return Err(PyValueError::new_err(format!(
+            "the {which} separator must be {mark:?} with JSON whitespace around it, got {sep:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// Compiles a JSON Schema (a dict or JSON text) to a grammar over JSON text.
 #[pyfunction]
 #[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true))]
@@ -155,11 +210,10 @@ pub fn compile_json_schema(
             schema.get_type()
         )));
     };
-    if indent.is_some_and(|i| !i.is_none()) {
-        return Err(PyValueError::new_err(
-            "indent= is not supported yet; whitespace=\"flexible\" (the default) accepts \
-             indented output",
-        ));
+    let indent = indent_text(indent)?;
+    if let Some((item, key)) = &separators {
+        check_separator("item", item, ',')?;
+        check_separator("key", key, ':')?;
     }
     let whitespace = match whitespace {
         "flexible" => Whitespace::Flexible,
@@ -173,6 +227,7 @@ pub fn compile_json_schema(
     let opts = SchemaOptions {
         whitespace,
         separators,
+        indent,
         strict_properties,
         assert_formats,
     };

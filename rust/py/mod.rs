@@ -37,6 +37,7 @@ pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) ->
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_INDENT_DEPTH", crate::schema::MAX_INDENT_DEPTH)?;
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<grammar::PyGrammar>()?;
     m.add_class::<matcher::PyMatcher>()?;

@@ -57,6 +57,10 @@ pub struct SchemaOptions {
     /// Exact separators `(item, key)` as json.dumps takes them, e.g.
     /// `(", ", ": ")`; overrides `whitespace`.
     pub separators: Option<(String, String)>,
+    /// The layout `json.dumps(indent=...)` writes, with this text per
+    /// nesting level (separators default to `(",", ": ")`); overrides
+    /// `whitespace`. Containers nest at most `MAX_INDENT_DEPTH` deep.
+    pub indent: Option<String>,
     /// Properties not listed are refused unless `additionalProperties` allows them.
     pub strict_properties: bool,
     /// Known `format`s constrain strings; false: every format is an annotation.
@@ -68,6 +72,7 @@ impl Default for SchemaOptions {
         SchemaOptions {
             whitespace: Whitespace::Flexible,
             separators: None,
+            indent: None,
             strict_properties: false,
             assert_formats: true,
         }
@@ -100,9 +105,10 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         opts,
         rules: Vec::new(),
         by_pointer: HashMap::new(),
-        any: None,
+        any: HashMap::new(),
         never: false,
         depth: 0,
+        nest: 0,
         derived: 0,
     };
     if let Some(meta) = root.get("$schema").and_then(Value::as_str) {
@@ -177,35 +183,84 @@ struct Compiler<'a> {
     opts: &'a SchemaOptions,
     rules: Vec<RuleDef>,
     by_pointer: HashMap<String, String>,
-    any: Option<String>,
+    /// The any-value rule per nesting level (indented layout; else level 0).
+    any: HashMap<usize, String>,
     never: bool,
     /// Schemas being compiled, one inside another (bounds the recursion).
     depth: usize,
+    /// How many containers enclose the value being compiled: the indented
+    /// layout writes each level differently, so rules are per level there.
+    nest: usize,
     /// Schemas made by merges and rewrites so far (bounds their products:
     /// each rewritten `if` doubles the branches of what it is merged with).
     derived: usize,
 }
 
 impl<'a> Compiler<'a> {
+    /// Whitespace allowed between any two tokens (flexible layout only).
     fn ws(&self) -> Node {
-        match (&self.opts.separators, &self.opts.whitespace) {
-            (None, Whitespace::Flexible) => re("[ \\t\\n\\r]*"),
+        match (
+            &self.opts.separators,
+            &self.opts.whitespace,
+            &self.opts.indent,
+        ) {
+            (None, Whitespace::Flexible, None) => re("[ \\t\\n\\r]*"),
             _ => Node::Empty,
         }
     }
 
+    /// The indented layout's line break before a line at nesting `level`.
+    fn newline(&self, level: usize) -> Option<String> {
+        (self.opts.indent.as_ref()).map(|step| format!("\n{}", step.repeat(level)))
+    }
+
+    /// Between two items (or members) at `self.nest`.
     fn item_sep(&self) -> Node {
-        match &self.opts.separators {
-            Some((item, _)) => lit(item),
-            None => Node::seq(vec![self.ws(), lit(","), self.ws()]),
+        let given = self.opts.separators.as_ref().map(|(item, _)| item.as_str());
+        match (self.newline(self.nest), given) {
+            (Some(line), item) => lit(&format!("{}{line}", item.unwrap_or(","))),
+            (None, Some(item)) => lit(item),
+            (None, None) => Node::seq(vec![self.ws(), lit(","), self.ws()]),
         }
     }
 
     fn key_sep(&self) -> Node {
-        match &self.opts.separators {
-            Some((_, key)) => lit(key),
-            None => Node::seq(vec![self.ws(), lit(":"), self.ws()]),
+        match (&self.opts.separators, &self.opts.indent) {
+            (Some((_, key)), _) => lit(key),
+            (None, Some(_)) => lit(": "),
+            (None, None) => Node::seq(vec![self.ws(), lit(":"), self.ws()]),
         }
+    }
+
+    /// `open body close`: a container whose items (in `body`, at
+    /// `self.nest`) are written as the layout writes them; with `optional`
+    /// it may also be empty.
+    fn container(&self, open: &str, body: Node, optional: bool, close: &str) -> Node {
+        let (lead, inner) = match (self.newline(self.nest), self.newline(self.nest - 1)) {
+            (Some(first), Some(last)) => {
+                (Node::Empty, Node::seq(vec![lit(&first), body, lit(&last)]))
+            }
+            _ => (self.ws(), Node::seq(vec![body, self.ws()])),
+        };
+        let inner = if optional {
+            Node::repeat(inner, 0, Some(1))
+        } else {
+            inner
+        };
+        Node::seq(vec![lit(open), lead, inner, lit(close)])
+    }
+
+    /// What `f` compiles one container deeper (its items).
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        self.nest += 1;
+        let made = f(self);
+        self.nest -= 1;
+        made
+    }
+
+    /// Past `MAX_INDENT_DEPTH` the indented layout has no rules: no value.
+    fn too_deep(&self) -> bool {
+        self.opts.indent.is_some() && self.nest > MAX_INDENT_DEPTH
     }
 
     /// The rule for the schema at `ptr` (memoized, so `$ref` cycles recurse).
@@ -215,14 +270,24 @@ impl<'a> Compiler<'a> {
 
     /// The rule for `schema` (at `ptr`), memoized under `key`.
     fn rule_keyed(&mut self, key: String, ptr: &str, schema: &'a Value) -> Result<String> {
+        let key = match self.opts.indent {
+            Some(_) => format!("{key}@{}", self.nest),
+            None => key,
+        };
         if let Some(name) = self.by_pointer.get(&key) {
             return Ok(name.clone());
         }
-        if self.depth >= MAX_SCHEMA_DEPTH {
-            return refuse(
-                ptr,
-                format!("the schema nests deeper than {MAX_SCHEMA_DEPTH} levels"),
-            );
+        if self.too_deep() {
+            self.never();
+            return Ok(NEVER.to_string());
+        }
+        // The indented layout compiles a recursive schema once per level.
+        let bound = match self.opts.indent {
+            Some(_) => MAX_SCHEMA_DEPTH + MAX_INDENT_DEPTH * RULES_PER_INDENT_LEVEL,
+            None => MAX_SCHEMA_DEPTH,
+        };
+        if self.depth >= bound {
+            return refuse(ptr, format!("the schema nests deeper than {bound} levels"));
         }
         let name = format!("s{}", self.by_pointer.len());
         self.by_pointer.insert(key, name.clone());
@@ -250,42 +315,36 @@ impl<'a> Compiler<'a> {
 
     /// Any JSON value.
     fn any(&mut self) -> Node {
-        if let Some(a) = &self.any {
+        let level = if self.opts.indent.is_some() {
+            self.nest
+        } else {
+            0
+        };
+        if let Some(a) = self.any.get(&level) {
             return Node::Ref(a.clone(), Pos::default());
         }
-        let name = "any_value".to_string();
-        self.any = Some(name.clone());
-        let me = || Node::Ref("any_value".into(), Pos::default());
-        let (ws, isep, ksep) = (self.ws(), self.item_sep(), self.key_sep());
-        let member = Node::seq(vec![self.string_node(None), ksep, me()]);
-        let object = Node::seq(vec![
-            lit("{"),
-            ws.clone(),
-            Node::repeat(
-                Node::seq(vec![
-                    member.clone(),
-                    Node::repeat(Node::seq(vec![isep.clone(), member]), 0, None),
-                    ws.clone(),
-                ]),
-                0,
-                Some(1),
-            ),
-            lit("}"),
-        ]);
-        let array = Node::seq(vec![
-            lit("["),
-            ws.clone(),
-            Node::repeat(
-                Node::seq(vec![
-                    me(),
-                    Node::repeat(Node::seq(vec![isep, me()]), 0, None),
-                    ws,
-                ]),
-                0,
-                Some(1),
-            ),
-            lit("]"),
-        ]);
+        if self.too_deep() {
+            return self.never();
+        }
+        let name = match level {
+            0 => "any_value".to_string(),
+            l => format!("any_value_{l}"),
+        };
+        self.any.insert(level, name.clone());
+        let (object, array) = self
+            .nested(|c| {
+                let item = c.any();
+                let member = Node::seq(vec![c.string_node(None), c.key_sep(), item.clone()]);
+                let items = |first: Node| {
+                    let more = Node::seq(vec![c.item_sep(), first.clone()]);
+                    Node::seq(vec![first, Node::repeat(more, 0, None)])
+                };
+                Ok((
+                    c.container("{", items(member), true, "}"),
+                    c.container("[", items(item), true, "]"),
+                ))
+            })
+            .expect("the any-value rule compiles");
         let body = Node::Alt(vec![
             lit("null"),
             lit("true"),
@@ -296,7 +355,7 @@ impl<'a> Compiler<'a> {
             array,
         ]);
         self.rules.push(rule(&name, body));
-        me()
+        Node::Ref(name, Pos::default())
     }
 
     /// The empty language: for subschemas no value satisfies. The rule
@@ -872,25 +931,25 @@ impl<'a> Compiler<'a> {
             Value::Bool(b) => lit(if *b { "true" } else { "false" }),
             Value::Number(n) => number_literal(n),
             Value::String(s) => lit(&format!("\"{}\"", strings::encode(s))),
-            Value::Array(a) => {
-                let mut items = vec![lit("["), self.ws()];
+            Value::Array(a) if a.is_empty() => Node::seq(vec![lit("["), self.ws(), lit("]")]),
+            Value::Array(a) => self.nested(|c| {
+                let mut items = Vec::new();
                 for (i, x) in a.iter().enumerate() {
                     if i > 0 {
-                        items.push(self.item_sep());
+                        items.push(c.item_sep());
                     }
-                    items.push(self.literal(x, ptr)?);
+                    items.push(c.literal(x, ptr)?);
                 }
-                items.extend([self.ws(), lit("]")]);
-                Node::seq(items)
-            }
-            Value::Object(o) if o.len() <= MAX_MEMBERS => {
+                Ok(c.container("[", Node::seq(items), false, "]"))
+            })?,
+            Value::Object(o) if o.len() <= MAX_MEMBERS => self.nested(|c| {
                 // Equal objects may list their keys in any order.
                 let listed = o
                     .iter()
-                    .map(|(k, x)| Ok((k.clone(), self.literal(x, ptr)?, true)))
+                    .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
                     .collect::<Result<Vec<(String, Node, bool)>>>()?;
-                self.members(&listed, None, MemberCounts::default(), ptr)?
-            }
+                c.members(&listed, None, MemberCounts::default(), ptr)
+            })?,
             Value::Object(o) => {
                 return refuse(
                     ptr,
@@ -912,8 +971,8 @@ impl<'a> Compiler<'a> {
             "string" => self.string(obj, ptr)?,
             "number" => self.number(obj, ptr)?,
             "integer" => self.integer(obj, ptr)?,
-            "array" => self.array(obj, ptr)?,
-            "object" => self.object(obj, ptr)?,
+            "array" => self.nested(|c| c.array(obj, ptr))?,
+            "object" => self.nested(|c| c.object(obj, ptr))?,
             _ => unreachable!("checked type name"),
         })
     }
@@ -1168,19 +1227,16 @@ impl<'a> Compiler<'a> {
                 (None, true) => Some(Node::Empty),
             };
         }
-        let ws = self.ws();
         let Some((c_at, c)) = contains else {
             let first = match (item_at(0), &found[1]) {
-                (Some(it), Some(t)) if fits(0) => Some(Node::seq(vec![it, t.clone(), ws.clone()])),
+                (Some(it), Some(t)) if fits(0) => Some(Node::seq(vec![it, t.clone()])),
                 _ => None,
             };
-            let body = match (first, min) {
-                (Some(f), 0) => Node::repeat(f, 0, Some(1)),
-                (Some(f), _) => f,
-                (None, 0) => Node::Empty,
-                (None, _) => return Ok(None),
-            };
-            return Ok(Some(Node::seq(vec![lit("["), ws, body, lit("]")])));
+            return Ok(match (first, min) {
+                (Some(f), min) => Some(self.container("[", f, min == 0, "]")),
+                (None, 0) => Some(Node::seq(vec![lit("["), self.ws(), lit("]")])),
+                (None, _) => None,
+            });
         };
         // With `contains`: pending[i] is what may follow i items none of
         // which is known to match `c` (one still must); an item that does
@@ -1238,7 +1294,7 @@ impl<'a> Compiler<'a> {
             }
             pending = (!alts.is_empty()).then(|| Node::alt(alts));
         }
-        Ok(pending.map(|body| Node::seq(vec![lit("["), ws.clone(), body, ws, lit("]")])))
+        Ok(pending.map(|body| self.container("[", body, false, "]")))
     }
 
     /// `contains` (with its pointer), unless `minContains: 0` makes it
@@ -1730,11 +1786,16 @@ impl<'a> Compiler<'a> {
                 ),
             );
         }
+        let (open, close) = match (self.newline(self.nest), self.newline(self.nest - 1)) {
+            (Some(first), Some(last)) => (lit(&first), lit(&format!("{last}}}"))),
+            _ => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        };
         let body = Members {
             listed: entries,
             extra,
+            open,
             sep: self.item_sep(),
-            close: Node::seq(vec![self.ws(), lit("}")]),
+            close,
             close_empty: lit("}"),
             min: counts.min,
             max: counts.max,
@@ -1944,6 +2005,15 @@ fn asserted_format(
 
 /// Bound on schemas compiled one inside another (the stack is finite).
 const MAX_SCHEMA_DEPTH: usize = 100;
+/// The indented layout's rules are per nesting level (indentation depends
+/// on it, which no context-free grammar tracks unboundedly): containers
+/// nest at most this deep (deeper values are not generated; `const` and
+/// `enum` values are written out whole).
+pub const MAX_INDENT_DEPTH: usize = 32;
+/// Schemas compiled one inside another per nesting level that the
+/// indented layout allows for (`$ref`s, combinators and merges between
+/// two containers). About 2.5 KiB of stack each.
+const RULES_PER_INDENT_LEVEL: usize = 8;
 /// Bound on the schemas merges and rewrites make in one document.
 const MAX_DERIVED: usize = 2000;
 
