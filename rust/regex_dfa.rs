@@ -34,6 +34,9 @@ pub struct ByteDfa {
     /// (and the state is not accepting, so EOS is not an alternative).
     forced_byte: Vec<Option<u8>>,
     start: u32,
+    /// `bytes_after_accepting`, once asked: it reads every state, and
+    /// cached DFAs serve many grammars.
+    after_accepting: std::sync::OnceLock<ByteSet>,
 }
 
 impl ByteDfa {
@@ -560,7 +563,9 @@ impl ByteDfa {
     /// The bytes that can extend a string of the language into a longer
     /// prefix of one: live out of some accepting state.
     pub fn bytes_after_accepting(&self) -> ByteSet {
-        self.live_bytes_from((1..self.num_states() as u32).filter(|&s| self.is_accepting(s)))
+        *self.after_accepting.get_or_init(|| {
+            self.live_bytes_from((1..self.num_states() as u32).filter(|&s| self.is_accepting(s)))
+        })
     }
 
     fn live_bytes_from(&self, states: impl Iterator<Item = u32>) -> ByteSet {
@@ -932,6 +937,7 @@ impl Table {
             accepting,
             forced_byte,
             start,
+            after_accepting: std::sync::OnceLock::new(),
         }
     }
 }

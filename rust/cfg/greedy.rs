@@ -35,52 +35,57 @@ pub fn greedy_lexemes(
         Sym::T(t) => lexemes[t as usize].nullable(),
         Sym::N(x) | Sym::P(x, _) => nullable[x as usize],
     };
-    let mut first = vec![ByteSet::default(); nullable.len()];
-    let first_of = |s: &Sym, first: &[ByteSet]| match *s {
+    let first = first_sets(rules, nullable.len(), &lex_first, &sym_nullable);
+    let first_of = |s: &Sym| match *s {
         Sym::T(t) => lex_first[t as usize],
         Sym::N(x) | Sym::P(x, _) => first[x as usize],
     };
-    loop {
-        let mut changed = false;
-        for r in rules {
-            let mut acc = ByteSet::default();
-            for s in &r.rhs {
-                acc.union_with(&first_of(s, &first));
-                if !sym_nullable(s) {
-                    break;
-                }
-            }
-            changed |= first[r.lhs as usize].union_with(&acc);
-        }
-        if !changed {
-            break;
-        }
-    }
-    // FOLLOW of nonterminals; the lexemes' FOLLOW is collected on the last
-    // (unchanging) pass, when every nonterminal's is complete.
+    // FOLLOW: each symbol gets the FIRST of what comes after it in its rule
+    // and, where all of that is nullable, the FOLLOW of the rule's left side.
     let mut follow = vec![ByteSet::default(); nullable.len()];
     let mut lex_follow = vec![ByteSet::default(); lexemes.len()];
-    loop {
-        let mut changed = false;
-        for r in rules {
-            let mut trailer = follow[r.lhs as usize];
-            for s in r.rhs.iter().rev() {
-                match *s {
-                    Sym::T(t) => {
-                        lex_follow[t as usize].union_with(&trailer);
+    // inherits[x]: the nonterminals whose FOLLOW includes x's.
+    let mut inherits: Vec<Vec<u32>> = vec![Vec::new(); nullable.len()];
+    // Lexemes at a nullable end of a rule of x: they get x's FOLLOW.
+    let mut lex_inherits: Vec<(u32, u32)> = Vec::new();
+    for r in rules {
+        let mut trailer = ByteSet::default();
+        let mut at_end = true;
+        for s in r.rhs.iter().rev() {
+            match *s {
+                Sym::T(t) => {
+                    lex_follow[t as usize].union_with(&trailer);
+                    if at_end {
+                        lex_inherits.push((r.lhs, t));
                     }
-                    Sym::N(x) | Sym::P(x, _) => changed |= follow[x as usize].union_with(&trailer),
                 }
-                if sym_nullable(s) {
-                    trailer.union_with(&first_of(s, &first));
-                } else {
-                    trailer = first_of(s, &first);
+                Sym::N(x) | Sym::P(x, _) => {
+                    follow[x as usize].union_with(&trailer);
+                    if at_end && x != r.lhs {
+                        inherits[r.lhs as usize].push(x);
+                    }
                 }
             }
+            if sym_nullable(s) {
+                trailer.union_with(&first_of(s));
+            } else {
+                trailer = first_of(s);
+                at_end = false;
+            }
         }
-        if !changed {
-            break;
+    }
+    let mut work: Vec<u32> = (0..nullable.len() as u32).collect();
+    while let Some(x) = work.pop() {
+        let from = follow[x as usize];
+        for &y in &inherits[x as usize] {
+            if follow[y as usize].union_with(&from) {
+                work.push(y);
+            }
         }
+    }
+    for (x, t) in lex_inherits {
+        let from = follow[x as usize];
+        lex_follow[t as usize].union_with(&from);
     }
     lexemes
         .iter()
@@ -93,6 +98,47 @@ pub fn greedy_lexemes(
             (greedy, follow)
         })
         .collect()
+}
+
+/// FIRST over bytes of each nonterminal, by a worklist: a rule is looked
+/// at again only when the FIRST of a symbol in its nullable prefix grew.
+fn first_sets(
+    rules: &[Rule],
+    nonterminals: usize,
+    lex_first: &[ByteSet],
+    sym_nullable: &dyn Fn(&Sym) -> bool,
+) -> Vec<ByteSet> {
+    let mut first = vec![ByteSet::default(); nonterminals];
+    // used_by[x]: rules whose FIRST reads x's.
+    let mut used_by: Vec<Vec<u32>> = vec![Vec::new(); nonterminals];
+    for (i, r) in rules.iter().enumerate() {
+        for s in &r.rhs {
+            if let Sym::N(x) | Sym::P(x, _) = *s {
+                used_by[x as usize].push(i as u32);
+            }
+            if !sym_nullable(s) {
+                break;
+            }
+        }
+    }
+    let mut work: Vec<u32> = (0..rules.len() as u32).rev().collect();
+    while let Some(i) = work.pop() {
+        let r = &rules[i as usize];
+        let mut acc = ByteSet::default();
+        for s in &r.rhs {
+            acc.union_with(&match *s {
+                Sym::T(t) => lex_first[t as usize],
+                Sym::N(x) | Sym::P(x, _) => first[x as usize],
+            });
+            if !sym_nullable(s) {
+                break;
+            }
+        }
+        if first[r.lhs as usize].union_with(&acc) {
+            work.extend_from_slice(&used_by[r.lhs as usize]);
+        }
+    }
+    first
 }
 
 #[cfg(test)]

@@ -276,6 +276,24 @@ fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
 /// included (None: it matches no string).
 fn dfa_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
     match n {
+        // Products are cached whole: schemas repeat the same `format` with
+        // the same length bounds, and each product costs milliseconds.
+        Node::Intersect(_) | Node::Minus(..) => cached(n, |_| product_of(n)),
+        Node::DecimalMultiples(divisor) => cached(n, |_| {
+            crate::schema::decimals::multiples_dfa(divisor)
+                .map(|d| Some(Arc::new(d)))
+                .map_err(Error::Compile)
+        }),
+        _ if is_regular(n) => composed(n),
+        _ => Err(Error::Compile(
+            "intersections and differences take regular parts only".into(),
+        )),
+    }
+}
+
+/// The DFA of an intersection or a difference (None: no string).
+fn product_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    match n {
         Node::Intersect(parts) => {
             let mut acc: Option<Arc<ByteDfa>> = None;
             for p in parts {
@@ -301,15 +319,7 @@ fn dfa_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
                 Some(b) => Ok(none_if_empty(ByteDfa::product(&a, &b, Op::AndNot))?.map(Arc::new)),
             }
         }
-        Node::DecimalMultiples(divisor) => cached(n, |_| {
-            crate::schema::decimals::multiples_dfa(divisor)
-                .map(|d| Some(Arc::new(d)))
-                .map_err(Error::Compile)
-        }),
-        _ if is_regular(n) => composed(n),
-        _ => Err(Error::Compile(
-            "intersections and differences take regular parts only".into(),
-        )),
+        _ => unreachable!("product_of takes intersections and differences"),
     }
 }
 
@@ -419,14 +429,38 @@ fn literal_runs(items: &[Node]) -> Vec<Node> {
 }
 
 /// Lexeme DFAs by regex, shared by every grammar compiled in this process
-/// (bounded in bytes; cleared when full).
+/// (bounded in bytes; the oldest entries go first).
 static DFA_CACHE: Mutex<Option<DfaCache>> = Mutex::new(None);
 const DFA_CACHE_BYTES: usize = 256 << 20;
+/// A `maxLength: 32767` string lexeme takes 64 MiB and costs 70 ms to
+/// build; a family of schemas repeats it.
+const DFA_CACHE_ENTRY_BYTES: usize = DFA_CACHE_BYTES / 2;
 
 #[derive(Default)]
 struct DfaCache {
-    map: HashMap<String, Option<Arc<ByteDfa>>>,
+    map: HashMap<String, (Option<Arc<ByteDfa>>, usize)>,
+    /// Keys in insertion order.
+    order: std::collections::VecDeque<String>,
     bytes: usize,
+}
+
+impl DfaCache {
+    fn insert(&mut self, key: String, dfa: Option<Arc<ByteDfa>>, size: usize) {
+        if self.map.contains_key(&key) {
+            return; // another thread built it meanwhile
+        }
+        while self.bytes + size > DFA_CACHE_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, freed)) = self.map.remove(&old) {
+                self.bytes -= freed;
+            }
+        }
+        self.bytes += size;
+        self.order.push_back(key.clone());
+        self.map.insert(key, (dfa, size));
+    }
 }
 
 fn cache_lock() -> std::sync::MutexGuard<'static, Option<DfaCache>> {
@@ -440,26 +474,40 @@ fn cached(
     build: impl FnOnce(&str) -> Result<Option<Arc<ByteDfa>>>,
 ) -> Result<Option<Arc<ByteDfa>>> {
     let mut re = String::new();
-    match n {
-        // Not a regex: a key no regex renders to.
-        Node::DecimalMultiples(d) => re = format!("\u{0}multiples of {d}"),
-        _ => to_regex(n, &mut re),
-    }
-    if let Some(hit) = cache_lock().as_ref().and_then(|c| c.map.get(&re)) {
+    cache_key(n, &mut re);
+    if let Some((hit, _)) = cache_lock().as_ref().and_then(|c| c.map.get(&re)) {
         return Ok(hit.clone());
     }
     let dfa = build(&re)?;
     let size = re.len() + dfa.as_ref().map_or(0, |d| d.memory_bytes());
-    if size <= DFA_CACHE_BYTES / 4 {
+    if size <= DFA_CACHE_ENTRY_BYTES {
         let mut guard = cache_lock();
-        let cache = guard.get_or_insert_with(DfaCache::default);
-        if cache.bytes + size > DFA_CACHE_BYTES {
-            *cache = DfaCache::default();
-        }
-        cache.bytes += size;
-        cache.map.insert(re, dfa.clone());
+        guard
+            .get_or_insert_with(DfaCache::default)
+            .insert(re, dfa.clone(), size);
     }
     Ok(dfa)
+}
+
+/// `n`'s key in the DFA cache: its regex if it is regular; intersections,
+/// differences and multiples are spelled with a NUL mark and
+/// length-prefixed parts, which no regex renders to.
+fn cache_key(n: &Node, out: &mut String) {
+    let mut composite = |op: &str, parts: &[&Node]| {
+        out.push_str("\u{0}");
+        out.push_str(op);
+        for p in parts {
+            let mut part = String::new();
+            cache_key(p, &mut part);
+            out.push_str(&format!("({}){part}", part.len()));
+        }
+    };
+    match n {
+        Node::Intersect(parts) => composite("and", &parts.iter().collect::<Vec<_>>()),
+        Node::Minus(a, b) => composite("minus", &[a, b]),
+        Node::DecimalMultiples(d) => out.push_str(&format!("\u{0}multiples of {d}")),
+        _ => to_regex(n, out),
+    }
 }
 
 /// `n`'s DFA from its regex (through the cache).
