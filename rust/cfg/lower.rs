@@ -494,7 +494,7 @@ fn cached(
 /// length-prefixed parts, which no regex renders to.
 fn cache_key(n: &Node, out: &mut String) {
     let mut composite = |op: &str, parts: &[&Node]| {
-        out.push_str("\u{0}");
+        out.push('\u{0}');
         out.push_str(op);
         for p in parts {
             let mut part = String::new();
