@@ -1069,6 +1069,47 @@ mod tests {
     use super::*;
     use crate::cfg::gbnf;
 
+    /// The cache forgets its oldest entries first, counts each key once
+    /// and stays within its budget.
+    #[test]
+    fn dfa_cache_evicts_oldest_first_within_budget() {
+        let mut cache = DfaCache::default();
+        let third = DFA_CACHE_BYTES / 3;
+        for key in ["a", "b", "c"] {
+            cache.insert(key.into(), None, third);
+        }
+        cache.insert("b".into(), None, third); // already there: no change
+        assert_eq!(cache.bytes, 3 * third);
+        cache.insert("d".into(), None, third);
+        assert!(!cache.map.contains_key("a"));
+        assert!(["b", "c", "d"].iter().all(|k| cache.map.contains_key(*k)));
+        cache.insert("e".into(), None, DFA_CACHE_ENTRY_BYTES);
+        assert!(cache.bytes <= DFA_CACHE_BYTES);
+        assert!(cache.map.contains_key("e") && !cache.map.contains_key("b"));
+        assert_eq!(cache.order.len(), cache.map.len());
+    }
+
+    /// Intersections, differences and regexes never share a cache key.
+    #[test]
+    fn cache_keys_tell_products_apart() {
+        let re = |r: &str| Node::Regex(r.into());
+        let key = |n: &Node| {
+            let mut k = String::new();
+            cache_key(n, &mut k);
+            k
+        };
+        let nodes = [
+            Node::Intersect(vec![re("a"), re("b")]),
+            Node::Minus(Box::new(re("a")), Box::new(re("b"))),
+            Node::Intersect(vec![re("a)(5)(?:b")]),
+            Node::Intersect(vec![re("a"), re("b"), re("c")]),
+            Node::Intersect(vec![Node::Intersect(vec![re("a"), re("b")]), re("c")]),
+            re("a"),
+        ];
+        let keys: std::collections::HashSet<String> = nodes.iter().map(key).collect();
+        assert_eq!(keys.len(), nodes.len());
+    }
+
     /// Large counts are built by composition; the language is the regex's.
     #[test]
     fn composed_lexemes_equal_their_regex() {
