@@ -7,7 +7,7 @@
 //! accepting points, so this keeps the language exactly. Alternatives and
 //! repetitions of non-regular parts become fresh nonterminals.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
@@ -429,7 +429,8 @@ fn literal_runs(items: &[Node]) -> Vec<Node> {
 }
 
 /// Lexeme DFAs by regex, shared by every grammar compiled in this process
-/// (bounded in bytes; the oldest entries go first).
+/// (bounded in bytes; the least recently used entries go first, so a run of
+/// large one-off automata does not push out the formats every schema uses).
 static DFA_CACHE: Mutex<Option<DfaCache>> = Mutex::new(None);
 const DFA_CACHE_BYTES: usize = 256 << 20;
 /// A `maxLength: 32767` string lexeme takes 64 MiB and costs 70 ms to
@@ -438,28 +439,50 @@ const DFA_CACHE_ENTRY_BYTES: usize = DFA_CACHE_BYTES / 2;
 
 #[derive(Default)]
 struct DfaCache {
-    map: HashMap<String, (Option<Arc<ByteDfa>>, usize)>,
-    /// Keys in insertion order.
-    order: std::collections::VecDeque<String>,
+    map: HashMap<String, CacheEntry>,
     bytes: usize,
+    /// Counts lookups: an entry's `used` is the tick of its last one.
+    tick: u64,
+}
+
+struct CacheEntry {
+    dfa: Option<Arc<ByteDfa>>,
+    size: usize,
+    used: u64,
 }
 
 impl DfaCache {
+    fn get(&mut self, key: &str) -> Option<Option<Arc<ByteDfa>>> {
+        self.tick += 1;
+        let entry = self.map.get_mut(key)?;
+        entry.used = self.tick;
+        Some(entry.dfa.clone())
+    }
+
     fn insert(&mut self, key: String, dfa: Option<Arc<ByteDfa>>, size: usize) {
         if self.map.contains_key(&key) {
             return; // another thread built it meanwhile
         }
-        while self.bytes + size > DFA_CACHE_BYTES {
-            let Some(old) = self.order.pop_front() else {
-                break;
-            };
-            if let Some((_, freed)) = self.map.remove(&old) {
-                self.bytes -= freed;
+        if self.bytes + size > DFA_CACHE_BYTES {
+            // One sort of the entries by age frees a quarter of the budget
+            // beyond what is needed, so sorts stay rare.
+            let room = DFA_CACHE_BYTES - DFA_CACHE_BYTES / 4;
+            let mut by_age: Vec<(u64, String)> =
+                self.map.iter().map(|(k, e)| (e.used, k.clone())).collect();
+            by_age.sort_unstable();
+            for (_, old) in by_age {
+                if self.bytes + size <= room {
+                    break;
+                }
+                if let Some(gone) = self.map.remove(&old) {
+                    self.bytes -= gone.size;
+                }
             }
         }
+        self.tick += 1;
         self.bytes += size;
-        self.order.push_back(key.clone());
-        self.map.insert(key, (dfa, size));
+        let used = self.tick;
+        self.map.insert(key, CacheEntry { dfa, size, used });
     }
 }
 
@@ -475,8 +498,8 @@ fn cached(
 ) -> Result<Option<Arc<ByteDfa>>> {
     let mut re = String::new();
     cache_key(n, &mut re);
-    if let Some((hit, _)) = cache_lock().as_ref().and_then(|c| c.map.get(&re)) {
-        return Ok(hit.clone());
+    if let Some(hit) = cache_lock().as_mut().and_then(|c| c.get(&re)) {
+        return Ok(hit);
     }
     let dfa = build(&re)?;
     let size = re.len() + dfa.as_ref().map_or(0, |d| d.memory_bytes());
@@ -578,11 +601,7 @@ impl Lowerer<'_> {
             Node::Intersect(_) | Node::Minus(..) | Node::DecimalMultiples(_)
         );
         let mut re = String::new();
-        if boolean {
-            re = format!("{n:?}");
-        } else {
-            to_regex(n, &mut re);
-        }
+        cache_key(n, &mut re);
         let key = format!("{priority}\u{0}{re}");
         if let Some(&id) = self.lexeme_ids.get(&key) {
             return Ok(Sym::T(id));
@@ -837,13 +856,13 @@ impl Lowerer<'_> {
 /// Lowers `ast` and prunes what can never match.
 pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     let mut l = Lowerer {
-        names: HashMap::new(),
+        names: HashMap::default(),
         terminals: ast.terminals.iter().map(|t| (t.name.clone(), t)).collect(),
-        terminal_ids: HashMap::new(),
+        terminal_ids: HashMap::default(),
         lexing: ast.lexing,
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
-        lexeme_ids: HashMap::new(),
+        lexeme_ids: HashMap::default(),
         lexemes: Vec::new(),
         symbols: 0,
         member_sets: Vec::new(),
@@ -902,7 +921,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
 /// Whether rule `start` of `rules` derives some string, assuming every
 /// lexeme matches one (true of the schema compiler's literals and regexes).
 pub fn derives_a_string(rules: &[RuleDef], start: &str) -> bool {
-    let mut productive: HashSet<&str> = HashSet::new();
+    let mut productive: HashSet<&str> = HashSet::default();
     loop {
         let before = productive.len();
         for r in rules {
@@ -947,7 +966,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
     // A member-set nonterminal's guards decide which rules apply: it derives
     // a string iff it can close with its required members and dependencies.
     let mut is_member_set = vec![false; n];
-    let mut member_rules: HashMap<u32, Vec<&Rule>> = HashMap::new();
+    let mut member_rules: HashMap<u32, Vec<&Rule>> = HashMap::default();
     for &after in &l.member_sets {
         is_member_set[after as usize] = true;
     }
@@ -1069,24 +1088,30 @@ mod tests {
     use super::*;
     use crate::cfg::gbnf;
 
-    /// The cache forgets its oldest entries first, counts each key once
-    /// and stays within its budget.
+    /// The cache forgets its least recently used entries first (down to
+    /// three quarters of its budget), counts each key once and stays within
+    /// its budget.
     #[test]
-    fn dfa_cache_evicts_oldest_first_within_budget() {
+    fn dfa_cache_evicts_least_recently_used_within_budget() {
         let mut cache = DfaCache::default();
-        let third = DFA_CACHE_BYTES / 3;
-        for key in ["a", "b", "c"] {
-            cache.insert(key.into(), None, third);
+        let quarter = DFA_CACHE_BYTES / 4;
+        for key in ["a", "b", "c", "d"] {
+            cache.insert(key.into(), None, quarter);
         }
-        cache.insert("b".into(), None, third); // already there: no change
-        assert_eq!(cache.bytes, 3 * third);
-        cache.insert("d".into(), None, third);
-        assert!(!cache.map.contains_key("a"));
-        assert!(["b", "c", "d"].iter().all(|k| cache.map.contains_key(*k)));
-        cache.insert("e".into(), None, DFA_CACHE_ENTRY_BYTES);
+        cache.insert("b".into(), None, quarter); // already there: no change
+        assert_eq!(cache.bytes, 4 * quarter);
+        assert!(cache.get("a").is_some()); // now "b" and "c" are the oldest
+        cache.insert("e".into(), None, quarter);
+        assert!(!cache.map.contains_key("b") && !cache.map.contains_key("c"));
+        assert!(["a", "d", "e"].iter().all(|k| cache.map.contains_key(*k)));
+        assert!(cache.get("b").is_none());
+        cache.insert("f".into(), None, DFA_CACHE_ENTRY_BYTES);
         assert!(cache.bytes <= DFA_CACHE_BYTES);
-        assert!(cache.map.contains_key("e") && !cache.map.contains_key("b"));
-        assert_eq!(cache.order.len(), cache.map.len());
+        assert!(cache.map.contains_key("f"));
+        assert_eq!(
+            cache.bytes,
+            cache.map.values().map(|e| e.size).sum::<usize>()
+        );
     }
 
     /// Intersections, differences and regexes never share a cache key.

@@ -32,7 +32,7 @@ mod test_regex {
     }
 }
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use serde_json::{Map, Value};
 
@@ -104,8 +104,8 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         single_resource: !has_nested_id(&root, true),
         opts,
         rules: Vec::new(),
-        by_pointer: HashMap::new(),
-        any: HashMap::new(),
+        by_pointer: HashMap::default(),
+        any: HashMap::default(),
         never: false,
         depth: 0,
         nest: 0,
@@ -785,7 +785,7 @@ impl<'a> Compiler<'a> {
         overlaps: &[Vec<usize>],
         ptr: &str,
     ) -> Result<Node> {
-        let mut negated: HashMap<usize, Value> = HashMap::new();
+        let mut negated: HashMap<usize, Value> = HashMap::default();
         for &j in overlaps.iter().flatten() {
             if negated.contains_key(&j) {
                 continue;
@@ -1734,7 +1734,7 @@ impl<'a> Compiler<'a> {
             wanted.push(Node::seq(vec![before.clone(), a.clone(), self.key_sep()]));
         }
         let key = match wanted.len() {
-            0 => quoted(re(&strings::any_content())),
+            0 => quoted(re(strings::any_content())),
             1 => wanted.pop().expect("one pattern"),
             _ => Node::Intersect(wanted),
         };

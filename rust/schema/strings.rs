@@ -303,15 +303,19 @@ pub fn encoded_match(dfa: &ByteDfa, text: &str) -> bool {
     q != DEAD && dfa.is_accepting(q)
 }
 
-/// Any string's contents as json.dumps encodes them.
-pub fn any_content() -> String {
-    Hir::repetition(Repetition {
-        min: 0,
-        max: None,
-        greedy: true,
-        sub: Box::new(encoded_any()),
+/// Any string's contents as json.dumps encodes them (built once: every
+/// object with unlisted members asks for it).
+pub fn any_content() -> &'static str {
+    static ANY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ANY.get_or_init(|| {
+        Hir::repetition(Repetition {
+            min: 0,
+            max: None,
+            greedy: true,
+            sub: Box::new(encoded_any()),
+        })
+        .to_string()
     })
-    .to_string()
 }
 
 const DATE: &str = concat!(
