@@ -21,3 +21,10 @@ pub mod vocab;
 mod py;
 
 pub use error::{Error, Result};
+
+/// The extension module's allocator (see Cargo.toml). Only the `python`
+/// build sets it: a library linked into another Rust program keeps that
+/// program's choice.
+#[cfg(feature = "python")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
