@@ -6,7 +6,8 @@ use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
 use crate::cfg::{gbnf, lark};
 use crate::grammar::CompiledGrammar;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
