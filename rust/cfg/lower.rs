@@ -261,7 +261,7 @@ const MINIMIZE_STATES: usize = 256;
 
 /// `n`'s DFA, minimized when that is cheap, as an operand of a product.
 fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
-    Ok(dfa_of(n)?.map(|d| {
+    Ok(dfa_of(n, PART_ENTRY_BYTES)?.map(|d| {
         if d.num_states() < MINIMIZE_STATES {
             return d;
         }
@@ -273,18 +273,18 @@ fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
 }
 
 /// The full-match DFA of a regular node, intersections and differences
-/// included (None: it matches no string).
-fn dfa_of(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+/// included (None: it matches no string); `keep` as in `cached`.
+fn dfa_of(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
     match n {
         // Products are cached whole: schemas repeat the same `format` with
         // the same length bounds, and each product costs milliseconds.
-        Node::Intersect(_) | Node::Minus(..) => cached(n, |_| product_of(n)),
-        Node::DecimalMultiples(divisor) => cached(n, |_| {
+        Node::Intersect(_) | Node::Minus(..) => cached(n, keep, |_| product_of(n)),
+        Node::DecimalMultiples(divisor) => cached(n, keep, |_| {
             crate::schema::decimals::multiples_dfa(divisor)
                 .map(|d| Some(Arc::new(d)))
                 .map_err(Error::Compile)
         }),
-        _ if is_regular(n) => composed(n),
+        _ if is_regular(n) => composed(n, keep),
         _ => Err(Error::Compile(
             "intersections and differences take regular parts only".into(),
         )),
@@ -334,7 +334,7 @@ fn is_heavy(n: &Node) -> Result<bool> {
     ) {
         return Ok(false);
     }
-    Ok(dfa_of(n)?.is_some_and(|d| d.num_states() > HEAVY_STATES))
+    Ok(dfa_of(n, DFA_CACHE_ENTRY_BYTES)?.is_some_and(|d| d.num_states() > HEAVY_STATES))
 }
 
 /// Counted repetitions above this are built by `ByteDfa::repeat` when they
@@ -349,15 +349,16 @@ const LARGE_COUNT: u32 = 32;
 /// `ByteDfa::repeat` when those are deterministic; everything else comes
 /// from its regex (through the process-wide cache). Schemas repeat the same
 /// value lexemes after different keys, so most parts are cache hits.
-fn composed(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+fn composed(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
     match n {
-        Node::Seq(items) if items.len() > 1 => cached(n, |_| compose(n)),
-        Node::Repeat { .. } => cached(n, |_| compose(n)),
-        _ => compose(n),
+        Node::Seq(items) if items.len() > 1 => cached(n, keep, |_| compose(n, keep)),
+        Node::Repeat { .. } => cached(n, keep, |_| compose(n, keep)),
+        _ => compose(n, keep),
     }
 }
 
-fn compose(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+/// `n`'s DFA built from its parts' (see `composed`; `keep` as in `cached`).
+fn compose(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
     if let Some(words) = literal_words(n) {
         let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
         return Ok(ByteDfa::literals(&words).map(Arc::new));
@@ -366,7 +367,7 @@ fn compose(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
         Node::Seq(items) if items.len() > 1 => {
             let mut parts = Vec::new();
             for part in literal_runs(items) {
-                match composed(&part)? {
+                match composed(&part, PART_ENTRY_BYTES)? {
                     Some(d) => parts.push(d),
                     None => return Ok(None),
                 }
@@ -380,9 +381,9 @@ fn compose(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
                 None => uncached_regex_dfa(n),
             }
         }
-        Node::Seq(items) if items.len() == 1 => composed(&items[0]),
+        Node::Seq(items) if items.len() == 1 => composed(&items[0], keep),
         Node::Repeat { node, min, max } if max.unwrap_or(*min) > LARGE_COUNT => {
-            let Some(y) = composed(node)? else {
+            let Some(y) = composed(node, PART_ENTRY_BYTES)? else {
                 return uncached_regex_dfa(n);
             };
             match ByteDfa::repeat(&y, *min, *max)? {
@@ -436,6 +437,10 @@ const DFA_CACHE_BYTES: usize = 256 << 20;
 /// A `maxLength: 32767` string lexeme takes 64 MiB and costs 70 ms to
 /// build; a family of schemas repeats it.
 const DFA_CACHE_ENTRY_BYTES: usize = DFA_CACHE_BYTES / 2;
+/// Parts of a lexeme (a counted string inside its quotes, an operand of an
+/// intersection) are kept only when small: the lexeme is kept whole, and
+/// keeping a large part as well would double what it costs the cache.
+const PART_ENTRY_BYTES: usize = 4 << 20;
 
 #[derive(Default)]
 struct DfaCache {
@@ -491,9 +496,11 @@ fn cache_lock() -> std::sync::MutexGuard<'static, Option<DfaCache>> {
 }
 
 /// The DFA of regular node `n` from the cache, else made by `build` (and
-/// kept): the language depends only on `n`'s regex, however it is built.
+/// kept if it takes at most `keep` bytes): the language depends only on
+/// `n`'s regex, however it is built.
 fn cached(
     n: &Node,
+    keep: usize,
     build: impl FnOnce(&str) -> Result<Option<Arc<ByteDfa>>>,
 ) -> Result<Option<Arc<ByteDfa>>> {
     let mut re = String::new();
@@ -503,7 +510,7 @@ fn cached(
     }
     let dfa = build(&re)?;
     let size = re.len() + dfa.as_ref().map_or(0, |d| d.memory_bytes());
-    if size <= DFA_CACHE_ENTRY_BYTES {
+    if size <= keep.min(DFA_CACHE_ENTRY_BYTES) {
         let mut guard = cache_lock();
         guard
             .get_or_insert_with(DfaCache::default)
@@ -535,7 +542,7 @@ fn cache_key(n: &Node, out: &mut String) {
 
 /// `n`'s DFA from its regex (through the cache).
 fn regex_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
-    cached(n, from_regex)
+    cached(n, DFA_CACHE_ENTRY_BYTES, from_regex)
 }
 
 fn from_regex(re: &str) -> Result<Option<Arc<ByteDfa>>> {
@@ -614,7 +621,7 @@ impl Lowerer<'_> {
         // Lark terminals match as Python's re.match does; GBNF lexemes keep
         // every split (the exact character-level language).
         let dfa = match self.lexing {
-            Lexing::AllSplits => dfa_of(n)?,
+            Lexing::AllSplits => dfa_of(n, DFA_CACHE_ENTRY_BYTES)?,
             Lexing::Longest if boolean => {
                 return Err(Error::Compile(
                     "intersections and differences need all-splits lexing".into(),
@@ -1145,7 +1152,7 @@ mod tests {
         ] {
             let ast = gbnf::parse(src).unwrap();
             let node = &ast.rules[0].body;
-            let composed = composed(node).unwrap().expect(src);
+            let composed = composed(node, DFA_CACHE_ENTRY_BYTES).unwrap().expect(src);
             let plain = regex_dfa(node).unwrap().unwrap();
             // Random walks through the language (each DFA leading in turn),
             // checking both agree on every prefix's liveness and acceptance.
