@@ -236,7 +236,10 @@ impl<'a> Compiler<'a> {
     /// `self.nest`) are written as the layout writes them; with `optional`
     /// it may also be empty.
     fn container(&self, open: &str, body: Node, optional: bool, close: &str) -> Node {
-        let (lead, inner) = match (self.newline(self.nest), self.newline(self.nest - 1)) {
+        let (lead, inner) = match (
+            self.newline(self.nest),
+            self.newline(self.nest.saturating_sub(1)),
+        ) {
             (Some(first), Some(last)) => {
                 (Node::Empty, Node::seq(vec![lit(&first), body, lit(&last)]))
             }
@@ -1786,7 +1789,10 @@ impl<'a> Compiler<'a> {
                 ),
             );
         }
-        let (open, close) = match (self.newline(self.nest), self.newline(self.nest - 1)) {
+        let (open, close) = match (
+            self.newline(self.nest),
+            self.newline(self.nest.saturating_sub(1)),
+        ) {
             (Some(first), Some(last)) => (lit(&first), lit(&format!("{last}}}"))),
             _ => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
         };
