@@ -546,6 +546,9 @@ fn regex_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
 }
 
 fn from_regex(re: &str) -> Result<Option<Arc<ByteDfa>>> {
+    if let Some(d) = crate::schema::strings::prebuilt(re) {
+        return Ok(Some(Arc::new(d)));
+    }
     Ok(none_if_empty(ByteDfa::new(re))?.map(Arc::new))
 }
 

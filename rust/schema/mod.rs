@@ -11,6 +11,7 @@ mod merge;
 mod negate;
 mod numbers;
 pub mod strings;
+mod time_dfa;
 
 /// Full-match regexes for the unit tests, run with maskpar's own DFA.
 #[cfg(test)]

@@ -440,6 +440,14 @@ pub const STANDARD_FORMATS: &[&str] = &[
     "regex",
 ];
 
+/// The automaton of a regex that is faster to lay out directly than to
+/// determinize, given the regex as lowering renders it (`(?:...)`).
+pub fn prebuilt(rendered: &str) -> Option<crate::regex_dfa::ByteDfa> {
+    static TIME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let time = TIME.get_or_init(|| format!("(?:{})", time_regex()));
+    (rendered == time.as_str()).then(super::time_dfa::full_time)
+}
+
 /// The regex for a `format` maskpar constrains, over encoded text (these
 /// formats never contain characters json.dumps escapes); None: an annotation.
 /// `format_regex` in consecutive pieces, so that the pieces' automata are
