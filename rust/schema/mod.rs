@@ -233,18 +233,21 @@ impl<'a> Compiler<'a> {
         }
     }
 
+    /// The indented layout's line breaks around the items at `self.nest`:
+    /// before the first and before the closing bracket.
+    fn item_lines(&self) -> Option<(String, String)> {
+        let first = self.newline(self.nest)?;
+        let last = self.newline(self.nest.saturating_sub(1))?;
+        Some((first, last))
+    }
+
     /// `open body close`: a container whose items (in `body`, at
     /// `self.nest`) are written as the layout writes them; with `optional`
     /// it may also be empty.
     fn container(&self, open: &str, body: Node, optional: bool, close: &str) -> Node {
-        let (lead, inner) = match (
-            self.newline(self.nest),
-            self.newline(self.nest.saturating_sub(1)),
-        ) {
-            (Some(first), Some(last)) => {
-                (Node::Empty, Node::seq(vec![lit(&first), body, lit(&last)]))
-            }
-            _ => (self.ws(), Node::seq(vec![body, self.ws()])),
+        let (lead, inner) = match self.item_lines() {
+            Some((first, last)) => (Node::Empty, Node::seq(vec![lit(&first), body, lit(&last)])),
+            None => (self.ws(), Node::seq(vec![body, self.ws()])),
         };
         let inner = if optional {
             Node::repeat(inner, 0, Some(1))
@@ -1790,12 +1793,9 @@ impl<'a> Compiler<'a> {
                 ),
             );
         }
-        let (open, close) = match (
-            self.newline(self.nest),
-            self.newline(self.nest.saturating_sub(1)),
-        ) {
-            (Some(first), Some(last)) => (lit(&first), lit(&format!("{last}}}"))),
-            _ => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        let (open, close) = match self.item_lines() {
+            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
+            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
         };
         let body = Members {
             listed: entries,

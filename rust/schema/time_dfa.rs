@@ -80,18 +80,18 @@ pub fn full_time() -> ByteDfa {
     b.edge(fraction_digits, DIGITS, fraction_digits);
     zone(&mut b, fraction_digits);
     // `HH:MM:` as a trie, keeping the local time.
+    let mut hour_tens = [0u32; 3];
+    for (tens, state) in hour_tens.iter_mut().enumerate() {
+        *state = b.state(false);
+        b.edge(start, [b'0' + tens as u8], *state);
+    }
     for hour in 0..24u32 {
-        let first = b.edges[start as usize]
-            .iter()
-            .find(|&&(byte, _)| byte == b'0' + (hour / 10) as u8)
-            .map(|&(_, to)| to);
-        let first = first.unwrap_or_else(|| {
-            let s = b.state(false);
-            b.edge(start, [b'0' + (hour / 10) as u8], s);
-            s
-        });
         let (at_hour, hour_colon) = (b.state(false), b.state(false));
-        b.edge(first, [b'0' + (hour % 10) as u8], at_hour);
+        b.edge(
+            hour_tens[hour as usize / 10],
+            [b'0' + (hour % 10) as u8],
+            at_hour,
+        );
         b.edge(at_hour, [b':'], hour_colon);
         for tens in 0..6u32 {
             let at_tens = b.state(false);
