@@ -325,16 +325,8 @@ impl CompiledGrammar {
         first: &mut bool,
     ) -> Result<()> {
         let trie = self.vocab.trie();
-        let entry = |k: &Vec<(u32, u32)>| {
-            lex_cache.get(
-                cfg,
-                trie,
-                self.vocab.lex_shared(),
-                row.len(),
-                k,
-                node as u32,
-            )
-        };
+        let entry =
+            |k: &Vec<(u32, u32)>| lex_cache.get(cfg, &self.vocab, row.len(), k, node as u32);
         // With all-splits lexing the scans are independent alternatives, so
         // the lexer-only part is the union of one cache entry per scan: those
         // recur across parser states (a key's scan inside a JSON string) even
@@ -643,13 +635,12 @@ mod tests {
     }
 
     /// Counted repetitions give a new DFA state per character; lexer entries
-    /// are shared between states no walk below a node can tell apart, and
-    /// put together from children's entries below large subtrees. Every mask
-    /// along a walk must still equal what `advance` allows, token by token.
+    /// are shared between states no walk below a node can tell apart. Every
+    /// mask along a walk must still equal what `advance` allows, token by
+    /// token.
     #[test]
     fn cfg_masks_over_counted_repetitions_agree_with_advance() {
-        // Every string of 1 to 7 letters over "ab\"x": root's children have
-        // subtrees over the composition threshold.
+        // Every string of 1 to 7 letters over "ab\"x".
         let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
         let mut all = Vec::new();
         for _ in 0..7 {
@@ -691,6 +682,84 @@ mod tests {
                 s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
             }
         }
+    }
+
+    /// Inside string-like lexemes the text tokens of a vocabulary slice are
+    /// taken at once (`slices`, `cfg::textreach`): with few characters left
+    /// (every slice length is crossed), at any length, in JSON strings and
+    /// keys and in GBNF, masks must equal what `advance` allows, token by
+    /// token, at every byte (mid-character ones included).
+    #[test]
+    fn masks_from_text_slices_agree_with_advance() {
+        let alphabet: [&[u8]; 8] = [
+            b"a",
+            "\u{e9}".as_bytes(),
+            b"\"",
+            b"\\",
+            b"\n",
+            b",",
+            b"}",
+            b":",
+        ];
+        let mut toks: Vec<Vec<u8>> = Vec::new();
+        let mut layer: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..3 {
+            layer = layer
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| [t.as_slice(), c].concat()))
+                .collect();
+            toks.extend(layer.iter().cloned());
+        }
+        toks.extend((4..=20).map(|n| b"a".repeat(n)));
+        toks.extend([vec![0xC3], vec![0xA9], b" \"".to_vec(), b"{\"".to_vec()]);
+        toks.push(b"<eos>".to_vec());
+        let eos = toks.len() as u32 - 1;
+        let v = Arc::new(Vocab::new(toks, &[eos], &[], None).unwrap());
+        let long = "a\u{e9}".repeat(14);
+        let first = |n: usize| long.chars().take(n).collect::<String>();
+        let cases: Vec<(CompiledGrammar, String)> = vec![
+            (
+                json_grammar(&v, r#"{"type": "string", "maxLength": 25}"#),
+                format!("\"{}\"", first(24)),
+            ),
+            (
+                json_grammar(&v, r#"{"type": "string"}"#),
+                format!("\"{long}\""),
+            ),
+            (
+                json_grammar(
+                    &v,
+                    r#"{"type": "object", "properties": {"aa": {"type": "string", "maxLength": 6}}}"#,
+                ),
+                "{\"aa\": \"a\u{e9}aa\", \"a\u{e9}a\": \"\"}".to_string(),
+            ),
+            (
+                gbnf_on(&v, "root ::= \"\\\"\" [^\"\\\\]{0,21} \"\\\"\" \"x\"?"),
+                format!("\"{}\"", first(20)),
+            ),
+        ];
+        for (g, text) in cases {
+            let mut chart = g.initial_chart();
+            let mut s = g.initial_state();
+            for &byte in text.as_bytes() {
+                let m = mask(&g, &chart, &s);
+                for t in 0..v.vocab_size() as u32 {
+                    let mut scratch = chart.clone();
+                    let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
+                    assert_eq!(ok, m.binary_search(&t).is_ok(), "{text}: token {t}");
+                }
+                s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
+            }
+        }
+    }
+
+    fn json_grammar(v: &Arc<Vocab>, schema: &str) -> CompiledGrammar {
+        let ast = crate::schema::compile(schema, &Default::default()).unwrap();
+        CompiledGrammar::from_ast(v.clone(), &ast, "json_schema", schema).unwrap()
+    }
+
+    fn gbnf_on(v: &Arc<Vocab>, src: &str) -> CompiledGrammar {
+        CompiledGrammar::from_ast(v.clone(), &gbnf::parse(src).unwrap(), "gbnf", src).unwrap()
     }
 
     /// Lexer entries are shared by grammars whose lexemes have different

@@ -13,6 +13,7 @@ pub mod grammar;
 pub mod matcher;
 pub mod regex_dfa;
 pub mod schema;
+pub mod slices;
 pub mod tree;
 pub mod trie;
 pub mod vocab;

@@ -496,6 +496,11 @@ impl ByteDfa {
     }
 
     #[inline(always)]
+    /// The class of `byte`: bytes of one class step alike from every state.
+    pub fn class(&self, byte: u8) -> u8 {
+        self.classes[byte as usize]
+    }
+
     pub fn step(&self, state: u32, byte: u8) -> u32 {
         self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
     }

@@ -245,6 +245,19 @@ impl TokenTrie {
         }
     }
 
+    /// The parent of `node` (the root's is itself).
+    pub fn parent(&self, node: usize) -> usize {
+        self.parent[node] as usize
+    }
+
+    /// The child of `node` on the edge `byte`, if any.
+    pub fn child(&self, node: usize, byte: u8) -> Option<usize> {
+        self.children(node)
+            .take_while(|&(_, b)| b <= byte)
+            .find(|&(_, b)| b == byte)
+            .map(|(c, _)| c)
+    }
+
     /// The children of `node` with their bytes, in byte order.
     pub fn children(&self, node: usize) -> impl Iterator<Item = (usize, u8)> + '_ {
         let end = self.subtree_end(node);

@@ -4,7 +4,9 @@
 use crate::cfg::lexcache::SharedLexCache;
 use crate::error::{Error, Result};
 use crate::invalid;
+use crate::slices::TextSlices;
 use crate::trie::TokenTrie;
+use std::sync::OnceLock;
 
 /// Largest logits width supported (token ids are u32 and bitmask words i32).
 pub const MAX_VOCAB_SIZE: usize = 1 << 30;
@@ -20,6 +22,8 @@ pub struct Vocab {
     trie: TokenTrie,
     /// Lexer-only token sets shared by every grammar over this vocabulary.
     lex_shared: SharedLexCache,
+    /// Built on first use (string-like lexemes need them; regexes never).
+    text_slices: OnceLock<TextSlices>,
 }
 
 /// Bound on the lexer-only cache shared by a vocabulary's grammars.
@@ -29,6 +33,11 @@ impl Vocab {
     /// The lexer-only cache shared by every grammar over this vocabulary.
     pub fn lex_shared(&self) -> &SharedLexCache {
         &self.lex_shared
+    }
+
+    /// The text tokens by length in characters (see `slices`).
+    pub fn text_slices(&self) -> &TextSlices {
+        self.text_slices.get_or_init(|| TextSlices::new(self))
     }
 
     /// `tokens[i]` is the exact byte string of id `i`. `vocab_size` (the model's
@@ -93,6 +102,7 @@ impl Vocab {
             vocab_size,
             trie,
             lex_shared: SharedLexCache::new(SHARED_LEX_CACHE_BYTES),
+            text_slices: OnceLock::new(),
         })
     }
 

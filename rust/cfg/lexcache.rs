@@ -15,9 +15,12 @@ use std::sync::{Arc, RwLock};
 use super::ast::Lexing;
 use super::earley::Scan;
 use super::lower::{Cfg, Lexeme};
-use crate::bitmask::{iter_set_bits, set_bit};
+use super::textreach::TextReach;
+use crate::bitmask::set_bit;
 use crate::regex_dfa::{ByteDfa, DEAD};
+use crate::slices::{TextSlice, MIN_CUT};
 use crate::trie::{TokenTrie, Visit, VisitStepper};
+use crate::vocab::Vocab;
 
 /// The lexer-only part of a mask below one trie node.
 #[derive(Debug)]
@@ -153,6 +156,8 @@ pub struct LexCache {
     /// `distinguishing_length` per (lexeme, state, state), with the limit
     /// it was searched to.
     distinguish: RwLock<HashMap<(u32, u32, u32), Distinguished>>,
+    /// How far single scans survive text (for entries from text slices).
+    text_reach: TextReach,
     bytes: AtomicUsize,
     limit: usize,
 }
@@ -169,10 +174,6 @@ type Distinguished = (u32, u32);
 const DISTINGUISH_PAIRS: usize = 2048;
 /// Representatives kept per (lexeme, trie node).
 const REPRESENTATIVES: usize = 2;
-/// Entries below nodes with more nodes than this are put together from
-/// their children's entries (like the root's), so that the children's
-/// entries can be shared between states that differ only deeper.
-const COMPOSED_SUBTREE_NODES: usize = 4096;
 
 impl LexCache {
     pub fn new(limit: usize) -> Self {
@@ -182,6 +183,7 @@ impl LexCache {
             representatives: RwLock::new(HashMap::default()),
             filtered: RwLock::new(HashMap::default()),
             distinguish: RwLock::new(HashMap::default()),
+            text_reach: TextReach::default(),
             bytes: AtomicUsize::new(0),
             limit,
         }
@@ -194,12 +196,12 @@ impl LexCache {
     pub fn get(
         &self,
         cfg: &Cfg,
-        trie: &TokenTrie,
-        shared: &SharedLexCache,
+        vocab: &Vocab,
         words: usize,
         key: &LexKey,
         top: u32,
     ) -> Arc<LexEntry> {
+        let trie = vocab.trie();
         let map_key = (key.clone(), top);
         if let Some(e) = read(&self.map).get(&map_key) {
             return e.clone();
@@ -216,7 +218,10 @@ impl LexCache {
         let entry = match self.equivalent_entry(cfg, trie, key, top) {
             Some(e) => e,
             None => {
-                let e = self.shared_or_built(cfg, trie, shared, words, key, top);
+                let e = match self.sliced(cfg, vocab, words, key, top) {
+                    Some(e) => Arc::new(e),
+                    None => self.shared_or_built(cfg, vocab, words, key, top),
+                };
                 if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
                     let (l, q) = (*l, *q);
                     let mut reps = write(&self.representatives);
@@ -322,28 +327,44 @@ impl LexCache {
         None
     }
 
-    /// The entry from the vocabulary's shared cache, else built: put together
-    /// from the children's entries below large subtrees, walked below small ones.
+    /// The root entry of a single scan that survives every text token of
+    /// some slice of the vocabulary: that slice's bits, and a walk of the
+    /// other tokens only. None where no slice applies.
+    fn sliced(
+        &self,
+        cfg: &Cfg,
+        vocab: &Vocab,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+    ) -> Option<LexEntry> {
+        let [(l, q)] = key[..] else { return None };
+        if top != 0 {
+            return None;
+        }
+        let reach = self.text_reach.reach(cfg, l, q);
+        if reach < MIN_CUT {
+            return None;
+        }
+        let slice = vocab.text_slices().within(reach)?;
+        (slice.bits.len() == words).then(|| build_sliced(cfg, slice, l, q))
+    }
+
+    /// The entry from the vocabulary's shared cache, else built by a walk.
     fn shared_or_built(
         &self,
         cfg: &Cfg,
-        trie: &TokenTrie,
-        shared: &SharedLexCache,
+        vocab: &Vocab,
         words: usize,
         key: &LexKey,
         top: u32,
     ) -> Arc<LexEntry> {
+        let (trie, shared) = (vocab.trie(), vocab.lex_shared());
         let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
         if let Some(e) = shared_key.as_ref().and_then(|k| shared.get(k)) {
             return e;
         }
-        let built = Arc::new(
-            if top == 0 || trie.subtree_size(top as usize) > COMPOSED_SUBTREE_NODES {
-                build_composed(self, cfg, trie, shared, words, key, top as usize)
-            } else {
-                build(cfg, trie, words, key, top as usize)
-            },
-        );
+        let built = Arc::new(build(cfg, trie, words, key, top as usize));
         match shared_key {
             Some(k) => shared.insert(k, built),
             None => built,
@@ -440,49 +461,31 @@ impl VisitStepper for ScanOnly<'_> {
     }
 }
 
-/// The entry at trie node `top` (the root, or one with a large subtree),
-/// put together from one entry per child: the scans after the next byte
-/// recur far more often than the scans themselves (inside a JSON key, every
-/// new prefix is a new DFA state, but one byte on most of them reach the
-/// same "any other key" state), so a new key costs a lookup per child
-/// instead of a walk of the whole subtree.
-fn build_composed(
-    cache: &LexCache,
-    cfg: &Cfg,
-    trie: &TokenTrie,
-    shared: &SharedLexCache,
-    words: usize,
-    key: &LexKey,
-    top: usize,
-) -> LexEntry {
-    let mut bits = vec![0u32; words];
+/// `build` at the root for one scan that survives every token of `slice`:
+/// the same bits and boundary (the boundary nodes all lie on other tokens'
+/// paths, which `slice.rest` holds), for a walk of those tokens only.
+fn build_sliced(cfg: &Cfg, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
+    let mut bits = slice.bits.to_vec();
     let mut boundary = Vec::new();
-    let mut pairs = key.clone();
-    for (child, byte) in trie.children(top) {
-        pairs.truncate(key.len());
-        match step_scans(cfg, &mut pairs, 0, byte) {
-            Visit::Dead => {}
-            Visit::Stop => boundary.push(child as u32),
-            Visit::Live => {
-                trie.node_tokens(child)
-                    .iter()
-                    .for_each(|&t| set_bit(&mut bits, t));
-                let mut next = pairs[key.len()..].to_vec();
-                next.sort_unstable();
-                next.dedup();
-                let below = cache.get(cfg, trie, shared, words, &next, child as u32);
-                below.apply(&mut bits, false);
-                boundary.extend_from_slice(&below.boundary);
-            }
-        }
-    }
-    let ones: usize = bits.iter().map(|w| w.count_ones() as usize).sum();
-    let inner = if ones >= words {
-        TokenSet::Dense(bits.into_boxed_slice())
-    } else {
-        TokenSet::Sparse(iter_set_bits(&bits).collect())
+    let lexeme = &cfg.lexemes[l as usize];
+    let mut states = vec![0u32; slice.rest.max_depth() + 2];
+    states[0] = q;
+    let mut stepper = OneScan {
+        dfa: lexeme.dfa.as_ref().expect("scans have DFAs"),
+        lexeme,
+        lexing: cfg.lexing,
+        states,
     };
-    LexEntry { inner, boundary }
+    slice.rest.walk_visits(
+        0,
+        &mut stepper,
+        |t| set_bit(&mut bits, t),
+        |n| boundary.push(slice.rest_nodes[n]),
+    );
+    LexEntry {
+        inner: TokenSet::Dense(bits.into_boxed_slice()),
+        boundary,
+    }
 }
 
 fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {

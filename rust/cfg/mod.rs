@@ -11,4 +11,5 @@ pub mod lark;
 pub mod lexcache;
 pub mod lower;
 pub mod members;
+pub mod textreach;
 pub mod walk;

@@ -1,0 +1,147 @@
+//! Text slices of a vocabulary: its tokens made only of characters that may
+//! stand unescaped inside a JSON string (no `"`, `\` or control character),
+//! grouped by length in characters.
+//!
+//! Inside a string-like lexeme nearly every token is such text (122k of
+//! Llama-3's 128k), and a new DFA state there (each character of a string
+//! with `maxLength` is one) used to cost a walk of the whole trie. When every
+//! text of up to `max_chars` characters keeps a scan alive, a slice's tokens
+//! are all allowed: their bits come from `bits`, and only the other tokens,
+//! in the much smaller `rest` trie, are walked (`cfg::sliced`).
+
+use crate::trie::TokenTrie;
+use crate::vocab::Vocab;
+
+/// Character counts at which slices are cut; the last slice takes all text
+/// tokens. Shorter slices serve strings with few characters left.
+const CUTS: [usize; 3] = [MIN_CUT, 8, 16];
+/// The shortest slice's length: a scan that dies on some text of fewer
+/// characters gets no slice.
+pub const MIN_CUT: usize = 4;
+
+#[derive(Debug)]
+pub struct TextSlice {
+    /// Every text token of this many characters or fewer is in the slice.
+    pub max_chars: usize,
+    /// The slice's tokens as a bitmask row.
+    pub bits: Box<[u32]>,
+    /// The vocabulary's other text tokens.
+    pub rest: TokenTrie,
+    /// The vocabulary trie's node for each node of `rest` (same path).
+    pub rest_nodes: Vec<u32>,
+}
+
+#[derive(Debug)]
+pub struct TextSlices {
+    /// By increasing `max_chars`.
+    pub slices: Vec<TextSlice>,
+}
+
+/// Characters of `bytes` if it is text that may stand unescaped inside a
+/// JSON string, else None.
+pub fn text_chars(bytes: &[u8]) -> Option<usize> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let mut n = 0;
+    for c in s.chars() {
+        if c < ' ' || c == '"' || c == '\\' {
+            return None;
+        }
+        n += 1;
+    }
+    Some(n)
+}
+
+impl TextSlices {
+    pub fn new(vocab: &Vocab) -> Self {
+        let trie = vocab.trie();
+        let words = vocab.vocab_size().div_ceil(32);
+        let texts: Vec<(u32, &[u8], Option<usize>)> = (0..vocab.num_tokens() as u32)
+            .filter_map(|id| vocab.text_bytes(id).map(|b| (id, b, text_chars(b))))
+            .collect();
+        let longest = texts.iter().filter_map(|t| t.2).max().unwrap_or(0);
+        let mut cuts: Vec<usize> = CUTS.iter().copied().filter(|&c| c < longest).collect();
+        cuts.push(longest);
+        let slices = cuts
+            .into_iter()
+            .map(|max_chars| {
+                let mut bits = vec![0u32; words].into_boxed_slice();
+                let mut rest: Vec<(u32, &[u8])> = Vec::new();
+                for &(id, b, chars) in &texts {
+                    if chars.is_some_and(|c| c <= max_chars) {
+                        bits[id as usize / 32] |= 1 << (id % 32);
+                    } else {
+                        rest.push((id, b));
+                    }
+                }
+                let rest = TokenTrie::new(&rest).expect("a subset of the vocabulary's tokens");
+                let rest_nodes = same_nodes(&rest, trie);
+                TextSlice {
+                    max_chars,
+                    bits,
+                    rest,
+                    rest_nodes,
+                }
+            })
+            .collect();
+        TextSlices { slices }
+    }
+
+    /// The most characters of any text token (the widest slice's length).
+    pub fn longest(&self) -> usize {
+        self.slices.last().map_or(0, |s| s.max_chars)
+    }
+
+    /// The widest slice whose tokens all have at most `chars` characters.
+    pub fn within(&self, chars: usize) -> Option<&TextSlice> {
+        self.slices.iter().rev().find(|s| s.max_chars <= chars)
+    }
+}
+
+/// For each node of `sub` (a trie of some of `full`'s tokens), the node of
+/// `full` with the same path.
+fn same_nodes(sub: &TokenTrie, full: &TokenTrie) -> Vec<u32> {
+    let mut out = vec![0u32; sub.num_nodes()];
+    for i in 1..sub.num_nodes() {
+        let parent = out[sub.parent(i)] as usize;
+        out[i] = full
+            .child(parent, sub.byte(i))
+            .expect("every path of a sub-trie is in the full trie") as u32;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_json_string_content() {
+        assert_eq!(text_chars(b"ab c"), Some(4));
+        assert_eq!(text_chars("é€".as_bytes()), Some(2));
+        assert_eq!(text_chars(b"a\"b"), None);
+        assert_eq!(text_chars(b"a\\"), None);
+        assert_eq!(text_chars(b"\n"), None);
+        assert_eq!(text_chars(&[0xC3]), None);
+    }
+
+    #[test]
+    fn slices_split_tokens_by_characters() {
+        let toks = ["a", "abcdef", "\"", "xé", "a\nb", "<eos>"];
+        let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
+        let vocab = Vocab::new(tokens, &[5], &[], None).unwrap();
+        let slices = TextSlices::new(&vocab);
+        let cuts: Vec<usize> = slices.slices.iter().map(|s| s.max_chars).collect();
+        assert_eq!(cuts, vec![4, 6]);
+        let first = &slices.slices[0];
+        assert_eq!(first.bits[0], 0b1001);
+        // The rest trie holds `abcdef`, `"` and `a\nb`, at their full-trie nodes.
+        let full = vocab.trie();
+        for i in 1..first.rest.num_nodes() {
+            let n = first.rest_nodes[i] as usize;
+            assert_eq!(full.path(n), first.rest.path(i));
+        }
+        assert_eq!(slices.within(5).unwrap().max_chars, 4);
+        assert_eq!(slices.within(100).unwrap().max_chars, 6);
+        assert!(slices.within(3).is_none());
+    }
+}
