@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet};
+use crate::cfg::fillmemo::{FillMemo, Lookup};
 use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
@@ -55,6 +56,7 @@ enum Engine {
         initial_chart: Chart,
         initial: CfgState,
         lex_cache: Box<LexCache>,
+        fill_memo: FillMemo,
     },
 }
 
@@ -119,6 +121,7 @@ impl CompiledGrammar {
             initial_chart,
             initial,
             lex_cache,
+            fill_memo: FillMemo::default(),
         };
         Ok(Self::with_engine(vocab, engine, kind, source))
     }
@@ -140,6 +143,7 @@ impl CompiledGrammar {
                 initial_chart: initial_chart.clone(),
                 initial: initial.clone(),
                 lex_cache: Box::new(LexCache::new(DEFAULT_MASK_CACHE_BYTES)),
+                fill_memo: FillMemo::default(),
             },
         };
         Self::with_engine(vocab, engine, self.kind, &self.source)
@@ -281,10 +285,24 @@ impl CompiledGrammar {
                 self.fill_regex_row(dfa, q, row);
                 Ok(())
             }
-            (Engine::Cfg { cfg, lex_cache, .. }, ParseState::Cfg(c)) => {
+            (
+                Engine::Cfg {
+                    cfg,
+                    lex_cache,
+                    fill_memo,
+                    ..
+                },
+                ParseState::Cfg(c),
+            ) => {
+                let Lookup::Fill { keep } = fill_memo.lookup(chart, c, row) else {
+                    return Ok(());
+                };
                 self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
                 if c.accepting {
                     self.set_eos(row);
+                }
+                if keep {
+                    fill_memo.store(chart, c, row);
                 }
                 Ok(())
             }
@@ -749,6 +767,62 @@ mod tests {
                     assert_eq!(ok, m.binary_search(&t).is_ok(), "{text}: token {t}");
                 }
                 s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
+            }
+        }
+    }
+
+    /// Masks of repeated states come from the memo (`cfg::fillmemo`); after
+    /// rollbacks and forks the same positions hold other charts, and every
+    /// mask must still equal a fresh grammar's for the same tokens.
+    #[test]
+    fn memoized_masks_follow_rollbacks_and_forks() {
+        use crate::matcher::MatcherCore;
+        let toks = [
+            "{\"", "a", "b", "c", "\":", " \"", "ab", "ba", "\",", " ", "\"}", "}", "1", "\"",
+            "\", \"a", "\", \"b", "<eos>",
+        ];
+        let v = vocab(&toks);
+        // Inside a or b's string the scans are alike; the chart says which
+        // key may follow.
+        let schema = r#"{"type": "object", "properties": {"a": {"type": "string"},
+            "b": {"type": "string"}, "c": {"type": "integer"}}, "additionalProperties": false}"#;
+        let g = Arc::new(json_grammar(&v, schema));
+        let mut m = MatcherCore::new(g.clone());
+        let mut consumed: Vec<u32> = Vec::new();
+        let mut seed = 7u64;
+        for _ in 0..400 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (seed >> 33) as usize;
+            let mut row = vec![0u32; g.words()];
+            m.fill_row(&mut row).unwrap();
+            // A fresh grammar (empty memo) replays the same tokens.
+            let fresh = Arc::new(json_grammar(&v, schema));
+            let mut replay = MatcherCore::new(fresh.clone());
+            for &t in &consumed {
+                assert!(replay.consume_token(t).unwrap());
+            }
+            let mut expected = vec![0u32; fresh.words()];
+            replay.fill_row(&mut expected).unwrap();
+            assert_eq!(row, expected, "after {consumed:?}");
+            // Whitespace is allowed almost everywhere: taking it rarely
+            // lets walks get somewhere.
+            let allowed: Vec<u32> = iter_set_bits(&row)
+                .filter(|&t| !v.is_eos(t) && (toks[t as usize] != " " || pick % 9 == 0))
+                .collect();
+            if pick % 8 == 0 && !consumed.is_empty() {
+                let n = 1 + pick % consumed.len().min(4);
+                m.rollback(n).unwrap();
+                consumed.truncate(consumed.len() - n);
+            } else if pick % 11 == 0 {
+                m = m.clone();
+            } else if let Some(&t) = allowed.get(pick % allowed.len().max(1)) {
+                assert!(m.consume_token(t).unwrap());
+                consumed.push(t);
+            } else {
+                m = MatcherCore::new(g.clone());
+                consumed.clear();
             }
         }
     }

@@ -5,6 +5,7 @@
 pub mod ast;
 pub mod cursor;
 pub mod earley;
+pub mod fillmemo;
 pub mod gbnf;
 pub mod greedy;
 pub mod lark;
