@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use super::ast::Lexing;
 use super::lower::Cfg;
-use crate::regex_dfa::DEAD;
+use crate::regex_dfa::{ByteDfa, DEAD};
 
 /// UTF-8 encodings of the scalar values from U+0080 up, as byte ranges
 /// (surrogates and overlong forms excluded).
@@ -37,12 +37,24 @@ type Successors = Option<Arc<[u32]>>;
 /// vocabularies is far shorter).
 pub const REACH_LIMIT: usize = 1024;
 
+/// What is known of a state's reach.
+#[derive(Clone, Copy, Debug)]
+enum Known {
+    /// Exactly this (usize::MAX: any length).
+    Exact(usize),
+    /// Every text of fewer than `.0` characters leaves it live, and those
+    /// of exactly `.0` lead to the one state `.1` only: its reach is `.0`
+    /// plus that state's (a counted string's character far from its limit).
+    Jump(usize, u32),
+}
+
 /// One grammar's memo of text successors and reaches.
 #[derive(Debug, Default)]
 pub struct TextReach {
     successors: RwLock<HashMap<(u32, u32), Successors>>,
-    /// Exact reaches (below `REACH_LIMIT`, or usize::MAX).
-    reach: RwLock<HashMap<(u32, u32), usize>>,
+    reach: RwLock<HashMap<(u32, u32), Known>>,
+    /// Per lexeme: the bytes `text_successors` steps.
+    classes: RwLock<HashMap<u32, Arc<ClassBytes>>>,
 }
 
 impl TextReach {
@@ -51,20 +63,33 @@ impl TextReach {
     /// survives texts of any length, `REACH_LIMIT` for at least that many.
     pub fn reach(&self, cfg: &Cfg, l: u32, q: u32) -> usize {
         let mut level: Vec<u32> = vec![q];
+        let mut n = 0;
         // Levels of one state (a counted string's characters) with their
-        // depth: their reaches follow from the result.
+        // depth: what the walk finds holds for them too.
         let mut chain: Vec<(usize, u32)> = Vec::new();
         let mut seen_one: HashSet<u32> = HashSet::default();
         let mut seen_many: HashSet<Vec<u32>> = HashSet::default();
-        let mut result = REACH_LIMIT;
-        for n in 0..REACH_LIMIT {
+        let exact = loop {
+            if n >= REACH_LIMIT {
+                break None;
+            }
             // The states after n characters determine everything after: a
             // repeated set repeats forever.
             let repeated = match level[..] {
                 [s] => {
-                    if let Some(&r) = read(&self.reach).get(&(l, s)) {
-                        result = n.saturating_add(r);
-                        break;
+                    let known = read(&self.reach).get(&(l, s)).copied();
+                    match known {
+                        Some(Known::Exact(r)) => break Some(n.saturating_add(r)),
+                        Some(Known::Jump(by, to)) => {
+                            chain.push((n, s));
+                            if !seen_one.insert(s) {
+                                break Some(usize::MAX);
+                            }
+                            level = vec![to];
+                            n += by;
+                            continue;
+                        }
+                        None => {}
                     }
                     chain.push((n, s));
                     !seen_one.insert(s)
@@ -72,47 +97,60 @@ impl TextReach {
                 _ => !seen_many.insert(level.clone()),
             };
             if repeated {
-                result = usize::MAX;
-                break;
+                break Some(usize::MAX);
             }
             let mut next = Vec::new();
-            let mut dies = false;
             for &s in &level {
                 match self.successors(cfg, l, s) {
                     Some(after) => next.extend_from_slice(&after),
                     None => {
-                        dies = true;
+                        next.clear();
                         break;
                     }
                 }
             }
-            if dies {
-                result = n;
-                break;
+            if next.is_empty() {
+                break Some(n);
             }
             next.sort_unstable();
             next.dedup();
             level = next;
-        }
-        if result != REACH_LIMIT {
+            n += 1;
+        };
+        let at_end = match (exact, &level[..]) {
+            (Some(r), _) => Some(Known::Exact(r)),
+            (None, [s]) => Some(Known::Jump(n, *s)),
+            _ => None,
+        };
+        if let Some(at_end) = at_end {
             let mut memo = write(&self.reach);
             for (depth, s) in chain {
-                let r = if result == usize::MAX {
-                    usize::MAX
-                } else {
-                    result - depth
+                let known = match at_end {
+                    Known::Exact(usize::MAX) => Known::Exact(usize::MAX),
+                    Known::Exact(r) => Known::Exact(r - depth),
+                    Known::Jump(at, to) => Known::Jump(at - depth, to),
                 };
-                memo.insert((l, s), r);
+                memo.insert((l, s), known);
             }
         }
-        result
+        exact.unwrap_or(REACH_LIMIT)
     }
 
     fn successors(&self, cfg: &Cfg, l: u32, s: u32) -> Successors {
         if let Some(known) = read(&self.successors).get(&(l, s)) {
             return known.clone();
         }
-        let found = text_successors(cfg, l, s).map(Arc::from);
+        let known = read(&self.classes).get(&l).cloned();
+        let classes = known.unwrap_or_else(|| {
+            let dfa = cfg.lexemes[l as usize]
+                .dfa
+                .as_ref()
+                .expect("scans have DFAs");
+            let c = Arc::new(ClassBytes::new(dfa));
+            write(&self.classes).insert(l, c.clone());
+            c
+        });
+        let found = text_successors(cfg, &classes, l, s).map(Arc::from);
         write(&self.successors).insert((l, s), found.clone());
         found
     }
@@ -126,27 +164,44 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// One byte of each class a DFA has within each range of text bytes (the
+/// ASCII range, then `MULTIBYTE`'s), `"` and `\\` left out: bytes of one
+/// class step alike from every state.
+#[derive(Debug)]
+struct ClassBytes {
+    ascii: Vec<u8>,
+    multibyte: Vec<Vec<Vec<u8>>>,
+}
+
+impl ClassBytes {
+    fn new(dfa: &ByteDfa) -> Self {
+        let of = |lo: u8, hi: u8| {
+            let mut seen = [false; 256];
+            (lo..=hi)
+                .filter(|&b| b != b'"' && b != b'\\')
+                .filter(|&b| !std::mem::replace(&mut seen[dfa.class(b) as usize], true))
+                .collect()
+        };
+        ClassBytes {
+            ascii: of(0x20, 0x7F),
+            multibyte: MULTIBYTE
+                .iter()
+                .map(|ranges| ranges.iter().map(|&(lo, hi)| of(lo, hi)).collect())
+                .collect(),
+        }
+    }
+}
+
 /// The states one text character takes a scan of `l` from `s` to.
-fn text_successors(cfg: &Cfg, l: u32, s: u32) -> Option<Vec<u32>> {
+fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Vec<u32>> {
     let lexeme = &cfg.lexemes[l as usize];
     let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
     // As in a lexer-only walk (`lexcache::OneScan`): an all-splits lexeme
     // that is not greedy ends after every byte it accepts.
     let ends_after = cfg.lexing == Lexing::AllSplits && !lexeme.greedy;
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
-    let mut out = Vec::new();
-    // Bytes of one class step alike: one step per run of a class.
-    let step_range = |x: u32, lo: u8, hi: u8, out: &mut Vec<u32>| -> bool {
-        let mut last_class = None;
-        for b in lo..=hi {
-            if b == b'"' || b == b'\\' {
-                continue;
-            }
-            let class = dfa.class(b);
-            if last_class == Some(class) {
-                continue;
-            }
-            last_class = Some(class);
+    let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
+        for &b in bytes {
             let t = dfa.step(x, b);
             if !live(t) {
                 return false;
@@ -155,15 +210,16 @@ fn text_successors(cfg: &Cfg, l: u32, s: u32) -> Option<Vec<u32>> {
         }
         true
     };
-    if !step_range(s, 0x20, 0x7F, &mut out) {
+    let mut out = Vec::new();
+    if !step_all(s, &classes.ascii, &mut out) {
         return None;
     }
-    for ranges in MULTIBYTE {
+    for ranges in &classes.multibyte {
         let mut states = vec![s];
-        for &(lo, hi) in ranges {
+        for bytes in ranges {
             let mut next = Vec::with_capacity(states.len());
             for &x in &states {
-                if !step_range(x, lo, hi, &mut next) {
+                if !step_all(x, bytes, &mut next) {
                     return None;
                 }
             }
