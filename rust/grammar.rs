@@ -28,7 +28,7 @@ pub const DEFAULT_MASK_CACHE_BYTES: usize = 256 << 20;
 pub const MASK_CLASS_WORK_LIMIT: usize = 200_000_000;
 /// Below a boundary node with at least this many trie nodes, grammar masks
 /// use the cached lexer-only split again instead of walking with the parser.
-pub const CACHED_SUBTREE_NODES: usize = 1024;
+pub const CACHED_SUBTREE_NODES: usize = 32;
 /// Bound on forced bytes computed in one call.
 pub const MAX_FORCED_BYTES: usize = 4096;
 
