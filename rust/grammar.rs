@@ -730,6 +730,7 @@ mod tests {
         }
         toks.extend((4..=20).map(|n| b"a".repeat(n)));
         toks.extend([vec![0xC3], vec![0xA9], b" \"".to_vec(), b"{\"".to_vec()]);
+        toks.extend([b"\x7f".to_vec(), b"a\x7f".to_vec()]);
         toks.push(b"<eos>".to_vec());
         let eos = toks.len() as u32 - 1;
         let v = Arc::new(Vocab::new(toks, &[eos], &[], None).unwrap());
@@ -754,6 +755,11 @@ mod tests {
             (
                 gbnf_on(&v, "root ::= \"\\\"\" [^\"\\\\]{0,21} \"\\\"\" \"x\"?"),
                 format!("\"{}\"", first(20)),
+            ),
+            // llama.cpp's json.gbnf string: no DEL.
+            (
+                gbnf_on(&v, r#"root ::= "\"" [^"\\\x7F\x00-\x1F]* "\"""#),
+                format!("\"{long}\""),
             ),
         ];
         for (g, text) in cases {

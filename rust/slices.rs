@@ -1,5 +1,6 @@
 //! Text slices of a vocabulary: its tokens made only of characters that may
-//! stand unescaped inside a JSON string (no `"`, `\` or control character),
+//! stand unescaped inside a JSON string, DEL left out too (llama.cpp's
+//! json.gbnf refuses it): no `"`, `\`, U+0000-U+001F or U+007F. They are
 //! grouped by length in characters.
 //!
 //! Inside a string-like lexeme nearly every token is such text (122k of
@@ -37,13 +38,12 @@ pub struct TextSlices {
     pub slices: Vec<TextSlice>,
 }
 
-/// Characters of `bytes` if it is text that may stand unescaped inside a
-/// JSON string, else None.
+/// Characters of `bytes` if it is text (see the module docs), else None.
 pub fn text_chars(bytes: &[u8]) -> Option<usize> {
     let s = std::str::from_utf8(bytes).ok()?;
     let mut n = 0;
     for c in s.chars() {
-        if c < ' ' || c == '"' || c == '\\' {
+        if c < ' ' || c == '\u{7f}' || c == '"' || c == '\\' {
             return None;
         }
         n += 1;
@@ -121,6 +121,7 @@ mod tests {
         assert_eq!(text_chars(b"a\"b"), None);
         assert_eq!(text_chars(b"a\\"), None);
         assert_eq!(text_chars(b"\n"), None);
+        assert_eq!(text_chars(b"a\x7f"), None);
         assert_eq!(text_chars(&[0xC3]), None);
     }
 

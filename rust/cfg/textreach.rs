@@ -3,7 +3,7 @@
 //! (`crate::slices`) without walking it.
 //!
 //! "Text" is what `slices::text_chars` accepts: characters from U+0020 up,
-//! except `"` and `\`. A scan survives a text when every byte of it,
+//! except `"`, `\` and U+007F. A scan survives a text when every byte of it,
 //! mid-character ones included, leaves it live in a lexer-only walk (not
 //! dead, and no lexeme may end there), so every trie node on a slice token's
 //! path is live and none is a boundary.
@@ -183,7 +183,7 @@ impl ClassBytes {
                 .collect()
         };
         ClassBytes {
-            ascii: of(0x20, 0x7F),
+            ascii: of(0x20, 0x7E),
             multibyte: MULTIBYTE
                 .iter()
                 .map(|ranges| ranges.iter().map(|&(lo, hi)| of(lo, hi)).collect())
