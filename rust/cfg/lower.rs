@@ -549,7 +549,22 @@ fn from_regex(re: &str) -> Result<Option<Arc<ByteDfa>>> {
     if let Some(d) = crate::schema::strings::prebuilt(re) {
         return Ok(Some(Arc::new(d)));
     }
-    Ok(none_if_empty(ByteDfa::new(re))?.map(Arc::new))
+    Ok(none_if_empty(ByteDfa::new(re))?.map(|d| Arc::new(minimal_if_cheap(d))))
+}
+
+/// Work bound on minimizing a lexeme's DFA (states x byte classes x rounds).
+const LEXEME_MINIMIZE_WORK: usize = 1_000_000;
+
+/// `d` with equivalent states merged when that is cheap. Determinizing
+/// leaves equivalent states apart (inside a string, after an ASCII and
+/// after a multibyte character); merged, a scan that loops stays in one
+/// state, so the parser state repeats and masks come from the memo and the
+/// lexer caches.
+fn minimal_if_cheap(d: ByteDfa) -> ByteDfa {
+    match d.minimized(LEXEME_MINIMIZE_WORK) {
+        Some(m) if m.num_states() < d.num_states() => m,
+        _ => d,
+    }
 }
 
 /// `n`'s DFA from its regex, outside the cache (the caller caches).
