@@ -10,7 +10,7 @@
 //! boundaries only. Every nonterminal is productive after lowering, so a state
 //! is live exactly when its frontier is non-empty or it accepts.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet as HashSet;
 use std::sync::Arc;
 
 use super::ast::Lexing;
@@ -259,7 +259,7 @@ impl Cfg {
         done: &[(u32, u32)],
     ) -> Result<(EarleySet, Vec<Scan>, bool)> {
         let mut kernel = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for &(l, o) in done {
             let ignored = self.ignore.contains(&l);
             for p in &chart.set(o).items {
