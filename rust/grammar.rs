@@ -294,7 +294,15 @@ impl CompiledGrammar {
                 },
                 ParseState::Cfg(c),
             ) => {
-                let Lookup::Fill { keep } = fill_memo.lookup(chart, c, row) else {
+                // A scan that a letter leaves where it is (inside a string)
+                // usually reads the next token there too.
+                let looping = c.frontier.iter().any(|scan| {
+                    cfg.lexemes[scan.lexeme as usize]
+                        .dfa
+                        .as_ref()
+                        .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
+                });
+                let Lookup::Fill { keep } = fill_memo.lookup(chart, c, row, looping) else {
                     return Ok(());
                 };
                 self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;

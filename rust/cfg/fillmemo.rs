@@ -4,7 +4,8 @@
 //! the parse in the same state: same chart, same scans. The mask is then the
 //! same, and copying it beats a fill (whose parser walks below the closing
 //! quote are most of its time). A state's row is kept the second time it is
-//! seen, so states that never recur cost no copy.
+//! seen, or the first when a scan loops there (string content), so states
+//! that never recur cost no copy.
 //!
 //! A chart is named by its newest set's `Arc`: sets are only ever pushed
 //! onto the chart they were computed for (forks and snapshots clone the
@@ -42,8 +43,16 @@ pub enum Lookup {
 
 impl FillMemo {
     /// Copies the row kept for `st` over `chart` into `row` if there is one;
-    /// otherwise notes that `st` was seen.
-    pub fn lookup(&self, chart: &[Arc<EarleySet>], st: &CfgState, row: &mut [u32]) -> Lookup {
+    /// otherwise notes that `st` was seen. `likely_again` asks for the row
+    /// at once (a scan in a state that loops, such as a string's content,
+    /// usually stays there for the next token).
+    pub fn lookup(
+        &self,
+        chart: &[Arc<EarleySet>],
+        st: &CfgState,
+        row: &mut [u32],
+        likely_again: bool,
+    ) -> Lookup {
         // Parallel fills of one grammar skip the memo rather than wait.
         let Ok(mut entries) = self.entries.try_lock() else {
             return Lookup::Fill { keep: false };
@@ -79,7 +88,7 @@ impl FillMemo {
                         row: None,
                     },
                 );
-                Lookup::Fill { keep: false }
+                Lookup::Fill { keep: likely_again }
             }
         }
     }
