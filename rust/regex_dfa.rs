@@ -248,6 +248,11 @@ impl ByteDfa {
     pub fn minimized(&self, work_limit: usize) -> Option<Self> {
         let n = self.num_states();
         let stride = self.stride;
+        // A round costs n x stride: one over the limit is not started (a
+        // `maxLength: 32767` string has 300k states).
+        if n * stride > work_limit {
+            return None;
+        }
         // Round 0: dead / live-not-accepting / accepting.
         let mut class: Vec<u32> = (0..n)
             .map(|s| match (s, self.accepting[s]) {
