@@ -691,22 +691,28 @@ mod tests {
         ] {
             let g = CompiledGrammar::from_ast(v.clone(), &gbnf::parse(src).unwrap(), "gbnf", src)
                 .unwrap();
-            let mut chart = g.initial_chart();
-            let mut s = g.initial_state();
             let text: &[u8] = if src.contains("{0,30}") {
                 b"\"abababababbbbaaaabababab\"x"
             } else {
                 b"ababxbbbbbbbbbxaaax"
             };
-            for &byte in text {
-                let m = mask(&g, &chart, &s);
-                for t in 0..v.vocab_size() as u32 {
-                    let mut scratch = chart.clone();
-                    let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
-                    assert_eq!(ok, m.binary_search(&t).is_ok(), "{src}: token {t}");
-                }
-                s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
+            masks_follow_advance(&g, text);
+        }
+    }
+
+    /// At every byte of `text`, the mask allows exactly the tokens
+    /// `advance` takes.
+    fn masks_follow_advance(g: &CompiledGrammar, text: &[u8]) {
+        let mut chart = g.initial_chart();
+        let mut s = g.initial_state();
+        for &byte in text {
+            let m = mask(g, &chart, &s);
+            for t in 0..g.vocab().vocab_size() as u32 {
+                let mut scratch = chart.clone();
+                let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
+                assert_eq!(ok, m.binary_search(&t).is_ok(), "{text:?}: token {t}");
             }
+            s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
         }
     }
 
@@ -771,17 +777,7 @@ mod tests {
             ),
         ];
         for (g, text) in cases {
-            let mut chart = g.initial_chart();
-            let mut s = g.initial_state();
-            for &byte in text.as_bytes() {
-                let m = mask(&g, &chart, &s);
-                for t in 0..v.vocab_size() as u32 {
-                    let mut scratch = chart.clone();
-                    let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
-                    assert_eq!(ok, m.binary_search(&t).is_ok(), "{text}: token {t}");
-                }
-                s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
-            }
+            masks_follow_advance(&g, text.as_bytes());
         }
     }
 

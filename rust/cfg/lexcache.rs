@@ -134,11 +134,14 @@ fn charge(bytes: &AtomicUsize, limit: usize, size: usize) -> bool {
     true
 }
 
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+/// A read guard, through poisoning (the caches hold no invariant a panic
+/// could break).
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(|e| e.into_inner())
 }
 
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+/// A write guard, through poisoning (see `read`).
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|e| e.into_inner())
 }
 

@@ -12,6 +12,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
 use super::ast::Lexing;
+use super::lexcache::{read, write};
 use super::lower::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
@@ -154,14 +155,6 @@ impl TextReach {
         write(&self.successors).insert((l, s), found.clone());
         found
     }
-}
-
-fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One byte of each class a DFA has within each range of text bytes (the
