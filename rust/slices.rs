@@ -86,11 +86,6 @@ impl TextSlices {
         TextSlices { slices }
     }
 
-    /// The most characters of any text token (the widest slice's length).
-    pub fn longest(&self) -> usize {
-        self.slices.last().map_or(0, |s| s.max_chars)
-    }
-
     /// The widest slice whose tokens all have at most `chars` characters.
     pub fn within(&self, chars: usize) -> Option<&TextSlice> {
         self.slices.iter().rev().find(|s| s.max_chars <= chars)
