@@ -504,12 +504,12 @@ impl ByteDfa {
         self.trans.len() * 4 + self.accepting.len() + self.forced_byte.len() * 2
     }
 
-    #[inline(always)]
     /// The class of `byte`: bytes of one class step alike from every state.
     pub fn class(&self, byte: u8) -> u8 {
         self.classes[byte as usize]
     }
 
+    #[inline(always)]
     pub fn step(&self, state: u32, byte: u8) -> u32 {
         self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
     }
