@@ -956,9 +956,11 @@ impl Table {
     }
 }
 
-/// Counted repetitions above this are joined copy by copy
-/// (`composed_from_hir`) instead of determinized.
-const LARGE_REPEAT: u32 = 32;
+/// Counted repetitions above this are joined copy by copy by
+/// `ByteDfa::repeat` when they can be (in patterns, `composed_from_hir`; in
+/// grammar nodes, `cfg::lower`): determinizing thousands of NFA copies
+/// (`maxLength: 8192`) took most of a second.
+pub const LARGE_REPEAT: u32 = 32;
 
 /// `pattern`'s DFA (full-match semantics) put together from its parts when
 /// it holds a large counted repetition and that is exact: a pattern such as
@@ -988,6 +990,10 @@ fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
     else {
         return Ok(None); // build() reports the error
     };
+    // An assertion looks across the parts: those are determinized whole.
+    if has_look(&hir) {
+        return Ok(None);
+    }
     compose_hir(&hir)
 }
 
@@ -1010,11 +1016,9 @@ fn has_look(hir: &Hir) -> bool {
     }
 }
 
+/// `hir` (free of assertions) joined from its parts; None where it does not
+/// compose.
 fn compose_hir(hir: &Hir) -> Result<Option<ByteDfa>> {
-    // An assertion looks across the parts: those are determinized whole.
-    if has_look(hir) {
-        return Ok(None);
-    }
     match hir.kind() {
         HirKind::Capture(c) => compose_hir(&c.sub),
         // Laziness does not change a full-match language.

@@ -14,7 +14,7 @@ use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
 use super::greedy::greedy_lexemes;
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
 use crate::error::{Error, Result};
-use crate::regex_dfa::{ByteDfa, ByteSet, Op};
+use crate::regex_dfa::{ByteDfa, ByteSet, Op, LARGE_REPEAT};
 
 /// Bounds that keep a hostile grammar from exhausting memory or time.
 pub const MAX_RULES: usize = 200_000;
@@ -337,11 +337,6 @@ fn is_heavy(n: &Node) -> Result<bool> {
     Ok(dfa_of(n, DFA_CACHE_ENTRY_BYTES)?.is_some_and(|d| d.num_states() > HEAVY_STATES))
 }
 
-/// Counted repetitions above this are built by `ByteDfa::repeat` when they
-/// can be: determinizing thousands of NFA copies (`maxLength: 8192`) took
-/// most of a second.
-const LARGE_COUNT: u32 = 32;
-
 /// The DFA of regular node `n` (through the cache for sequences and
 /// repetitions), put together without a regex compiler where
 /// that is exact and cheap: literals and alternatives of literals are tries,
@@ -382,7 +377,7 @@ fn compose(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
             }
         }
         Node::Seq(items) if items.len() == 1 => composed(&items[0], keep),
-        Node::Repeat { node, min, max } if max.unwrap_or(*min) > LARGE_COUNT => {
+        Node::Repeat { node, min, max } if max.unwrap_or(*min) > LARGE_REPEAT => {
             let Some(y) = composed(node, PART_ENTRY_BYTES)? else {
                 return uncached_regex_dfa(n);
             };
