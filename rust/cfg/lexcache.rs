@@ -470,15 +470,7 @@ impl VisitStepper for ScanOnly<'_> {
 fn build_sliced(cfg: &Cfg, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
     let mut bits = slice.bits.to_vec();
     let mut boundary = Vec::new();
-    let lexeme = &cfg.lexemes[l as usize];
-    let mut states = vec![0u32; slice.rest.max_depth() + 2];
-    states[0] = q;
-    let mut stepper = OneScan {
-        dfa: lexeme.dfa.as_ref().expect("scans have DFAs"),
-        lexeme,
-        lexing: cfg.lexing,
-        states,
-    };
+    let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());
     slice.rest.walk_visits(
         0,
         &mut stepper,
@@ -498,15 +490,7 @@ fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) ->
     let on_stop = |n| boundary.push(n as u32);
     if let [(l, q)] = key[..] {
         // One scan (the common case): a table lookup per node.
-        let lexeme = &cfg.lexemes[l as usize];
-        let mut states = vec![0u32; trie.max_depth() + 2];
-        states[0] = q;
-        let mut stepper = OneScan {
-            dfa: lexeme.dfa.as_ref().expect("scans have DFAs"),
-            lexeme,
-            lexing: cfg.lexing,
-            states,
-        };
+        let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
         trie.walk_visits(top, &mut stepper, on_token, on_stop);
     } else {
         let mut ends = vec![0usize; trie.max_depth() + 2];
@@ -534,8 +518,33 @@ struct OneScan<'a> {
     dfa: &'a ByteDfa,
     lexeme: &'a Lexeme,
     lexing: Lexing,
+    /// `ends_after_accepting` for this lexeme.
+    ends_after: bool,
     /// `states[d]`: the DFA state after the first `d` bytes.
     states: Vec<u32>,
+}
+
+impl<'a> OneScan<'a> {
+    /// A walk of lexeme `l` from DFA state `q`, at most `max_depth` bytes deep.
+    fn new(cfg: &'a Cfg, l: u32, q: u32, max_depth: usize) -> Self {
+        let lexeme = &cfg.lexemes[l as usize];
+        let mut states = vec![0u32; max_depth + 2];
+        states[0] = q;
+        OneScan {
+            dfa: lexeme.dfa.as_ref().expect("scans have DFAs"),
+            lexeme,
+            lexing: cfg.lexing,
+            ends_after: ends_after_accepting(cfg.lexing, lexeme),
+            states,
+        }
+    }
+}
+
+/// Whether a lexer-only walk stops after every byte that leaves `lexeme`
+/// accepting (where the parser decides): all-splits lexemes that are not
+/// greedy end there. `cfg::textreach` judges text by the same rule.
+pub(crate) fn ends_after_accepting(lexing: Lexing, lexeme: &Lexeme) -> bool {
+    lexing == Lexing::AllSplits && !lexeme.greedy
 }
 
 impl VisitStepper for OneScan<'_> {
@@ -545,9 +554,7 @@ impl VisitStepper for OneScan<'_> {
         let q2 = self.dfa.step(q, byte);
         self.states[depth] = q2;
         if q2 != DEAD {
-            let ends_after = self.lexing == Lexing::AllSplits
-                && !self.lexeme.greedy
-                && self.dfa.is_accepting(q2);
+            let ends_after = self.ends_after && self.dfa.is_accepting(q2);
             return if ends_after { Visit::Stop } else { Visit::Live };
         }
         // A greedy lexeme's end is left to the fill whatever the byte (see

@@ -11,8 +11,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
-use super::ast::Lexing;
-use super::lexcache::{read, write};
+use super::lexcache::{ends_after_accepting, read, write};
 use super::lower::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
@@ -189,9 +188,8 @@ impl ClassBytes {
 fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Vec<u32>> {
     let lexeme = &cfg.lexemes[l as usize];
     let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-    // As in a lexer-only walk (`lexcache::OneScan`): an all-splits lexeme
-    // that is not greedy ends after every byte it accepts.
-    let ends_after = cfg.lexing == Lexing::AllSplits && !lexeme.greedy;
+    // As in a lexer-only walk: a lexeme may end after a byte it accepts.
+    let ends_after = ends_after_accepting(cfg.lexing, lexeme);
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
