@@ -265,10 +265,7 @@ fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
         if d.num_states() < MINIMIZE_STATES {
             return d;
         }
-        match d.minimized(MINIMIZE_WORK) {
-            Some(m) if m.num_states() < d.num_states() => Arc::new(m),
-            _ => d,
-        }
+        fewer_states(&d, MINIMIZE_WORK).map_or(d, Arc::new)
     }))
 }
 
@@ -556,10 +553,13 @@ const LEXEME_MINIMIZE_WORK: usize = 1_000_000;
 /// state, so the parser state repeats and masks come from the memo and the
 /// lexer caches.
 fn minimal_if_cheap(d: ByteDfa) -> ByteDfa {
-    match d.minimized(LEXEME_MINIMIZE_WORK) {
-        Some(m) if m.num_states() < d.num_states() => m,
-        _ => d,
-    }
+    fewer_states(&d, LEXEME_MINIMIZE_WORK).unwrap_or(d)
+}
+
+/// `d` minimized, when that takes at most `work` steps and merges states.
+fn fewer_states(d: &ByteDfa, work: usize) -> Option<ByteDfa> {
+    d.minimized(work)
+        .filter(|m| m.num_states() < d.num_states())
 }
 
 /// `n`'s DFA from its regex, outside the cache (the caller caches).
