@@ -27,6 +27,13 @@ struct Entry {
     row: Option<Box<[u32]>>,
 }
 
+impl Entry {
+    /// Whether this entry is state `st` over the chart whose newest set is `top`.
+    fn is(&self, top: &Arc<EarleySet>, st: &CfgState) -> bool {
+        Arc::ptr_eq(&self.top, top) && self.state == *st
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct FillMemo {
     /// Most recently used first.
@@ -58,10 +65,7 @@ impl FillMemo {
             return Lookup::Fill { keep: false };
         };
         let top = &chart[st.sets as usize - 1];
-        match entries
-            .iter()
-            .position(|e| Arc::ptr_eq(&e.top, top) && e.state == *st)
-        {
+        match entries.iter().position(|e| e.is(top, st)) {
             Some(i) => {
                 let e = entries.remove(i);
                 let hit = match &e.row {
@@ -99,10 +103,7 @@ impl FillMemo {
             return;
         };
         let top = &chart[st.sets as usize - 1];
-        if let Some(e) = entries
-            .iter_mut()
-            .find(|e| Arc::ptr_eq(&e.top, top) && e.state == *st)
-        {
+        if let Some(e) = entries.iter_mut().find(|e| e.is(top, st)) {
             e.row = Some(row.into());
         }
     }
