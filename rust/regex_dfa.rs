@@ -17,6 +17,9 @@ use regex_syntax::hir::{Hir, HirKind};
 
 use crate::error::{Error, Result};
 
+mod periodic;
+use periodic::{JoinedClasses, Periodic};
+
 /// Bound on the DFA's memory while it is built and once built (bytes).
 pub const DFA_SIZE_LIMIT: usize = 64 << 20;
 /// Bound on the Thompson NFA built from the pattern (bytes).
@@ -38,6 +41,9 @@ pub struct ByteDfa {
     /// `bytes_after_accepting`, once asked: it reads every state, and
     /// cached DFAs serve many grammars.
     after_accepting: std::sync::OnceLock<ByteSet>,
+    /// The states past the table's rows: copies of a long counted
+    /// repetition that share one block of rows (see `repeat`).
+    periodic: Option<Box<Periodic>>,
 }
 
 impl ByteDfa {
@@ -248,9 +254,9 @@ impl ByteDfa {
     pub fn minimized(&self, work_limit: usize) -> Option<Self> {
         let n = self.num_states();
         let stride = self.stride;
-        // A round costs n x stride: one over the limit is not started (a
-        // `maxLength: 32767` string has 300k states).
-        if n * stride > work_limit {
+        // A round costs n x stride: one over the limit is not started. A
+        // block of shared copies is a long count, minimal as it is.
+        if n * stride > work_limit || self.periodic.is_some() {
             return None;
         }
         // Round 0: dead / live-not-accepting / accepting.
@@ -298,12 +304,7 @@ impl ByteDfa {
                 trans[c * stride + k] = class[self.trans[s * stride + k] as usize];
             }
         }
-        let mut representative = vec![0u8; stride];
-        let mut class_size = vec![0usize; stride];
-        for b in (0..=255u8).rev() {
-            representative[self.classes[b as usize] as usize] = b;
-            class_size[self.classes[b as usize] as usize] += 1;
-        }
+        let (class_size, representative) = self.class_bytes();
         Table {
             classes: self.classes,
             class_size,
@@ -327,7 +328,8 @@ impl ByteDfa {
     /// parts between match the empty string), so each part ends exactly
     /// where the next begins. None when it is not (the caller then builds
     /// from the regex). Every state of the result can still reach an
-    /// accepting one, so no pruning pass is needed.
+    /// accepting one, so no pruning pass is needed. The first part with a
+    /// block of shared copies (`repeat`) keeps it; others are laid out.
     pub fn concat_all(parts: &[&ByteDfa]) -> Result<Option<Self>> {
         let k = parts.len();
         // What can start after part i, and whether all after it are nullable.
@@ -350,6 +352,20 @@ impl ByteDfa {
                 return Ok(None);
             }
         }
+        let block_part = parts.iter().position(|p| p.periodic.is_some());
+        let laid_out: Vec<Option<ByteDfa>> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match &p.periodic {
+                Some(_) if Some(i) != block_part => p.materialized().map(Some),
+                _ => Ok(None),
+            })
+            .collect::<Result<_>>()?;
+        let parts: Vec<&ByteDfa> = parts
+            .iter()
+            .zip(&laid_out)
+            .map(|(&p, l)| l.as_ref().unwrap_or(p))
+            .collect();
         // Byte classes refining every part's, one part at a time.
         let mut classes = parts[0].classes;
         for p in &parts[1..] {
@@ -369,24 +385,25 @@ impl ByteDfa {
             class_size[classes[b as usize] as usize] += 1;
         }
         let stride = count;
-        // Part i's state s is `offset[i] + s - 1` (the dead state stays 0).
+        // Part i's table state s is `offset[i] + s - 1` (the dead state
+        // stays 0); the block's states follow the table, in order.
+        let rows = |i: usize| parts[i].accepting.len();
         let mut offset = vec![1usize; k + 1];
         for i in 0..k {
-            offset[i + 1] = offset[i] + parts[i].num_states() - 1;
+            offset[i + 1] = offset[i] + rows(i) - 1;
         }
         let n = offset[k];
-        check_size(n, stride)?;
-        let id = |i: usize, s: u32| {
-            if s == DEAD {
-                DEAD
-            } else {
-                (offset[i] + s as usize - 1) as u32
-            }
+        let block_states = block_part.map_or(0, |i| parts[i].block().used_states());
+        check_size(n + block_states, stride)?;
+        let id = |i: usize, s: u32| match s as usize {
+            0 => DEAD,
+            s if s < rows(i) => (offset[i] + s - 1) as u32,
+            s => (n + s - rows(i)) as u32,
         };
         let mut trans = vec![DEAD; n * stride];
         let mut accepting = vec![false; n];
         for (i, p) in parts.iter().enumerate() {
-            for s in 1..p.num_states() as u32 {
+            for s in 1..rows(i) as u32 {
                 let here = id(i, s) as usize;
                 let done = p.is_accepting(s);
                 accepting[here] = done && rest_nullable[i + 1];
@@ -396,99 +413,39 @@ impl ByteDfa {
                     *t = if next != DEAD {
                         id(i, next)
                     } else if done {
-                        next_part(parts, i, rep).map_or(DEAD, |(j, q)| id(j, q))
+                        next_part(&parts, i, rep).map_or(DEAD, |(j, q)| id(j, q))
                     } else {
                         DEAD
                     };
                 }
             }
         }
-        Ok(Some(
-            Table {
-                classes,
-                class_size,
-                representative,
-                trans,
-                accepting,
-                start: id(0, parts[0].start),
-            }
-            .finish(),
-        ))
-    }
-
-    /// `y` repeated `min` to `max` times (None: no upper bound), built
-    /// directly when that is deterministic: `y` does not match the empty
-    /// string and no byte that extends an accepted string of `y` can start
-    /// one. A state is then (copies completed, state in the current copy):
-    /// `maxLength: 8192` costs a table of 8192 copies of `y`, not a subset
-    /// construction over an NFA of 8192 copies. None when not deterministic.
-    pub fn repeat(y: &ByteDfa, min: u32, max: Option<u32>) -> Result<Option<Self>> {
-        if y.is_accepting(y.start) || y.bytes_after_accepting().intersects(&y.first_bytes()) {
-            return Ok(None);
-        }
-        let stride = y.stride;
-        let m = y.num_states() - 1; // live states of y
-                                    // Copies: completed count 0..levels; unbounded counts stop at `min`.
-        let levels = match max {
-            Some(mx) => mx as usize,
-            None => min as usize + 1,
-        };
-        let n = 2 + levels * m;
-        check_size(n, stride)?;
-        // State 1 is the start; copy i of y-state s is 2 + i * m + (s - 1).
-        let id = |i: usize, s: u32| {
-            if s == DEAD {
-                DEAD
-            } else {
-                (2 + i * m) as u32 + s - 1
-            }
-        };
-        let next_copy = |i: usize| match max {
-            Some(mx) => (i + 1 < mx as usize).then_some(i + 1),
-            None => Some((i + 1).min(min as usize)),
-        };
-        let mut trans = vec![DEAD; n * stride];
-        let mut accepting = vec![false; n];
-        accepting[1] = min == 0;
-        let mut representative = vec![0u8; stride];
-        let mut class_size = vec![0usize; stride];
-        for b in (0..=255u8).rev() {
-            representative[y.classes[b as usize] as usize] = b;
-            class_size[y.classes[b as usize] as usize] += 1;
-        }
-        if levels > 0 {
-            for c in 0..stride {
-                trans[stride + c] = id(0, y.trans[y.start as usize * stride + c]);
-            }
-        }
-        for i in 0..levels {
-            for s in 1..=m as u32 {
-                let here = id(i, s) as usize;
-                let done = y.is_accepting(s);
-                accepting[here] = done && i + 1 >= min as usize;
-                for c in 0..stride {
-                    let t = y.trans[s as usize * stride + c];
-                    trans[here * stride + c] = match (t, next_copy(i)) {
-                        (DEAD, Some(next)) if done => {
-                            id(next, y.trans[y.start as usize * stride + c])
-                        }
-                        (DEAD, _) => DEAD,
-                        _ => id(i, t),
-                    };
-                }
-            }
-        }
-        // Every (copy, state) can finish its copy and the copies still
-        // needed, so no pruning pass is needed.
-        let table = Table {
-            classes: y.classes,
+        let block = block_part.map(|i| {
+            let p = parts[i];
+            let joined = JoinedClasses {
+                class_size: &class_size,
+                representative: &representative,
+            };
+            p.block().joined(
+                p,
+                &joined,
+                n as u32,
+                |q| id(i, q),
+                rest_nullable[i + 1],
+                |b| next_part(&parts, i, b).map_or(DEAD, |(j, q)| id(j, q)),
+            )
+        });
+        let mut dfa = Table {
+            classes,
             class_size,
             representative,
             trans,
             accepting,
-            start: 1,
-        };
-        Ok(Some(table.finish()))
+            start: id(0, parts[0].start),
+        }
+        .finish();
+        dfa.periodic = block.map(Box::new);
+        Ok(Some(dfa))
     }
 
     pub fn start(&self) -> u32 {
@@ -496,12 +453,26 @@ impl ByteDfa {
     }
 
     pub fn num_states(&self) -> usize {
-        self.accepting.len()
+        self.accepting.len() + self.periodic.as_ref().map_or(0, |p| p.states())
     }
 
     /// Approximate heap size in bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.trans.len() * 4 + self.accepting.len() + self.forced_byte.len() * 2
+        self.trans.len() * 4
+            + self.accepting.len()
+            + self.forced_byte.len() * 2
+            + self.periodic.as_ref().map_or(0, |p| p.memory_bytes())
+    }
+
+    /// Each class's size and its smallest byte.
+    fn class_bytes(&self) -> (Vec<usize>, Vec<u8>) {
+        let mut class_size = vec![0usize; self.stride];
+        let mut representative = vec![0u8; self.stride];
+        for b in (0..=255u8).rev() {
+            representative[self.classes[b as usize] as usize] = b;
+            class_size[self.classes[b as usize] as usize] += 1;
+        }
+        (class_size, representative)
     }
 
     /// The class of `byte`: bytes of one class step alike from every state.
@@ -511,7 +482,32 @@ impl ByteDfa {
 
     #[inline(always)]
     pub fn step(&self, state: u32, byte: u8) -> u32 {
-        self.trans[state as usize * self.stride + self.classes[byte as usize] as usize]
+        self.target(state, self.classes[byte as usize] as usize)
+    }
+
+    /// `state`'s targets by class: its table row, or for a block state
+    /// the row written into `buf`.
+    fn row<'a>(&'a self, state: u32, buf: &'a mut Vec<u32>) -> &'a [u32] {
+        let at = state as usize * self.stride;
+        match self.trans.get(at..at + self.stride) {
+            Some(row) => row,
+            None => {
+                buf.clear();
+                buf.extend((0..self.stride).map(|c| self.block_target(state, c)));
+                buf
+            }
+        }
+    }
+
+    /// Where `state` goes on a byte of `class`. A state past the table's
+    /// rows is exactly one whose index misses the table, so the bounds check
+    /// indexing needs anyway tells block states apart.
+    #[inline(always)]
+    fn target(&self, state: u32, class: usize) -> u32 {
+        match self.trans.get(state as usize * self.stride + class) {
+            Some(&t) => t,
+            None => self.block_target(state, class),
+        }
     }
 
     /// Runs `bytes` from `state`; DEAD if any byte leads to the dead state.
@@ -549,7 +545,7 @@ impl ByteDfa {
             for b in 0..=255u8 {
                 let c = self.classes[b as usize] as usize;
                 if class_id[c] == u32::MAX {
-                    let t = self.trans[s as usize * self.stride + c];
+                    let t = self.target(s, c);
                     class_id[c] = *ids.entry(t).or_insert_with(|| {
                         order.push(t);
                         order.len() as u32
@@ -578,15 +574,17 @@ impl ByteDfa {
     /// prefix of one: live out of some accepting state.
     pub fn bytes_after_accepting(&self) -> ByteSet {
         *self.after_accepting.get_or_init(|| {
-            self.live_bytes_from((1..self.num_states() as u32).filter(|&s| self.is_accepting(s)))
+            let table = (1..self.accepting.len() as u32).filter(|&s| self.accepting[s as usize]);
+            let block = self.periodic.iter().flat_map(|p| p.accepting_states());
+            self.live_bytes_from(table.chain(block))
         })
     }
 
     fn live_bytes_from(&self, states: impl Iterator<Item = u32>) -> ByteSet {
         let mut live_class = vec![false; self.stride];
+        let mut buf = Vec::new();
         for s in states {
-            let row = &self.trans[s as usize * self.stride..][..self.stride];
-            for (live, &t) in live_class.iter_mut().zip(row) {
+            for (live, &t) in live_class.iter_mut().zip(self.row(s, &mut buf)) {
                 *live |= t != DEAD;
             }
         }
@@ -608,13 +606,14 @@ impl ByteDfa {
     pub fn distinguishing_length(&self, p: u32, q: u32, limit: usize, max_pairs: usize) -> usize {
         let mut seen: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
         let mut layer = vec![(p, q)];
+        let (mut bx, mut by) = (Vec::new(), Vec::new());
         for depth in 0..=limit {
             if seen.len() > max_pairs {
                 return 0;
             }
             let mut next = Vec::new();
             for &(x, y) in &layer {
-                if x == y {
+                if x == y || self.alike_in_block(x, y, limit - depth) {
                     continue;
                 }
                 if self.is_accepting(x) != self.is_accepting(y) {
@@ -623,10 +622,7 @@ impl ByteDfa {
                 if depth == limit {
                     continue;
                 }
-                let (rx, ry) = (
-                    &self.trans[x as usize * self.stride..][..self.stride],
-                    &self.trans[y as usize * self.stride..][..self.stride],
-                );
+                let (rx, ry) = (self.row(x, &mut bx), self.row(y, &mut by));
                 // Classes often share targets: skip a pair just seen.
                 let mut last = (DEAD, DEAD);
                 for (&tx, &ty) in rx.iter().zip(ry) {
@@ -647,13 +643,33 @@ impl ByteDfa {
         limit + 1
     }
 
+    /// Whether `p` and `q` are block states that no string of at most
+    /// `len` bytes tells apart (see `Periodic::alike_for`).
+    fn alike_in_block(&self, p: u32, q: u32, len: usize) -> bool {
+        let rows = self.accepting.len() as u32;
+        p >= rows && q >= rows && self.block().alike_for(p, q) >= len
+    }
+
     /// True if the text read so far is in the language.
     pub fn is_accepting(&self, state: u32) -> bool {
-        self.accepting[state as usize]
+        match self.accepting.get(state as usize) {
+            Some(&a) => a,
+            None => self.block().is_accepting(state),
+        }
     }
 
     pub fn forced_byte(&self, state: u32) -> Option<u8> {
-        self.forced_byte[state as usize]
+        match self.forced_byte.get(state as usize) {
+            Some(&f) => f,
+            None => self.block().forced_byte(state),
+        }
+    }
+
+    fn block(&self) -> &Periodic {
+        match &self.periodic {
+            Some(p) => p,
+            None => panic!("a state past the table of an automaton without a block"),
+        }
     }
 
     /// Groups states whose token masks must be equal: states that agree on
@@ -664,6 +680,9 @@ impl ByteDfa {
     /// Returns a class per state (the dead state in class 0), or None when
     /// the refinement would cost more than `work_limit` steps.
     pub fn mask_classes(&self, max_len: usize, work_limit: usize) -> Option<Vec<u32>> {
+        if self.periodic.is_some() {
+            return None; // it has more states than any refinement takes
+        }
         let n = self.num_states();
         let rounds = max_len.min(n);
         if n.saturating_mul(self.stride).saturating_mul(rounds.max(1)) > work_limit {
@@ -932,18 +951,7 @@ impl Table {
             start,
         } = self;
         let stride = representative.len();
-        let forced_byte = (0..accepting.len())
-            .map(|s| {
-                if s == 0 || accepting[s] {
-                    return None;
-                }
-                let mut live_classes = (0..stride).filter(|&c| trans[s * stride + c] != DEAD);
-                match (live_classes.next(), live_classes.next()) {
-                    (Some(c), None) if class_size[c] == 1 => Some(representative[c]),
-                    _ => None,
-                }
-            })
-            .collect();
+        let forced_byte = forced_bytes(&trans, &accepting, &class_size, &representative, true);
         ByteDfa {
             classes,
             stride,
@@ -952,8 +960,34 @@ impl Table {
             forced_byte,
             start,
             after_accepting: std::sync::OnceLock::new(),
+            periodic: None,
         }
     }
+}
+
+/// For each row of `rows` (with a state's acceptance): the one byte every
+/// continuation must start with, if any. With `dead_first`, row 0 is the
+/// dead state (no byte).
+fn forced_bytes(
+    rows: &[u32],
+    accepting: &[bool],
+    class_size: &[usize],
+    representative: &[u8],
+    dead_first: bool,
+) -> Vec<Option<u8>> {
+    let stride = representative.len();
+    (0..accepting.len())
+        .map(|s| {
+            if (s == 0 && dead_first) || accepting[s] {
+                return None;
+            }
+            let mut live_classes = (0..stride).filter(|&c| rows[s * stride + c] != DEAD);
+            match (live_classes.next(), live_classes.next()) {
+                (Some(c), None) if class_size[c] == 1 => Some(representative[c]),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// Counted repetitions above this are joined copy by copy by
@@ -1151,7 +1185,7 @@ pub(crate) mod tests {
         out
     }
 
-    fn same_language(a: &ByteDfa, b: &ByteDfa, alphabet: &[u8], len: usize) {
+    pub(crate) fn same_language(a: &ByteDfa, b: &ByteDfa, alphabet: &[u8], len: usize) {
         for text in all_strings(alphabet, len) {
             assert_eq!(full_match(a, &text), full_match(b, &text), "{text:?}");
             assert_eq!(live_prefix(a, &text), live_prefix(b, &text), "{text:?}");

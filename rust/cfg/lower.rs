@@ -426,8 +426,8 @@ fn literal_runs(items: &[Node]) -> Vec<Node> {
 /// large one-off automata does not push out the formats every schema uses).
 static DFA_CACHE: Mutex<Option<DfaCache>> = Mutex::new(None);
 const DFA_CACHE_BYTES: usize = 256 << 20;
-/// A `maxLength: 32767` string lexeme takes 64 MiB and costs 70 ms to
-/// build; a family of schemas repeats it.
+/// Products of large operands take tens of MiB and tens of ms to build; a
+/// family of schemas repeats them.
 const DFA_CACHE_ENTRY_BYTES: usize = DFA_CACHE_BYTES / 2;
 /// Parts of a lexeme (a counted string inside its quotes, an operand of an
 /// intersection) are kept only when small: the lexeme is kept whole, and
