@@ -17,6 +17,7 @@ use regex_syntax::hir::{Hir, HirKind};
 
 use crate::error::{Error, Result};
 
+mod block_product;
 mod periodic;
 use periodic::{JoinedClasses, Periodic};
 
@@ -137,6 +138,9 @@ impl ByteDfa {
     /// The strings `a` accepts that `b` does (`Op::And`) or does not
     /// (`Op::AndNot`) accept, by the product construction.
     pub fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Self> {
+        if let Some(d) = block_product::product(a, b, op)? {
+            return Ok(d);
+        }
         let (classes, class_size, representative) = joint_classes(a, b);
         let stride = representative.len();
         let mut ids: HashMap<(u32, u32), u32> = HashMap::default();

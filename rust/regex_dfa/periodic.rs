@@ -35,12 +35,84 @@ pub(super) struct Periodic {
     template: Vec<u32>,
     accepting: Vec<bool>,
     forced_byte: Vec<Option<u8>>,
-    /// The table state that plays block state 0 in the copy after the last
-    /// (block state `s` is `after_last + s`).
-    after_last: u32,
+    /// Where a step into the next copy goes from the last copy, by the
+    /// block state it would have reached (a table state, or DEAD).
+    after_last: Vec<u32>,
+}
+
+/// A block row's entry, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Code {
+    /// A table state (DEAD included), the same from every copy.
+    Table(u32),
+    /// This block state in the same copy.
+    Same(u32),
+    /// This block state in the next copy.
+    Next(u32),
 }
 
 impl Periodic {
+    /// A block of `copies` copies of `accepting.len()` states starting at
+    /// state `first`; `rows[s * stride + class]` as `Code`s.
+    pub(super) fn new(
+        first: u32,
+        copies: u32,
+        rows: &[Code],
+        accepting: Vec<bool>,
+        after_last: Vec<u32>,
+        classes: &JoinedClasses,
+    ) -> Periodic {
+        let m = accepting.len() as u32;
+        let template: Vec<u32> = rows
+            .iter()
+            .map(|&c| match c {
+                Code::Table(q) => q,
+                Code::Same(t) => SAME | t,
+                Code::Next(t) => NEXT | t,
+            })
+            .collect();
+        Periodic {
+            first,
+            copies,
+            m,
+            shift: m.next_power_of_two().trailing_zeros(),
+            forced_byte: block_forced_bytes(&template, &accepting, classes),
+            template,
+            accepting,
+            after_last,
+        }
+    }
+
+    pub(super) fn copies(&self) -> u32 {
+        self.copies
+    }
+
+    /// Block state `s`'s row entry for `class`.
+    pub(super) fn code(&self, s: u32, class: usize, stride: usize) -> Code {
+        let code = self.template[s as usize * stride + class];
+        match code & TAG {
+            0 => Code::Table(code),
+            SAME => Code::Same(code & !TAG),
+            _ => Code::Next(code & !TAG),
+        }
+    }
+
+    /// The copy and the place in it of block state `state`.
+    pub(super) fn coords(&self, state: u32) -> (u32, u32) {
+        let v = state - self.first;
+        (v >> self.shift, v & ((1 << self.shift) - 1))
+    }
+
+    /// The state at place `s` of copy `copy`: past the last copy, where
+    /// the last one's steps into the next go.
+    pub(super) fn state_at(&self, copy: u32, s: u32) -> u32 {
+        if copy < self.copies {
+            self.first + (copy << self.shift) + s
+        } else {
+            self.after_last[s as usize]
+        }
+    }
+
     fn target(&self, state: u32, class: usize, stride: usize) -> u32 {
         let v = state - self.first;
         let s = v & ((1 << self.shift) - 1);
@@ -50,7 +122,7 @@ impl Periodic {
             0 => code,
             SAME => state - s + t,
             _ if (v >> self.shift) + 1 < self.copies => state - s + (1 << self.shift) + t,
-            _ => self.after_last + t,
+            _ => self.after_last[t as usize],
         }
     }
 
@@ -85,6 +157,11 @@ impl Periodic {
 
     pub(super) fn is_accepting(&self, state: u32) -> bool {
         self.accepting[self.slot(state)]
+    }
+
+    /// Whether block state `s` (of any copy) accepts.
+    pub(super) fn accepts_at(&self, s: u32) -> bool {
+        self.accepting[s as usize]
     }
 
     pub(super) fn forced_byte(&self, state: u32) -> Option<u8> {
@@ -142,7 +219,7 @@ impl Periodic {
             forced_byte: block_forced_bytes(&template, &accepting, joined),
             template,
             accepting,
-            after_last: table_id(self.after_last),
+            after_last: self.after_last.iter().map(|&q| table_id(q)).collect(),
         }
     }
 }
@@ -217,7 +294,7 @@ impl ByteDfa {
 
     /// `repeat`, sharing a block of copies once laying them out would
     /// take `block_bytes` or more.
-    fn repeat_sharing(
+    pub(super) fn repeat_sharing(
         y: &ByteDfa,
         min: u32,
         max: Option<u32>,
@@ -321,7 +398,7 @@ impl ByteDfa {
                 forced_byte: block_forced_bytes(&template, &accepting, &classes),
                 template,
                 accepting,
-                after_last: id(b, 1),
+                after_last: (1..=m as u32).map(|s| id(b, s)).collect(),
             }
         });
         // Every (copy, state) can finish its copy and the copies still
