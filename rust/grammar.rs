@@ -16,7 +16,7 @@ use crate::cfg::fillmemo::{FillMemo, Lookup};
 use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, DEAD};
 use crate::trie::{DfaStepper, Offset, TrieStepper};
 use crate::vocab::Vocab;
@@ -29,6 +29,10 @@ pub const MASK_CLASS_WORK_LIMIT: usize = 200_000_000;
 /// Below a boundary node with at least this many trie nodes, grammar masks
 /// use the cached lexer-only split again instead of walking with the parser.
 pub const CACHED_SUBTREE_NODES: usize = 32;
+/// Bound on a regex grammar's automaton states: its mask cache keeps a slot
+/// per state (or class of states). A table within the automaton size bound
+/// has fewer; a long count's shared copies have as many as it counts.
+pub const MAX_REGEX_STATES: usize = 1 << 22;
 /// Bound on forced bytes computed in one call.
 pub const MAX_FORCED_BYTES: usize = 4096;
 
@@ -97,6 +101,13 @@ impl CompiledGrammar {
 
     pub fn from_regex(vocab: Arc<Vocab>, pattern: &str) -> Result<Self> {
         let dfa = ByteDfa::new(pattern)?;
+        // The mask cache has a slot per state (or per class of states).
+        if dfa.num_states() > MAX_REGEX_STATES {
+            return Err(Error::LimitExceeded(format!(
+                "regex {pattern:?} needs {} automaton states; at most {MAX_REGEX_STATES}",
+                dfa.num_states()
+            )));
+        }
         Ok(Self::with_engine(
             vocab,
             Engine::Regex(Arc::new(dfa)),

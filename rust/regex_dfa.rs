@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 
 mod block_product;
 mod periodic;
-use periodic::{JoinedClasses, Periodic};
+use periodic::{check_states, JoinedClasses, Periodic};
 
 /// Bound on the DFA's memory while it is built and once built (bytes).
 pub const DFA_SIZE_LIMIT: usize = 64 << 20;
@@ -397,8 +397,8 @@ impl ByteDfa {
             offset[i + 1] = offset[i] + rows(i) - 1;
         }
         let n = offset[k];
-        let block_states = block_part.map_or(0, |i| parts[i].block().used_states());
-        check_size(n + block_states, stride)?;
+        check_size(n, stride)?;
+        check_states(n + block_part.map_or(0, |i| parts[i].block().states()))?;
         let id = |i: usize, s: u32| match s as usize {
             0 => DEAD,
             s if s < rows(i) => (offset[i] + s - 1) as u32,

@@ -33,6 +33,7 @@ from conftest import (
     LLAMA3_EOS,
     SHARED_DATA,
     accepts,
+    allowed_ids,
     llama3_vocab,
     new_bitmask,
     random_walk,
@@ -1136,3 +1137,32 @@ def test_keywords_next_to_combinators_intersect(byte_tok):
     assert accepts(neither, '"a"') and accepts(neither, '"c"') and not accepts(neither, '"ba"')
     picked = g({"enum": ["ab", "a", "b"], "allOf": [{"pattern": "a"}, {"pattern": "b"}]})
     assert accepts(picked, '"ab"') and not accepts(picked, '"a"')
+
+
+@pytest.mark.parametrize("limit", [40, 5000, 100_000])
+def test_long_max_length_counts_every_character(byte_tok, limit):
+    # Long counts share their copies (no table per character), also inside
+    # a product with a pattern: the count must still end exactly at the
+    # bound, escapes and multibyte characters included.
+    schema = {"type": "string", "maxLength": limit, "pattern": "@b"}
+    g = maskpar.compile_json_schema(byte_tok, schema)
+    local = "é\\x" * ((limit - 10) // 3)
+    texts = ["a@b", "ab", local + "@b.c", "a" * (limit - 2) + "@b", "a" * limit + "@b", "@" * limit]
+    for text in texts:
+        valid = len(text) <= limit and "@b" in text
+        assert accepts(g, json.dumps(text, ensure_ascii=False)) == valid, len(text)
+    # At the bound, only the closing quote may follow.
+    m = maskpar.Matcher(g)
+    assert m.consume_bytes(('"' + "a" * (limit - 2) + "@b").encode())
+    bm = new_bitmask(1, g.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    assert allowed_ids(bm) == [ord('"')]
+    # Without `@b` by then, the last but one character leaves no way on.
+    m = maskpar.Matcher(g)
+    assert m.consume_bytes(('"' + "a" * (limit - 2)).encode())
+    assert not m.consume_bytes(b"a")
+
+
+def test_regex_grammars_bound_their_automaton_states(byte_tok):
+    with pytest.raises(ValueError, match="automaton states"):
+        maskpar.compile_regex(byte_tok, "[ab]{0,3000000}")

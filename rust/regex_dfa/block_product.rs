@@ -12,7 +12,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
-use super::periodic::{Code, JoinedClasses, Periodic};
+use super::periodic::{check_states, Code, JoinedClasses, Periodic};
 use super::{joint_classes, ByteDfa, Error, Op, Result, Table, DEAD, DFA_SIZE_LIMIT};
 
 /// A transition of the product before states are numbered.
@@ -366,11 +366,7 @@ pub(super) fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Option<ByteDfa
         )
     });
     if let Some(p) = &periodic {
-        if rows as u64 + p.states() as u64 >= 1 << 31 {
-            return Err(Error::LimitExceeded(
-                "a product of automata has more than 2^31 states".into(),
-            ));
-        }
+        check_states(rows + p.states())?;
     }
     let mut trans = vec![DEAD; rows * stride];
     for (i, &id) in pair_id.iter().enumerate() {

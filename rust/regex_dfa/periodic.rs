@@ -40,6 +40,20 @@ pub(super) struct Periodic {
     after_last: Vec<u32>,
 }
 
+/// Bound on the states an automaton with a block may number (the block's
+/// copies take no memory): numbers stay clear of the block codes' tags.
+const MAX_STATES: usize = 1 << 30;
+
+/// Refuses an automaton numbering more than `MAX_STATES` states.
+pub(super) fn check_states(states: usize) -> Result<()> {
+    if states > MAX_STATES {
+        return Err(Error::LimitExceeded(format!(
+            "a counted repetition needs more than {MAX_STATES} automaton states"
+        )));
+    }
+    Ok(())
+}
+
 /// A block row's entry, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Code {
@@ -313,9 +327,6 @@ impl ByteDfa {
             Some(mx) => mx as usize,
             None => min as usize + 1,
         };
-        // The bound is the table's, laid out or not: automata as large as
-        // this cost as much elsewhere (per-state arrays, products).
-        check_size(2 + levels * m, stride)?;
         // Copies `min..levels - 1` share a block (the last has no next).
         let (a, b) = match max {
             Some(_)
@@ -329,6 +340,9 @@ impl ByteDfa {
         let shared = b - a;
         let rows = 2 + (levels - shared) * m;
         let shift = m.next_power_of_two().trailing_zeros();
+        // The rows are bounded in bytes; the block only in state numbers.
+        check_size(rows, stride)?;
+        check_states(rows + (shared << shift))?;
         // State 1 is the start; table copies are numbered in order, the
         // block (copy `a + j`, state s of y) is `rows + (j << shift) + s - 1`.
         let id = |i: usize, s: u32| -> u32 {
@@ -532,8 +546,10 @@ mod tests {
     fn long_counts_are_cheap() {
         // A JSON string of at most 1 << 20 characters: a few hundred rows.
         let ch = r#"[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})"#;
-        let over = ByteDfa::repeat(&d(ch), 0, Some(1 << 20));
-        assert!(over.is_err(), "over the size bound, as a table would be");
+        let over = ByteDfa::repeat(&d(ch), 0, Some(1 << 28));
+        assert!(over.is_err(), "numbers past the bound on states");
+        let huge = ByteDfa::repeat(&d(ch), 0, Some(1 << 20)).unwrap().unwrap();
+        assert!(huge.memory_bytes() < 1 << 16, "{}", huge.memory_bytes());
         let body = ByteDfa::repeat(&d(ch), 0, Some(20_000)).unwrap().unwrap();
         assert!(body.memory_bytes() < 1 << 16, "{}", body.memory_bytes());
         let q = d("\"");
