@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 
 mod block_product;
 mod periodic;
+mod subset;
 use periodic::{check_states, JoinedClasses, Periodic};
 
 /// Bound on the DFA's memory while it is built and once built (bytes).
@@ -330,8 +331,9 @@ impl ByteDfa {
     /// deterministic: no byte that extends an accepted string of a part can
     /// start what follows it (the next part, and those after it while the
     /// parts between match the empty string), so each part ends exactly
-    /// where the next begins. None when it is not (the caller then builds
-    /// from the regex). Every state of the result can still reach an
+    /// where the next begins. When it is not, a subset construction over
+    /// the parts' states (`subset`), or None where that grows too large
+    /// (the caller then builds from the regex). Every state of the result can still reach an
     /// accepting one, so no pruning pass is needed. The first part with a
     /// block of shared copies (`repeat`) keeps it; others are laid out.
     pub fn concat_all(parts: &[&ByteDfa]) -> Result<Option<Self>> {
@@ -353,7 +355,7 @@ impl ByteDfa {
                 .bytes_after_accepting()
                 .intersects(&rest_first[i + 1])
             {
-                return Ok(None);
+                return subset::concat_overlapping(parts);
             }
         }
         let block_part = parts.iter().position(|p| p.periodic.is_some());
@@ -370,25 +372,8 @@ impl ByteDfa {
             .zip(&laid_out)
             .map(|(&p, l)| l.as_ref().unwrap_or(p))
             .collect();
-        // Byte classes refining every part's, one part at a time.
-        let mut classes = parts[0].classes;
-        for p in &parts[1..] {
-            let mut refined = [0u8; 256];
-            let mut pair_ids: HashMap<(u8, u8), u8> = HashMap::default();
-            for (b, r) in refined.iter_mut().enumerate() {
-                let fresh = pair_ids.len() as u8;
-                *r = *pair_ids.entry((classes[b], p.classes[b])).or_insert(fresh);
-            }
-            classes = refined;
-        }
-        let count = classes.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
-        let mut class_size = vec![0usize; count];
-        let mut representative = vec![0u8; count];
-        for b in (0..=255u8).rev() {
-            representative[classes[b as usize] as usize] = b;
-            class_size[classes[b as usize] as usize] += 1;
-        }
-        let stride = count;
+        let (classes, class_size, representative) = refined_classes(&parts);
+        let stride = representative.len();
         // Part i's table state s is `offset[i] + s - 1` (the dead state
         // stays 0); the block's states follow the table, in order.
         let rows = |i: usize| parts[i].accepting.len();
@@ -450,6 +435,21 @@ impl ByteDfa {
         .finish();
         dfa.periodic = block.map(Box::new);
         Ok(Some(dfa))
+    }
+
+    /// The language with the empty string added, when no transition leads
+    /// back to the start (then marking it accepting adds nothing else).
+    pub fn or_empty(mut self) -> Option<ByteDfa> {
+        let start = self.start;
+        let table_entry = self.trans.contains(&start);
+        let block_entry = self.periodic.as_ref().is_some_and(|p| p.targets(start));
+        if table_entry || block_entry {
+            return None;
+        }
+        self.accepting[start as usize] = true;
+        self.forced_byte[start as usize] = None;
+        self.after_accepting = std::sync::OnceLock::new();
+        Some(self)
     }
 
     pub fn start(&self) -> u32 {
@@ -813,6 +813,29 @@ fn next_part(parts: &[&ByteDfa], i: usize, b: u8) -> Option<(usize, u32)> {
     None
 }
 
+/// Byte classes refining every part's (one part at a time): the class of
+/// each byte, each class's size and a byte of each.
+fn refined_classes(parts: &[&ByteDfa]) -> ([u8; 256], Vec<usize>, Vec<u8>) {
+    let mut classes = parts[0].classes;
+    for p in &parts[1..] {
+        let mut refined = [0u8; 256];
+        let mut pair_ids: HashMap<(u8, u8), u8> = HashMap::default();
+        for (b, r) in refined.iter_mut().enumerate() {
+            let fresh = pair_ids.len() as u8;
+            *r = *pair_ids.entry((classes[b], p.classes[b])).or_insert(fresh);
+        }
+        classes = refined;
+    }
+    let count = classes.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+    let mut class_size = vec![0usize; count];
+    let mut representative = vec![0u8; count];
+    for b in (0..=255u8).rev() {
+        representative[classes[b as usize] as usize] = b;
+        class_size[classes[b as usize] as usize] += 1;
+    }
+    (classes, class_size, representative)
+}
+
 /// Refuses a table of `states` rows of `stride` words over the size bound.
 fn check_size(states: usize, stride: usize) -> Result<()> {
     if states.saturating_mul(stride).saturating_mul(4) > DFA_SIZE_LIMIT {
@@ -997,8 +1020,9 @@ fn forced_bytes(
 /// Counted repetitions above this are joined copy by copy by
 /// `ByteDfa::repeat` when they can be (in patterns, `composed_from_hir`; in
 /// grammar nodes, `cfg::lower`): determinizing thousands of NFA copies
-/// (`maxLength: 8192`) took most of a second.
-pub const LARGE_REPEAT: u32 = 32;
+/// (`maxLength: 8192`) took most of a second, and ten copies of a Unicode
+/// word and its spaces (`^(?:\S+\s+){0,9}\S+$`) 5 ms.
+pub const LARGE_REPEAT: u32 = 8;
 
 /// `pattern`'s DFA (full-match semantics) put together from its parts when
 /// it holds a large counted repetition and that is exact: a pattern such as
@@ -1065,6 +1089,22 @@ fn compose_hir(hir: &Hir) -> Result<Option<ByteDfa>> {
                 return Ok(None);
             };
             ByteDfa::repeat(&sub, r.min, r.max)
+        }
+        HirKind::Repetition(r) if r.min == 0 && r.max == Some(1) => {
+            Ok(part_dfa(&r.sub)?.and_then(ByteDfa::or_empty))
+        }
+        // An optional part (`^$|...` in a pattern).
+        HirKind::Alternation(v) if v.len() == 2 => {
+            let (Some(empty), Some(part)) = (
+                v.iter().position(|h| matches!(h.kind(), HirKind::Empty)),
+                v.iter().position(has_large_repeat),
+            ) else {
+                return Ok(None);
+            };
+            if empty == part {
+                return Ok(None);
+            }
+            Ok(part_dfa(&v[part])?.and_then(ByteDfa::or_empty))
         }
         HirKind::Concat(parts) if parts.iter().any(has_large_repeat) => {
             let mut dfas = Vec::with_capacity(parts.len());
@@ -1225,6 +1265,9 @@ pub(crate) mod tests {
             "a{33,}b?",
             "(?:a{1,40}|b)c",
             "a{40}$",
+            "(?:)|(?:[ab]+ +){0,9}[ab]+",
+            "(?:(?:[ab]+ +){0,12}[ab]+)?",
+            "(?:)|(?:a[ab]{0,10})*",
         ];
         for p in patterns {
             let composed = ByteDfa::new(p).unwrap();
@@ -1243,8 +1286,13 @@ pub(crate) mod tests {
         // regex-automata 400 ms whole).
         assert!(composed_from_hir(patterns[0]).unwrap().is_some());
         assert!(composed_from_hir(patterns[1]).unwrap().is_some());
-        assert!(composed_from_hir(patterns[3]).unwrap().is_none());
+        assert!(composed_from_hir(patterns[3]).unwrap().is_some());
         assert!(composed_from_hir(patterns[8]).unwrap().is_none());
+        // Optional counted parts: their automata with the start accepting
+        // (not where a loop comes back to the start).
+        assert!(composed_from_hir(patterns[9]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[10]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[11]).unwrap().is_none());
     }
 
     #[test]
@@ -1271,8 +1319,10 @@ pub(crate) mod tests {
             let c = ByteDfa::concat(&d(a), &d(b)).unwrap().unwrap();
             same_language(&c, &d(&format!("(?:{a})(?:{b})")), b"abcxy\\\"", 6);
         }
-        // Not deterministic: a's accepted strings extend into b's first byte.
-        assert!(ByteDfa::concat(&d("a+"), &d("ab")).unwrap().is_none());
+        // Not deterministic (a's accepted strings extend into b's first
+        // byte): determinized over the parts.
+        let c = ByteDfa::concat(&d("a+"), &d("ab")).unwrap().unwrap();
+        same_language(&c, &d("a+ab"), b"ab", 8);
         // Several parts, some matching the empty string.
         let parts = ["a|ad", "c?", "x*", "y|", "b"];
         let dfas: Vec<ByteDfa> = parts.iter().map(|p| d(p)).collect();
@@ -1281,9 +1331,13 @@ pub(crate) mod tests {
         let whole: String = parts.iter().map(|p| format!("(?:{p})")).collect();
         same_language(&c, &d(&whole), b"abcdxy", 7);
         // "c*" then "c": not deterministic through the nullable "x?".
-        let dfas: Vec<ByteDfa> = ["c*", "x?", "c"].iter().map(|p| d(p)).collect();
-        let refs: Vec<&ByteDfa> = dfas.iter().collect();
-        assert!(ByteDfa::concat_all(&refs).unwrap().is_none());
+        for parts in [&["c*", "x?", "c"][..], &["(?:ab|a)*", "b?", "(?:ba)+"]] {
+            let dfas: Vec<ByteDfa> = parts.iter().map(|p| d(p)).collect();
+            let refs: Vec<&ByteDfa> = dfas.iter().collect();
+            let c = ByteDfa::concat_all(&refs).unwrap().unwrap();
+            let whole: String = parts.iter().map(|p| format!("(?:{p})")).collect();
+            same_language(&c, &d(&whole), b"abcx", 8);
+        }
         let ch = "[ab]|\\\\[nu]";
         for (min, max) in [
             (0, Some(0)),
@@ -1302,7 +1356,16 @@ pub(crate) mod tests {
         }
         let r = ByteDfa::repeat(&d("a|ab"), 1, Some(3)).unwrap().unwrap();
         same_language(&r, &d("(?:a|ab){1,3}"), b"ab", 8);
-        assert!(ByteDfa::repeat(&d("a|aa"), 0, Some(3)).unwrap().is_none());
+        // Copies that overlap: determinized over (copy, state) pairs.
+        for (y, count) in [("a|aa", "{0,3}"), ("a+ *", "{2,5}"), ("ab|a", "{1,}")] {
+            let (min, max) = match count {
+                "{0,3}" => (0, Some(3)),
+                "{2,5}" => (2, Some(5)),
+                _ => (1, None),
+            };
+            let r = ByteDfa::repeat(&d(y), min, max).unwrap().unwrap();
+            same_language(&r, &d(&format!("(?:{y}){count}")), b"ab \\", 8);
+        }
         assert!(ByteDfa::repeat(&d("a?"), 0, Some(3)).unwrap().is_none());
     }
 

@@ -97,6 +97,11 @@ impl Periodic {
         }
     }
 
+    /// Whether some block row goes to table state `q`.
+    pub(super) fn targets(&self, q: u32) -> bool {
+        self.template.contains(&q)
+    }
+
     pub(super) fn copies(&self) -> u32 {
         self.copies
     }
@@ -317,8 +322,11 @@ impl ByteDfa {
         if y.periodic.is_some() {
             return Self::repeat_sharing(&y.materialized()?, min, max, block_bytes);
         }
-        if y.is_accepting(y.start) || y.bytes_after_accepting().intersects(&y.first_bytes()) {
+        if y.is_accepting(y.start) {
             return Ok(None);
+        }
+        if y.bytes_after_accepting().intersects(&y.first_bytes()) {
+            return super::subset::repeat_overlapping(y, min, max);
         }
         let stride = y.stride;
         let m = y.num_states() - 1; // live states of y

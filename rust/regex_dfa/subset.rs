@@ -1,0 +1,151 @@
+//! Concatenations whose parts overlap, determinized over the parts' own
+//! automata.
+//!
+//! `(?:\S+\s+){0,49}\S+` (at most 50 words) cannot be joined part after
+//! part: after a word and a space, the next word may start a new copy or
+//! the last part. regex-automata determinized the whole pattern over its
+//! Unicode classes in 15 ms; over the parts' automata, a state is the set
+//! of (part, state) pairs still alive, two or three of them here.
+//! Repetitions whose copies overlap (JSON text: `\s` and `\S` both start
+//! with `\` for escapes) are built the same way, over (copy, state) pairs.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{refined_classes, ByteDfa, Result, Table, DEAD, DFA_SIZE_LIMIT};
+
+/// Bound on the sets built before giving up (the caller then builds the
+/// pattern whole).
+const MAX_SETS: usize = 1 << 16;
+
+/// A set of (part, state) pairs, sorted.
+type Set = Vec<(u32, u32)>;
+
+/// The parts one after another (the languages concatenated), by a subset
+/// construction; None where it needs more than `MAX_SETS` states.
+pub(super) fn concat_overlapping(parts: &[&ByteDfa]) -> Result<Option<ByteDfa>> {
+    let (classes, class_size, representative) = refined_classes(parts);
+    let last = parts.len() - 1;
+    let step = |(p, q): (u32, u32), byte: u8| (p, parts[p as usize].step(q, byte));
+    // Where a part accepts, the next one may start (and so on past parts
+    // that match the empty string).
+    let follow = |(p, q): (u32, u32)| {
+        ((p as usize) < last && parts[p as usize].is_accepting(q))
+            .then(|| (p + 1, parts[p as usize + 1].start))
+    };
+    let ends = |(p, q): (u32, u32)| p as usize == last && parts[last].is_accepting(q);
+    let start = (0, parts[0].start);
+    Ok(determinize(start, step, follow, ends, &representative)
+        .map(|(trans, accepting)| Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: 1,
+        })
+        .and_then(Table::pruned))
+}
+
+/// `y` repeated `min` to `max` times (None: unbounded) when copies may
+/// overlap, over (copy, state) pairs (unbounded copies stop counting at
+/// `min`); None where `y` matches the empty string or the construction
+/// grows past `MAX_SETS`.
+pub(super) fn repeat_overlapping(
+    y: &ByteDfa,
+    min: u32,
+    max: Option<u32>,
+) -> Result<Option<ByteDfa>> {
+    if y.is_accepting(y.start) || max == Some(0) {
+        return Ok(None);
+    }
+    let (class_size, representative) = y.class_bytes();
+    let step = |(i, q): (u32, u32), byte: u8| (i, y.step(q, byte));
+    let follow = |(i, q): (u32, u32)| {
+        let next = match max {
+            Some(mx) => (i + 1 < mx).then_some(i + 1),
+            None => Some((i + 1).min(min)),
+        };
+        next.filter(|_| y.is_accepting(q)).map(|n| (n, y.start))
+    };
+    let ends = |(i, q): (u32, u32)| y.is_accepting(q) && i + 1 >= min;
+    let Some((trans, mut accepting)) =
+        determinize((0, y.start), step, follow, ends, &representative)
+    else {
+        return Ok(None);
+    };
+    // The start set is only ever the start: it accepts the empty string.
+    accepting[1] = min == 0;
+    Ok(Table {
+        classes: y.classes,
+        class_size,
+        representative,
+        trans,
+        accepting,
+        start: 1,
+    }
+    .pruned())
+}
+
+/// The subset construction from `start`: each set is closed under
+/// `follow` (a pair that may also begin the next part or copy), and
+/// accepts where some pair `ends`. The table's rows and acceptance, state
+/// 1 the start; None past `MAX_SETS` sets or the table size bound.
+fn determinize(
+    start: (u32, u32),
+    step: impl Fn((u32, u32), u8) -> (u32, u32),
+    follow: impl Fn((u32, u32)) -> Option<(u32, u32)>,
+    ends: impl Fn((u32, u32)) -> bool,
+    representative: &[u8],
+) -> Option<(Vec<u32>, Vec<bool>)> {
+    let close = |set: &mut Set| {
+        let mut i = 0;
+        while i < set.len() {
+            if let Some(next) = follow(set[i]) {
+                if !set.contains(&next) {
+                    set.push(next);
+                }
+            }
+            i += 1;
+        }
+        set.sort_unstable();
+        set.dedup();
+    };
+    let mut first = vec![start];
+    close(&mut first);
+    let mut ids: HashMap<Set, u32> = HashMap::from_iter([(first.clone(), 1)]);
+    let mut sets: Vec<Set> = vec![first];
+    let mut trans = vec![DEAD; representative.len()];
+    let mut accepting = vec![false];
+    let mut next = 0;
+    while next < sets.len() {
+        let set = sets[next].clone();
+        next += 1;
+        accepting.push(set.iter().any(|&e| ends(e)));
+        for &byte in representative {
+            let mut to: Set = set
+                .iter()
+                .map(|&e| step(e, byte))
+                .filter(|&(_, q)| q != DEAD)
+                .collect();
+            if to.is_empty() {
+                trans.push(DEAD);
+                continue;
+            }
+            close(&mut to);
+            let id = match ids.get(&to) {
+                Some(&id) => id,
+                None => {
+                    let id = sets.len() as u32 + 1;
+                    ids.insert(to.clone(), id);
+                    sets.push(to);
+                    id
+                }
+            };
+            trans.push(id);
+        }
+        if sets.len() > MAX_SETS || trans.len() * 4 > DFA_SIZE_LIMIT {
+            return None;
+        }
+    }
+    Some((trans, accepting))
+}
