@@ -40,6 +40,11 @@ pub(super) struct Periodic {
     after_last: Vec<u32>,
 }
 
+/// The power of two a copy of `m` states takes in a block's numbering.
+fn copy_shift(m: usize) -> u32 {
+    m.next_power_of_two().trailing_zeros()
+}
+
 /// Bound on the states an automaton with a block may number (the block's
 /// copies take no memory): numbers stay clear of the block codes' tags.
 const MAX_STATES: usize = 1 << 30;
@@ -89,7 +94,7 @@ impl Periodic {
             first,
             copies,
             m,
-            shift: m.next_power_of_two().trailing_zeros(),
+            shift: copy_shift(m as usize),
             forced_byte: block_forced_bytes(&template, &accepting, classes),
             template,
             accepting,
@@ -347,7 +352,7 @@ impl ByteDfa {
         };
         let shared = b - a;
         let rows = 2 + (levels - shared) * m;
-        let shift = m.next_power_of_two().trailing_zeros();
+        let shift = copy_shift(m);
         // The rows are bounded in bytes; the block only in state numbers.
         check_size(rows, stride)?;
         check_states(rows + (shared << shift))?;
@@ -396,14 +401,14 @@ impl ByteDfa {
         let periodic = (shared > 0).then(|| {
             // A block copy accepts where y does (it is past `min`) and
             // always has a next copy.
-            let mut template = Vec::with_capacity(m * stride);
+            let mut codes = Vec::with_capacity(m * stride);
             for s in 1..=m as u32 {
                 let row = &y.trans[s as usize * stride..][..stride];
                 for (&t, &next) in row.iter().zip(start_row) {
-                    template.push(match t {
-                        DEAD if y.is_accepting(s) && next != DEAD => NEXT | (next - 1),
-                        DEAD => DEAD,
-                        _ => SAME | (t - 1),
+                    codes.push(match t {
+                        DEAD if y.is_accepting(s) && next != DEAD => Code::Next(next - 1),
+                        DEAD => Code::Table(DEAD),
+                        _ => Code::Same(t - 1),
                     });
                 }
             }
@@ -412,16 +417,15 @@ impl ByteDfa {
                 class_size: &class_size,
                 representative: &representative,
             };
-            Periodic {
-                first: rows as u32,
-                copies: shared as u32,
-                m: m as u32,
-                shift,
-                forced_byte: block_forced_bytes(&template, &accepting, &classes),
-                template,
+            let after_last = (1..=m as u32).map(|s| id(b, s)).collect();
+            Periodic::new(
+                rows as u32,
+                shared as u32,
+                &codes,
                 accepting,
-                after_last: (1..=m as u32).map(|s| id(b, s)).collect(),
-            }
+                after_last,
+                &classes,
+            )
         });
         // Every (copy, state) can finish its copy and the copies still
         // needed, so no pruning pass is needed.
