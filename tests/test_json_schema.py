@@ -1166,3 +1166,43 @@ def test_long_max_length_counts_every_character(byte_tok, limit):
 def test_regex_grammars_bound_their_automaton_states(byte_tok):
     with pytest.raises(ValueError, match="automaton states"):
         maskpar.compile_regex(byte_tok, "[ab]{0,3000000}")
+
+
+SCHEMA_DEPENDENCIES = [
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "properties": {"a": {"type": "integer"}, "b": {}, "c": {}},
+        "dependentSchemas": {"a": {"required": ["b"]}, "c": {"properties": {"a": {"maximum": 2}}}},
+    },
+    {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "dependencies": {"a": {"properties": {"b": {"type": "string"}}}, "c": ["a"]},
+    },
+    {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "dependentSchemas": {"a": False, "b": {"not": {"required": ["c"]}}},
+    },
+]
+DEPENDENCY_INSTANCES = [
+    {},
+    {"a": 1},
+    {"a": 1, "b": 2},
+    {"a": 3, "b": "x", "c": 0},
+    {"a": 1, "b": "x", "c": 0},
+    {"b": 1, "c": 2},
+    {"c": 1},
+    {"b": "s"},
+    [1],
+    "a",
+    7,
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMA_DEPENDENCIES)
+def test_schema_dependencies_agree_with_jsonschema(byte_tok, schema):
+    jsonschema = pytest.importorskip("jsonschema")
+    g = maskpar.compile_json_schema(byte_tok, schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for inst in DEPENDENCY_INSTANCES:
+        assert accepts(g, json.dumps(inst)) == validator.is_valid(inst), inst

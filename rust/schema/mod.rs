@@ -84,7 +84,6 @@ impl Default for SchemaOptions {
 /// specification, like unknown `format`s); everything else listed in
 /// `CONSTRAINING` must be compiled or refused.
 const UNSUPPORTED: &[&str] = &[
-    "dependentSchemas",
     "unevaluatedProperties",
     "unevaluatedItems",
     "$dynamicRef",
@@ -484,18 +483,40 @@ impl<'a> Compiler<'a> {
         Ok(Node::alt(alts))
     }
 
-    /// `obj` with `not` (unless a leaf) and `if`/`then`/`else` written as
-    /// intersections and unions with negations; None without them.
+    /// `obj` with `not` (unless a leaf), `if`/`then`/`else` and schema
+    /// dependencies written as intersections and unions with negations;
+    /// None without them.
     fn rewrite_negations(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Value>> {
         let general_not = obj
             .get("not")
             .filter(|n| !negate::is_leaf(n, self.opts.assert_formats));
         let cond = obj.get("if").filter(|_| !self.before_draft7);
-        if general_not.is_none() && cond.is_none() {
+        let (deps_key, deps) = self.schema_dependencies(obj, ptr)?;
+        if general_not.is_none() && cond.is_none() && deps.is_empty() {
             return Ok(None);
         }
         let mut rest = obj.clone();
         let mut parts = Vec::new();
+        // A member's schema dependency: objects with the member satisfy
+        // the schema (`if` the object has it, `then` the schema).
+        for (name, schema) in &deps {
+            match rest.get_mut(deps_key) {
+                Some(Value::Object(m)) => {
+                    m.remove(name);
+                    if m.is_empty() {
+                        rest.remove(deps_key);
+                    }
+                }
+                _ => unreachable!("dependencies come from this object"),
+            }
+            let has = serde_json::json!({ "type": "object", "required": [name] });
+            let at = format!("{ptr}/{deps_key}/{}", pointer_part(name));
+            let negated = self.negate(&has, &at)?;
+            parts.push(serde_json::json!({ "anyOf": [
+                { "allOf": [has, schema] },
+                negated,
+            ] }));
+        }
         if let Some(n) = general_not {
             rest.remove("not");
             parts.push(self.negate(n, &format!("{ptr}/not"))?);
@@ -514,6 +535,42 @@ impl<'a> Compiler<'a> {
         }
         parts.insert(0, Value::Object(rest));
         Ok(Some(serde_json::json!({ "allOf": parts })))
+    }
+
+    /// Schema dependencies: `dependentSchemas` (2019-09 on), or the entries
+    /// of `dependencies` that are schemas (drafts 4-7), with the keyword.
+    fn schema_dependencies(
+        &self,
+        obj: &Map<String, Value>,
+        ptr: &str,
+    ) -> Result<(&'static str, Vec<(String, Value)>)> {
+        let key = if self.legacy_draft {
+            "dependencies"
+        } else {
+            "dependentSchemas"
+        };
+        let deps = match obj.get(key) {
+            None => return Ok((key, Vec::new())),
+            Some(Value::Object(d)) => d,
+            Some(_) => {
+                return refuse(
+                    &format!("{ptr}/{key}"),
+                    format!("`{key}` must be an object"),
+                )
+            }
+        };
+        let mut out = Vec::new();
+        for (name, v) in deps {
+            match v {
+                Value::Object(_) | Value::Bool(_) => out.push((name.clone(), v.clone())),
+                Value::Array(_) if self.legacy_draft => {} // member dependencies
+                _ => {
+                    let at = format!("{ptr}/{key}/{}", pointer_part(name));
+                    return refuse(&at, "a schema dependency must be a schema");
+                }
+            }
+        }
+        Ok((key, out))
     }
 
     /// A schema of the values `v` (at `ptr`) rejects (see `negate`).
@@ -1840,10 +1897,8 @@ impl<'a> Compiler<'a> {
         for (name, v) in deps {
             let here = format!("{at}/{}", pointer_part(name));
             let Value::Array(names) = v else {
-                return refuse(
-                    &here,
-                    "schema dependencies (`dependentSchemas`) are not supported yet",
-                );
+                // A schema dependency: rewritten before (`rewrite_negations`).
+                return refuse(&here, "`dependentRequired` entries must be arrays of names");
             };
             let mut names = names
                 .iter()
@@ -2156,6 +2211,7 @@ const TYPE_KEYWORDS: &[&str] = &[
     "dependentRequired",
     // A keyword in drafts 4-7 only (an annotation later), but merges keep it.
     "dependencies",
+    "dependentSchemas",
     "items",
     "prefixItems",
     "additionalItems",
