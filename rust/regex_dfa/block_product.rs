@@ -406,21 +406,9 @@ pub(super) fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Option<ByteDfa
 
 #[cfg(test)]
 mod tests {
+    use super::super::periodic::tests::{d, shared};
     use super::super::tests::same_language;
     use super::*;
-
-    fn d(p: &str) -> ByteDfa {
-        ByteDfa::new(p).unwrap()
-    }
-
-    /// `ch{min,max}` with its copies shared in a block.
-    fn shared(ch: &str, min: u32, max: u32) -> ByteDfa {
-        let r = ByteDfa::repeat_sharing(&d(ch), min, Some(max), 0)
-            .unwrap()
-            .unwrap();
-        assert!(r.periodic.is_some());
-        r
-    }
 
     fn table(x: &ByteDfa) -> Option<ByteDfa> {
         x.periodic.as_ref().map(|_| x.materialized().unwrap())

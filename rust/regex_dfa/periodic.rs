@@ -444,16 +444,16 @@ impl ByteDfa {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::super::tests::same_language;
     use super::*;
 
-    fn d(p: &str) -> ByteDfa {
+    pub(crate) fn d(p: &str) -> ByteDfa {
         ByteDfa::new(p).unwrap()
     }
 
     /// `ch{min,max}` with every copy it can share in a block.
-    fn shared(ch: &str, min: u32, max: u32) -> ByteDfa {
+    pub(crate) fn shared(ch: &str, min: u32, max: u32) -> ByteDfa {
         let r = ByteDfa::repeat_sharing(&d(ch), min, Some(max), 0)
             .unwrap()
             .unwrap();
