@@ -8,6 +8,14 @@
 //! found once; its copies are the operand's, less a tail near the end of
 //! the count where a place may no longer reach an accepting state in time.
 //! The tail is laid out as table rows, with exact liveness.
+//!
+//! Why that is exact: a way to accept from a place, in any copy, read with
+//! copies forgotten is a way through the places (the operand's last copy
+//! has the block's steps less those into a next copy, and a dead operand
+//! kills an intersection), so a place with no such way is dead in every
+//! copy; one whose way takes k steps into next copies is live in every copy
+//! at least k before the end. (For `a` and-not a blocked `b`, `b` dying
+//! past the count is a way in, and those products are laid out.)
 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
