@@ -309,17 +309,9 @@ impl ByteDfa {
                 trans[c * stride + k] = class[self.trans[s * stride + k] as usize];
             }
         }
-        let (class_size, representative) = self.class_bytes();
-        Table {
-            classes: self.classes,
-            class_size,
-            representative,
-            trans,
-            accepting,
-            start: class[self.start as usize],
-        }
-        .reachable()
-        .pruned()
+        self.table(trans, accepting, class[self.start as usize])
+            .reachable()
+            .pruned()
     }
 
     /// `a` then `b` (see `concat_all`).
@@ -331,11 +323,12 @@ impl ByteDfa {
     /// deterministic: no byte that extends an accepted string of a part can
     /// start what follows it (the next part, and those after it while the
     /// parts between match the empty string), so each part ends exactly
-    /// where the next begins. When it is not, a subset construction over
-    /// the parts' states (`subset`), or None where that grows too large
-    /// (the caller then builds from the regex). Every state of the result can still reach an
-    /// accepting one, so no pruning pass is needed. The first part with a
-    /// block of shared copies (`repeat`) keeps it; others are laid out.
+    /// where the next begins; every state of the result can then still
+    /// reach an accepting one, so no pruning pass is needed. The first part
+    /// with a block of shared copies (`repeat`) keeps it; others are laid
+    /// out. When it is not deterministic, a subset construction over the
+    /// parts' states (`subset`), or None where that grows too large (the
+    /// caller then builds from the regex).
     pub fn concat_all(parts: &[&ByteDfa]) -> Result<Option<Self>> {
         let k = parts.len();
         // What can start after part i, and whether all after it are nullable.
@@ -470,13 +463,20 @@ impl ByteDfa {
 
     /// Each class's size and its smallest byte.
     fn class_bytes(&self) -> (Vec<usize>, Vec<u8>) {
-        let mut class_size = vec![0usize; self.stride];
-        let mut representative = vec![0u8; self.stride];
-        for b in (0..=255u8).rev() {
-            representative[self.classes[b as usize] as usize] = b;
-            class_size[self.classes[b as usize] as usize] += 1;
+        class_bytes_of(&self.classes, self.stride)
+    }
+
+    /// A table of rows over this automaton's byte classes.
+    fn table(&self, trans: Vec<u32>, accepting: Vec<bool>, start: u32) -> Table {
+        let (class_size, representative) = self.class_bytes();
+        Table {
+            classes: self.classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start,
         }
-        (class_size, representative)
     }
 
     /// The class of `byte`: bytes of one class step alike from every state.
@@ -827,13 +827,20 @@ fn refined_classes(parts: &[&ByteDfa]) -> ([u8; 256], Vec<usize>, Vec<u8>) {
         classes = refined;
     }
     let count = classes.iter().map(|&c| c as usize + 1).max().unwrap_or(1);
+    let (class_size, representative) = class_bytes_of(&classes, count);
+    (classes, class_size, representative)
+}
+
+/// For byte classes `classes` (numbered below `count`): each class's size
+/// and its smallest byte.
+fn class_bytes_of(classes: &[u8; 256], count: usize) -> (Vec<usize>, Vec<u8>) {
     let mut class_size = vec![0usize; count];
     let mut representative = vec![0u8; count];
     for b in (0..=255u8).rev() {
         representative[classes[b as usize] as usize] = b;
         class_size[classes[b as usize] as usize] += 1;
     }
-    (classes, class_size, representative)
+    (class_size, representative)
 }
 
 /// Refuses a table of `states` rows of `stride` words over the size bound.
@@ -1028,8 +1035,8 @@ pub const LARGE_REPEAT: u32 = 8;
 /// it holds a large counted repetition and that is exact: a pattern such as
 /// `[<600 Unicode ranges>]{1,200}` took regex-automata 400 ms to
 /// determinize, but is 200 copies of one small class automaton. None when
-/// the pattern has no such repetition or the parts do not join
-/// deterministically (the caller then determinizes it whole).
+/// the pattern has no such repetition or its parts do not compose (the
+/// caller then determinizes it whole).
 fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
     // Most patterns have no large count: skip parsing them twice.
     let has_large_count = pattern.split('{').skip(1).any(|rest| {

@@ -7,7 +7,7 @@
 //! `maxLength: 32767` is 32767 copies of a 15-state character automaton: as
 //! a table, 60 MiB written in 200 ms; as a block, 15 rows.
 
-use super::{check_size, forced_bytes, ByteDfa, Error, Result, Table, DEAD};
+use super::{check_size, forced_bytes, ByteDfa, Error, Result, DEAD};
 
 /// Copies laid out as rows cost this many bytes before their block is kept
 /// shared instead: 32 copies of a JSON string character. Block states step
@@ -151,7 +151,7 @@ impl Periodic {
     }
 
     fn slot(&self, state: u32) -> usize {
-        ((state - self.first) & ((1 << self.shift) - 1)) as usize
+        self.coords(state).1 as usize
     }
 
     /// A length up to which block states `p` and `q` agree on every
@@ -273,10 +273,7 @@ impl ByteDfa {
     #[cold]
     #[inline(never)]
     pub(super) fn block_target(&self, state: u32, class: usize) -> u32 {
-        match &self.periodic {
-            Some(p) => p.target(state, class, self.stride),
-            None => panic!("state {state} is not a state of this automaton"),
-        }
+        self.block().target(state, class, self.stride)
     }
 
     /// The same automaton with every state a table row.
@@ -293,18 +290,10 @@ impl ByteDfa {
             trans.extend((0..self.stride).map(|c| if used { self.target(q, c) } else { DEAD }));
             accepting.push(used && self.is_accepting(q));
         }
-        let (class_size, representative) = self.class_bytes();
-        Table {
-            classes: self.classes,
-            class_size,
-            representative,
-            trans,
-            accepting,
-            start: self.start,
-        }
-        .reachable()
-        .pruned()
-        .ok_or_else(|| Error::Compile("a repetition matches no string".into()))
+        self.table(trans, accepting, self.start)
+            .reachable()
+            .pruned()
+            .ok_or_else(|| Error::Compile("a repetition matches no string".into()))
     }
 
     /// `y` repeated `min` to `max` times (None: no upper bound), built
@@ -397,7 +386,7 @@ impl ByteDfa {
                 }
             }
         }
-        let (class_size, representative) = y.class_bytes();
+        let table = y.table(trans, accepting, 1);
         let periodic = (shared > 0).then(|| {
             // A block copy accepts where y does (it is past `min`) and
             // always has a next copy.
@@ -414,8 +403,8 @@ impl ByteDfa {
             }
             let accepting: Vec<bool> = (1..=m as u32).map(|s| y.is_accepting(s)).collect();
             let classes = JoinedClasses {
-                class_size: &class_size,
-                representative: &representative,
+                class_size: &table.class_size,
+                representative: &table.representative,
             };
             let after_last = (1..=m as u32).map(|s| id(b, s)).collect();
             Periodic::new(
@@ -429,15 +418,7 @@ impl ByteDfa {
         });
         // Every (copy, state) can finish its copy and the copies still
         // needed, so no pruning pass is needed.
-        let mut dfa = Table {
-            classes: y.classes,
-            class_size,
-            representative,
-            trans,
-            accepting,
-            start: 1,
-        }
-        .finish();
+        let mut dfa = table.finish();
         dfa.periodic = periodic.map(Box::new);
         Ok(Some(dfa))
     }
