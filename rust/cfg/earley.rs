@@ -20,8 +20,10 @@ use crate::regex_dfa::DEAD;
 
 /// Bound on items in one Earley set (per-byte parser work is bounded by it).
 pub const MAX_ITEMS_PER_SET: usize = 200_000;
-/// Items a closure's table is first sized for.
-const CLOSURE_CAPACITY: usize = 64;
+/// Sets up to this many items are deduplicated by a scan of their items;
+/// past it, by a hash table. Most sets are small (a JSON grammar's hold about
+/// ten items), and there a scan beats building and hashing into a table.
+const SCANNED_ITEMS: usize = 32;
 /// Bound on concurrent lexeme scans.
 pub const MAX_FRONTIER: usize = 20_000;
 
@@ -87,6 +89,54 @@ impl ChartRead for ChartView<'_> {
     }
 }
 
+/// The items of a set being built, each once.
+struct ItemList {
+    items: Vec<Item>,
+    /// Every item of `items`, once there are more than `SCANNED_ITEMS`.
+    table: Option<HashSet<Item>>,
+}
+
+impl ItemList {
+    fn new() -> Self {
+        ItemList {
+            items: Vec::new(),
+            table: None,
+        }
+    }
+
+    /// `items`, which must be distinct.
+    fn of(items: Vec<Item>) -> Self {
+        let table = (items.len() > SCANNED_ITEMS).then(|| items.iter().copied().collect());
+        ItemList { items, table }
+    }
+
+    fn contains(&self, x: &Item) -> bool {
+        match &self.table {
+            Some(t) => t.contains(x),
+            None => self.items.contains(x),
+        }
+    }
+
+    /// Adds `x` unless it is there already.
+    fn insert(&mut self, x: Item) {
+        match &mut self.table {
+            Some(t) => {
+                if t.insert(x) {
+                    self.items.push(x);
+                }
+            }
+            None => {
+                if !self.items.contains(&x) {
+                    self.items.push(x);
+                    if self.items.len() > SCANNED_ITEMS {
+                        self.table = Some(self.items.iter().copied().collect());
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl Cfg {
     fn next_sym(&self, it: &Item) -> Option<Sym> {
         self.rules[it.rule as usize]
@@ -107,60 +157,39 @@ impl Cfg {
         cur: u32,
         kernel: Vec<Item>,
     ) -> Result<(EarleySet, Vec<Scan>, bool)> {
-        // Sized for a typical closure: growing the table was a sixth of
-        // the closure's time.
-        let mut seen: HashSet<Item> = HashSet::with_capacity_and_hasher(
-            CLOSURE_CAPACITY.max(4 * kernel.len()),
-            Default::default(),
-        );
-        seen.extend(kernel.iter().copied());
-        let mut items = kernel;
+        let mut set = ItemList::of(kernel);
         let mut waiting: Vec<u32> = Vec::new();
         let mut i = 0;
-        while i < items.len() {
-            let it = items[i];
+        while i < set.items.len() {
+            let it = set.items[i];
             i += 1;
-            let mut add = |x: Item, items: &mut Vec<Item>| {
-                if seen.insert(x) {
-                    items.push(x);
-                }
-            };
             match self.next_sym(&it) {
                 Some(sym @ (Sym::N(b) | Sym::P(b, _))) => {
                     let members = sym.member_set(it.members);
                     for &r in &self.by_lhs[b as usize] {
                         if self.admits(self.rules[r as usize].guard, members) {
-                            add(
-                                Item {
-                                    rule: r,
-                                    dot: 0,
-                                    origin: cur,
-                                    members,
-                                },
-                                &mut items,
-                            );
+                            set.insert(Item {
+                                rule: r,
+                                dot: 0,
+                                origin: cur,
+                                members,
+                            });
                         }
                     }
                     if self.nullable[b as usize] {
-                        add(
-                            Item {
-                                dot: it.dot + 1,
-                                ..it
-                            },
-                            &mut items,
-                        );
+                        set.insert(Item {
+                            dot: it.dot + 1,
+                            ..it
+                        });
                     }
                 }
                 Some(Sym::T(l)) => {
                     waiting.push(l);
                     if self.lexeme_nullable(l) {
-                        add(
-                            Item {
-                                dot: it.dot + 1,
-                                ..it
-                            },
-                            &mut items,
-                        );
+                        set.insert(Item {
+                            dot: it.dot + 1,
+                            ..it
+                        });
                     }
                 }
                 None if it.origin != cur => {
@@ -172,19 +201,16 @@ impl Cfg {
                         if parent.and_then(Sym::nonterminal) == Some(lhs)
                             && parent.map(|s| s.member_set(p.members)) == Some(it.members)
                         {
-                            add(
-                                Item {
-                                    dot: p.dot + 1,
-                                    ..*p
-                                },
-                                &mut items,
-                            );
+                            set.insert(Item {
+                                dot: p.dot + 1,
+                                ..*p
+                            });
                         }
                     }
                 }
                 None => {}
             }
-            if items.len() > MAX_ITEMS_PER_SET {
+            if set.items.len() > MAX_ITEMS_PER_SET {
                 return Err(Error::LimitExceeded(format!(
                     "parser state exceeds {MAX_ITEMS_PER_SET} items (grammar too ambiguous)"
                 )));
@@ -207,13 +233,13 @@ impl Cfg {
                 })
             })
             .collect();
-        let accepting = seen.contains(&Item {
+        let accepting = set.contains(&Item {
             rule: self.start_rule(),
             dot: 1,
             origin: 0,
             members: 0,
         });
-        Ok((EarleySet { items }, frontier, accepting))
+        Ok((EarleySet { items: set.items }, frontier, accepting))
     }
 
     /// The state before any byte; its set 0 goes into `chart`.
@@ -266,27 +292,23 @@ impl Cfg {
         cur: u32,
         done: &[(u32, u32)],
     ) -> Result<(EarleySet, Vec<Scan>, bool)> {
-        let mut kernel = Vec::new();
-        let mut seen = HashSet::with_capacity_and_hasher(CLOSURE_CAPACITY, Default::default());
+        let mut kernel = ItemList::new();
         for &(l, o) in done {
             let ignored = self.ignore.contains(&l);
             for p in &chart.set(o).items {
-                if ignored && seen.insert(*p) {
+                if ignored {
                     // An ignored lexeme leaves the parse where it was.
-                    kernel.push(*p);
+                    kernel.insert(*p);
                 }
                 if self.next_sym(p) == Some(Sym::T(l)) {
-                    let x = Item {
+                    kernel.insert(Item {
                         dot: p.dot + 1,
                         ..*p
-                    };
-                    if seen.insert(x) {
-                        kernel.push(x);
-                    }
+                    });
                 }
             }
         }
-        self.closure(chart, cur, kernel)
+        self.closure(chart, cur, kernel.items)
     }
 
     /// Reads `bytes` from `st`, appending new sets to `chart` (which must hold
