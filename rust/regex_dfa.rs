@@ -18,6 +18,7 @@ use regex_syntax::hir::{Hir, HirKind};
 use crate::error::{Error, Result};
 
 mod block_product;
+mod minimize;
 mod periodic;
 mod subset;
 use periodic::{check_states, JoinedClasses, Periodic};
@@ -46,6 +47,8 @@ pub struct ByteDfa {
     /// The states past the table's rows: copies of a long counted
     /// repetition that share one block of rows (see `repeat`).
     periodic: Option<Box<Periodic>>,
+    /// Made by `minimized`: no two states are equivalent.
+    minimal: bool,
 }
 
 impl ByteDfa {
@@ -253,53 +256,19 @@ impl ByteDfa {
         .pruned()
     }
 
-    /// The same language with equivalent states merged (Moore's partition
-    /// refinement), or None when that would cost more than `work_limit`
-    /// steps (states x byte classes x rounds).
+    /// The same language with equivalent states merged (Hopcroft's
+    /// partition refinement, `minimize`), or None when that would cost
+    /// more than `work_limit` steps (predecessors visited; building them
+    /// costs states x byte classes, which must be within the limit too).
     pub fn minimized(&self, work_limit: usize) -> Option<Self> {
         let n = self.num_states();
         let stride = self.stride;
-        // A round costs n x stride: one over the limit is not started. A
-        // block of shared copies is a long count, minimal as it is.
+        // A block of shared copies is a long count, minimal as it is.
         if n * stride > work_limit || self.periodic.is_some() {
             return None;
         }
-        // Round 0: dead / live-not-accepting / accepting.
-        let mut class: Vec<u32> = (0..n)
-            .map(|s| match (s, self.accepting[s]) {
-                (0, _) => 0,
-                (_, false) => 1,
-                (_, true) => 2,
-            })
-            .collect();
-        let mut count = 0;
-        let mut work = 0usize;
-        loop {
-            let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
-            ids.insert(vec![0; stride + 1], 0); // the dead state keeps id 0
-            let mut next = vec![0u32; n];
-            for s in 1..n {
-                let mut sig = Vec::with_capacity(stride + 1);
-                sig.push(class[s]);
-                sig.extend(
-                    self.trans[s * stride..][..stride]
-                        .iter()
-                        .map(|&t| class[t as usize]),
-                );
-                let fresh = ids.len() as u32;
-                next[s] = *ids.entry(sig).or_insert(fresh);
-            }
-            work += n * stride;
-            let new_count = ids.len();
-            class = next;
-            if new_count == count {
-                break;
-            }
-            if work > work_limit {
-                return None;
-            }
-            count = new_count;
-        }
+        let (class, count) =
+            minimize::equivalence_classes(&self.trans, stride, &self.accepting, work_limit)?;
         let mut trans = vec![DEAD; count * stride];
         let mut accepting = vec![false; count];
         for s in 1..n {
@@ -309,9 +278,17 @@ impl ByteDfa {
                 trans[c * stride + k] = class[self.trans[s * stride + k] as usize];
             }
         }
-        self.table(trans, accepting, class[self.start as usize])
+        let mut m = self
+            .table(trans, accepting, class[self.start as usize])
             .reachable()
-            .pruned()
+            .pruned()?;
+        m.minimal = true;
+        Some(m)
+    }
+
+    /// Whether `minimized` made this automaton (so it cannot shrink).
+    pub fn is_minimal(&self) -> bool {
+        self.minimal
     }
 
     /// `a` then `b` (see `concat_all`).
@@ -995,6 +972,7 @@ impl Table {
             start,
             after_accepting: std::sync::OnceLock::new(),
             periodic: None,
+            minimal: false,
         }
     }
 }

@@ -558,6 +558,9 @@ fn minimal_if_cheap(d: ByteDfa) -> ByteDfa {
 
 /// `d` minimized, when that takes at most `work` steps and merges states.
 fn fewer_states(d: &ByteDfa, work: usize) -> Option<ByteDfa> {
+    if d.is_minimal() {
+        return None;
+    }
     d.minimized(work)
         .filter(|m| m.num_states() < d.num_states())
 }
