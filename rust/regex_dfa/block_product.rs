@@ -240,6 +240,10 @@ impl Explorer<'_> {
 /// blocks, or the product enters the block near its end) and the plain
 /// product is built instead.
 pub(super) fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Option<ByteDfa>> {
+    if op == Op::Or {
+        // Unions are of small alternatives: the plain product.
+        return Ok(None);
+    }
     // Past the last copy, a step that would go into a next copy leads to
     // the dead state: for `a` and-not a blocked `b`, the end of the count
     // is a way to accept that no copy shows, so the copies are laid out.
