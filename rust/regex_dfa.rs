@@ -55,10 +55,14 @@ impl ByteDfa {
     /// Compiles `pattern` (Rust `regex` syntax) for full-match use: a text
     /// is accepted if any way of matching the pattern spans all of it.
     pub fn new(pattern: &str) -> Result<Self> {
-        if let Some(d) = composed_from_hir(pattern)? {
+        let Some(hir) = hir_to_compose(pattern) else {
+            return Self::build(pattern, MatchKind::All);
+        };
+        if let Some(d) = compose_parsed(&hir)? {
             return Ok(d);
         }
-        Self::build(pattern, MatchKind::All)
+        // Parsed already: regex-automata starts from the syntax tree.
+        Self::from_dense(pattern, &build_dense_from_hir(pattern, &hir)?)
     }
 
     /// Compiles `pattern` with the match a backtracking engine such as
@@ -71,7 +75,11 @@ impl ByteDfa {
     }
 
     fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
-        let dfa = build_dense(pattern, kind)?;
+        Self::from_dense(pattern, &build_dense(pattern, kind)?)
+    }
+
+    /// `dfa`'s states reachable from its anchored start, as a table.
+    fn from_dense(pattern: &str, dfa: &dense::DFA<Vec<u32>>) -> Result<Self> {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| Error::Compile(format!("invalid regex {pattern:?}: {e}")))?;
@@ -1024,19 +1032,26 @@ fn forced_bytes(
 }
 
 /// Counted repetitions above this are joined copy by copy by
-/// `ByteDfa::repeat` when they can be (in patterns, `composed_from_hir`; in
+/// `ByteDfa::repeat` when they can be (in patterns, `compose_parsed`; in
 /// grammar nodes, `cfg::lower`): determinizing thousands of NFA copies
 /// (`maxLength: 8192`) took most of a second, and ten copies of a Unicode
 /// word and its spaces (`^(?:\S+\s+){0,9}\S+$`) 5 ms.
 pub const LARGE_REPEAT: u32 = 8;
 
-/// `pattern`'s DFA (full-match semantics) put together from its parts when
-/// it holds a large counted repetition and that is exact: a pattern such as
-/// `[<600 Unicode ranges>]{1,200}` took regex-automata 400 ms to
-/// determinize, but is 200 copies of one small class automaton. None when
-/// the pattern has no such repetition or its parts do not compose (the
-/// caller then determinizes it whole).
+/// `pattern`'s DFA as `ByteDfa::new` composes it, or None where it
+/// determinizes it whole.
+#[cfg(test)]
 fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
+    match hir_to_compose(pattern) {
+        Some(hir) => compose_parsed(&hir),
+        None => Ok(None),
+    }
+}
+
+/// `pattern`'s syntax tree when it may compose (a large count, or an
+/// alternation with loops); None otherwise or when it does not parse
+/// (`build` reports the error).
+fn hir_to_compose(pattern: &str) -> Option<Hir> {
     // Most patterns have no large count: skip parsing them twice.
     let has_large_count = pattern.split('{').skip(1).any(|rest| {
         let bounds: String = rest
@@ -1049,21 +1064,27 @@ fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
     });
     let may_search = pattern.contains('|') && (pattern.contains('*') || pattern.contains('+'));
     if !has_large_count && !may_search {
-        return Ok(None);
+        return None;
     }
-    let Ok(hir) = regex_syntax::ParserBuilder::new()
+    regex_syntax::ParserBuilder::new()
         .unicode(true)
         .utf8(true)
         .build()
         .parse(pattern)
-    else {
-        return Ok(None); // build() reports the error
-    };
+        .ok()
+}
+
+/// `hir`'s DFA (full-match semantics) put together from its parts where
+/// that is exact and cheaper: a pattern such as `[<600 Unicode
+/// ranges>]{1,200}` took regex-automata 400 ms to determinize, but is 200
+/// copies of one small class automaton (see also `union_of`). None where it
+/// does not compose (the caller then determinizes it whole).
+fn compose_parsed(hir: &Hir) -> Result<Option<ByteDfa>> {
     // An assertion looks across the parts: those are determinized whole.
-    if has_look(&hir) {
+    if has_look(hir) {
         return Ok(None);
     }
-    compose_hir(&hir)
+    compose_hir(hir)
 }
 
 fn has_large_repeat(hir: &Hir) -> bool {
@@ -1217,8 +1238,8 @@ fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
     }
 }
 
-fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
-    let config = dense::Config::new()
+fn dense_config(kind: MatchKind) -> dense::Config {
+    dense::Config::new()
         // All keeps every alternative alive (full-match semantics: `a|ab`
         // accepts "ab"); LeftmostFirst drops what a backtracking engine would
         // not prefer once it has a match.
@@ -1227,25 +1248,46 @@ fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
         .byte_classes(true)
         .minimize(false)
         .dfa_size_limit(Some(DFA_SIZE_LIMIT))
-        .determinize_size_limit(Some(DFA_SIZE_LIMIT));
+        .determinize_size_limit(Some(DFA_SIZE_LIMIT))
+}
+
+fn thompson_config() -> thompson::Config {
+    thompson::Config::new().nfa_size_limit(Some(NFA_SIZE_LIMIT))
+}
+
+fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
     dense::Builder::new()
-        .configure(config)
+        .configure(dense_config(kind))
         .syntax(syntax::Config::new().unicode(true).utf8(true))
-        .thompson(thompson::Config::new().nfa_size_limit(Some(NFA_SIZE_LIMIT)))
+        .thompson(thompson_config())
         .build(pattern)
-        .map_err(|e| {
-            let mut msg = format!("invalid regex {pattern:?}: {e}");
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg.push_str(&format!(": {s}"));
-                src = s.source();
-            }
-            if msg.contains("exceeded") || msg.contains("size limit") {
-                Error::LimitExceeded(msg)
-            } else {
-                Error::Compile(msg)
-            }
-        })
+        .map_err(|e| build_error(pattern, &e))
+}
+
+/// `build_dense` (full-match semantics) from `pattern`'s syntax tree.
+fn build_dense_from_hir(pattern: &str, hir: &Hir) -> Result<dense::DFA<Vec<u32>>> {
+    let nfa = thompson::Compiler::new()
+        .configure(thompson_config())
+        .build_from_hir(hir)
+        .map_err(|e| build_error(pattern, &e))?;
+    dense::Builder::new()
+        .configure(dense_config(MatchKind::All))
+        .build_from_nfa(&nfa)
+        .map_err(|e| build_error(pattern, &e))
+}
+
+fn build_error(pattern: &str, e: &dyn std::error::Error) -> Error {
+    let mut msg = format!("invalid regex {pattern:?}: {e}");
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    if msg.contains("exceeded") || msg.contains("size limit") {
+        Error::LimitExceeded(msg)
+    } else {
+        Error::Compile(msg)
+    }
 }
 
 /// Backward reachability from accepting states.
