@@ -285,10 +285,40 @@ fn ecma_shorthands(pattern: &str) -> String {
     out
 }
 
+/// Translations kept by `pattern_regex`, by pattern.
+static PATTERN_REGEXES: std::sync::Mutex<Option<PatternCache>> = std::sync::Mutex::new(None);
+/// Bound on the translations kept (their text and their patterns').
+const PATTERN_CACHE_BYTES: usize = 16 << 20;
+
+#[derive(Default)]
+struct PatternCache {
+    map: std::collections::HashMap<String, Result<String, String>>,
+    bytes: usize,
+}
+
 /// A JSON Schema `pattern` (ECMA-262 flavour, search semantics) as a regex
 /// over the encoded string contents. Lookarounds, backreferences, word
-/// boundaries and anchors inside repetitions are refused.
+/// boundaries and anchors inside repetitions are refused. Translations are
+/// kept: a schema that refers to one definition from many places asks for
+/// its patterns each time, and parsing them was a third of its compile.
 pub fn pattern_regex(pattern: &str) -> Result<String, String> {
+    let lock = || PATTERN_REGEXES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(kept) = lock().as_ref().and_then(|c| c.map.get(pattern)) {
+        return kept.clone();
+    }
+    let translated = translate_pattern(pattern);
+    let size = pattern.len() + translated.as_ref().map_or_else(String::len, String::len);
+    let mut guard = lock();
+    let cache = guard.get_or_insert_with(PatternCache::default);
+    if cache.bytes + size > PATTERN_CACHE_BYTES {
+        *cache = PatternCache::default();
+    }
+    cache.bytes += size;
+    cache.map.insert(pattern.to_string(), translated.clone());
+    translated
+}
+
+fn translate_pattern(pattern: &str) -> Result<String, String> {
     let hir = regex_syntax::ParserBuilder::new()
         .build()
         .parse(&ecma_shorthands(pattern))
