@@ -148,7 +148,8 @@ impl ByteDfa {
     }
 
     /// The strings `a` accepts that `b` does (`Op::And`) or does not
-    /// (`Op::AndNot`) accept, by the product construction.
+    /// (`Op::AndNot`) accept, or that either accepts (`Op::Or`), by the
+    /// product construction.
     pub fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Self> {
         if let Some(d) = block_product::product(a, b, op)? {
             return Ok(d);
