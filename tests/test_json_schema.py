@@ -20,6 +20,7 @@ import math
 import os
 import random
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -294,6 +295,29 @@ def test_dict_and_json_text_compile_alike(byte_tok):
     schema = {"type": "integer", "maximum": 7}
     c = maskpar.compile_json_schema(byte_tok, schema, whitespace="compact")
     assert accepts(c, "7")
+
+
+def test_compiled_schemas_are_shared_by_content(byte_tok):
+    # A schema no other test compiles, so that its first compile is a miss.
+    schema = {"type": "object", "properties": {"cache-probe": {"type": "integer"}}}
+    before = maskpar.schema_cache_info()
+    first = maskpar.compile_json_schema(byte_tok, schema)
+    once = maskpar.schema_cache_info()
+    assert once["misses"] == before["misses"] + 1
+    # Threads asking for it again, as dict or as text, all get the kept one.
+    asks = [schema, json.dumps(schema)] * 4
+    with ThreadPoolExecutor(4) as pool:
+        grammars = list(pool.map(lambda s: maskpar.compile_json_schema(byte_tok, s), asks))
+    after = maskpar.schema_cache_info()
+    assert after["misses"] == once["misses"]
+    assert after["hits"] == once["hits"] + len(asks)
+    assert after["entries"] <= after["max_entries"]
+    # Other options are another grammar.
+    compact = maskpar.compile_json_schema(byte_tok, schema, whitespace="compact")
+    assert maskpar.schema_cache_info()["misses"] == once["misses"] + 1
+    for g in [first, *grammars]:
+        assert accepts(g, '{"cache-probe": 1}') and accepts(g, '{ "cache-probe" : 1 }')
+    assert accepts(compact, '{"cache-probe":1}') and not accepts(compact, '{ "cache-probe": 1}')
 
 
 def test_unsatisfiable_subschemas_prune_what_uses_them(byte_tok):

@@ -21,6 +21,7 @@ from ._core import (
     fill_next_token_bitmask_par_with_draft_tree,
     get_num_threads,
     grammar_aware_drafts,
+    schema_cache_info,
     set_num_threads,
 )
 from ._crossvocab import translate_tokens
@@ -44,6 +45,7 @@ __all__ = [
     "fill_next_token_bitmask_par_with_draft_tree",
     "get_num_threads",
     "grammar_aware_drafts",
+    "schema_cache_info",
     "set_num_threads",
     "translate_tokens",
 ]

@@ -128,6 +128,11 @@ def compile_json_schema(
     cannot be compiled exactly raise ValueError naming the keyword and its
     JSON pointer. Results are cached by content (thread-safe)."""
 
+def schema_cache_info() -> dict[str, int]:
+    """The compiled-schema cache's counters: ``hits`` (compiles answered from
+    the cache), ``misses`` (schemas compiled; refused ones are neither counted
+    nor kept), ``entries`` and ``max_entries`` (the oldest go first)."""
+
 def fill_next_token_bitmask_par(
     matchers: Sequence[tuple[Matcher, int]],
     bitmask: Bitmask,

@@ -3,7 +3,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::buffer::Bitmask;
-use super::grammar::{compile_grammar, compile_json_schema, compile_regex};
+use super::grammar::{compile_grammar, compile_json_schema, compile_regex, schema_cache_info};
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
 use std::sync::Arc;
@@ -310,6 +310,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(compile_regex, m)?)?;
     m.add_function(wrap_pyfunction!(compile_grammar, m)?)?;
     m.add_function(wrap_pyfunction!(compile_json_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(schema_cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmask_par, m)?)?;
     m.add_function(wrap_pyfunction!(
         fill_next_token_bitmask_par_with_draft_tokens,

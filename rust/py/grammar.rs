@@ -128,6 +128,28 @@ type SchemaKey = (usize, String, String);
 struct SchemaCache {
     map: HashMap<SchemaKey, Arc<CompiledGrammar>>,
     order: VecDeque<SchemaKey>,
+    /// Compiles answered from the cache, and schemas compiled for it.
+    hits: u64,
+    misses: u64,
+}
+
+/// The compiled-schema cache's counters: `hits` (compiles answered from
+/// the cache), `misses` (schemas compiled; refused ones are not counted or
+/// kept), `entries` and `max_entries`.
+#[pyfunction]
+pub fn schema_cache_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let (hits, misses, entries) = {
+        let guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .map_or((0, 0, 0), |c| (c.hits, c.misses, c.map.len()))
+    };
+    let info = PyDict::new(py);
+    info.set_item("hits", hits)?;
+    info.set_item("misses", misses)?;
+    info.set_item("entries", entries)?;
+    info.set_item("max_entries", SCHEMA_CACHE_ENTRIES)?;
+    Ok(info)
 }
 
 /// JSON's whitespace characters: what indents and separators may add.
@@ -235,8 +257,12 @@ pub fn compile_json_schema(
     let vocab = tokenizer.vocab.clone();
     let key: SchemaKey = (Arc::as_ptr(&vocab) as usize, text, format!("{opts:?}"));
     let cached = {
-        let guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        guard.as_ref().and_then(|c| c.map.get(&key).cloned())
+        let mut guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_mut().and_then(|c| {
+            let g = c.map.get(&key).cloned()?;
+            c.hits += 1;
+            Some(g)
+        })
     };
     if let Some(g) = cached {
         return Ok(PyGrammar { inner: g });
@@ -250,6 +276,7 @@ pub fn compile_json_schema(
     let g = Arc::new(g);
     let mut guard = SCHEMA_CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(SchemaCache::default);
+    cache.misses += 1;
     if !cache.map.contains_key(&key) {
         if cache.order.len() >= SCHEMA_CACHE_ENTRIES {
             if let Some(old) = cache.order.pop_front() {
