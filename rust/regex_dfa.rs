@@ -1217,10 +1217,12 @@ fn union_of(hir: &Hir) -> Result<Option<ByteDfa>> {
         };
         acc = Some(match acc {
             None => d,
-            Some(a) => {
-                let u = ByteDfa::product(&a, &d, Op::Or)?;
-                u.minimized(ALTERNATION_MINIMIZE_WORK).unwrap_or(u)
-            }
+            Some(a) => match ByteDfa::product(&a, &d, Op::Or) {
+                Ok(u) => u.minimized(ALTERNATION_MINIMIZE_WORK).unwrap_or(u),
+                // Too large this way: the caller determinizes it whole.
+                Err(Error::LimitExceeded(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            },
         });
     }
     Ok(acc)
