@@ -253,3 +253,20 @@ def test_hostile_grammars_hit_documented_bounds(src, syntax, msg):
     tok = maskpar.Tokenizer.from_vocab([b"a", b"x", b"<e>"], [2])
     with pytest.raises(ValueError, match=msg):
         maskpar.compile_grammar(tok, src, syntax=syntax)
+
+
+def test_ambiguous_grammars_hit_the_item_bound_while_parsing():
+    """Each `a` adds an item per rule and origin: the parser refuses to go
+    past 200,000 items in a set (README, limits) after about 25 bytes. Each
+    of those bytes stays cheap: completions find the items waiting for a
+    nonterminal through the set's index (reading whole sets took minutes
+    per byte here, short of the bound)."""
+    rules = 4000
+    src = "root ::= " + " | ".join(f"r{i}" for i in range(rules)) + "\n"
+    src += "\n".join(f'r{i} ::= r{i} r{i} | "a"' for i in range(rules))
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"<e>"], [1])
+    m = maskpar.Matcher(maskpar.compile_grammar(tok, src, syntax="gbnf"))
+    with pytest.raises(ValueError, match="exceeds 200000 items"):
+        for _ in range(1000):
+            assert m.consume_token(0)
+    assert 20 < m.num_consumed < 1000

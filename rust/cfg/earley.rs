@@ -40,6 +40,35 @@ pub struct Item {
 #[derive(Debug, Default)]
 pub struct EarleySet {
     pub items: Vec<Item>,
+    /// In sets of more than `INDEXED_ITEMS` items: `(symbol key, item
+    /// index)` sorted by key (`Cfg::next_key`), so that completions and
+    /// scans find the items waiting for a symbol without reading the whole
+    /// set. Reading it whole for each completed item made a closure
+    /// quadratic in its size: an ambiguous grammar took minutes per byte
+    /// well under the item bound.
+    by_next: Option<Box<[(u32, u32)]>>,
+}
+
+/// Sets with more items than this are indexed by the symbol after the dot.
+const INDEXED_ITEMS: usize = 64;
+/// Marks terminals' keys apart from nonterminals' (both below 2^31).
+const TERMINAL_KEY: u32 = 1 << 31;
+
+impl EarleySet {
+    /// The items that may wait for the symbol with key `key` (all of them
+    /// in small sets): callers still check the symbol.
+    fn waiting_for(&self, key: u32) -> impl Iterator<Item = &Item> {
+        let (all, indexed): (&[Item], &[(u32, u32)]) = match &self.by_next {
+            None => (&self.items, &[]),
+            Some(ix) => {
+                let lo = ix.partition_point(|&(k, _)| k < key);
+                let hi = ix.partition_point(|&(k, _)| k <= key);
+                (&[], &ix[lo..hi])
+            }
+        };
+        all.iter()
+            .chain(indexed.iter().map(|&(_, i)| &self.items[i as usize]))
+    }
 }
 
 /// A lexeme being read: its DFA state and the set where it started.
@@ -145,6 +174,28 @@ impl Cfg {
             .copied()
     }
 
+    /// The index key of the symbol after `it`'s dot (see `EarleySet::by_next`).
+    fn next_key(&self, it: &Item) -> Option<u32> {
+        self.next_sym(it).map(|s| match s {
+            Sym::N(b) | Sym::P(b, _) => b,
+            Sym::T(l) => TERMINAL_KEY | l,
+        })
+    }
+
+    /// `items` as a set, indexed when large.
+    fn earley_set(&self, items: Vec<Item>) -> EarleySet {
+        let by_next = (items.len() > INDEXED_ITEMS).then(|| {
+            let mut ix: Vec<(u32, u32)> = items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, it)| Some((self.next_key(it)?, i as u32)))
+                .collect();
+            ix.sort_unstable();
+            ix.into_boxed_slice()
+        });
+        EarleySet { items, by_next }
+    }
+
     fn lexeme_nullable(&self, l: u32) -> bool {
         self.lexemes[l as usize].nullable()
     }
@@ -196,7 +247,7 @@ impl Cfg {
                     // Completions of empty spans (origin == cur) were already
                     // advanced at prediction time, as the nonterminal is nullable.
                     let lhs = self.rules[it.rule as usize].lhs;
-                    for p in &chart.set(it.origin).items {
+                    for p in chart.set(it.origin).waiting_for(lhs) {
                         let parent = self.next_sym(p);
                         if parent.and_then(Sym::nonterminal) == Some(lhs)
                             && parent.map(|s| s.member_set(p.members)) == Some(it.members)
@@ -239,7 +290,7 @@ impl Cfg {
             origin: 0,
             members: 0,
         });
-        Ok((EarleySet { items: set.items }, frontier, accepting))
+        Ok((self.earley_set(set.items), frontier, accepting))
     }
 
     /// The state before any byte; its set 0 goes into `chart`.
@@ -294,12 +345,11 @@ impl Cfg {
     ) -> Result<(EarleySet, Vec<Scan>, bool)> {
         let mut kernel = ItemList::new();
         for &(l, o) in done {
-            let ignored = self.ignore.contains(&l);
-            for p in &chart.set(o).items {
-                if ignored {
-                    // An ignored lexeme leaves the parse where it was.
-                    kernel.insert(*p);
-                }
+            if self.ignore.contains(&l) {
+                // An ignored lexeme leaves the parse where it was.
+                chart.set(o).items.iter().for_each(|p| kernel.insert(*p));
+            }
+            for p in chart.set(o).waiting_for(TERMINAL_KEY | l) {
                 if self.next_sym(p) == Some(Sym::T(l)) {
                     kernel.insert(Item {
                         dot: p.dot + 1,
