@@ -50,7 +50,7 @@ pub struct EarleySet {
 }
 
 /// Sets with more items than this are indexed by the symbol after the dot.
-const INDEXED_ITEMS: usize = 64;
+const INDEXED_ITEMS: usize = 256;
 /// Marks terminals' keys apart from nonterminals' (both below 2^31).
 const TERMINAL_KEY: u32 = 1 << 31;
 
