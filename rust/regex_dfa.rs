@@ -1100,18 +1100,18 @@ fn has_large_repeat(hir: &Hir) -> bool {
 /// Work bound on minimizing each union of alternatives (see `union_of`).
 const ALTERNATION_MINIMIZE_WORK: usize = 4_000_000;
 
-/// Whether `compose_hir` builds part `i` (`p`) of concatenation `parts`
-/// from its own parts.
-fn composes(parts: &[Hir], i: usize, p: &Hir) -> bool {
-    has_large_repeat(p) || searched_after_loop(parts, i, p)
+/// Whether `compose_hir` builds part `i` of concatenation `parts` from
+/// its own parts.
+fn composes(parts: &[Hir], i: usize) -> bool {
+    has_large_repeat(&parts[i]) || searched_after_loop(parts, i)
 }
 
-/// Whether part `i` (`p`) of `parts` is a search alternation right after
-/// a loop (see `union_of`).
-fn searched_after_loop(parts: &[Hir], i: usize, p: &Hir) -> bool {
+/// Whether part `i` of `parts` is a search alternation right after a loop
+/// (see `union_of`).
+fn searched_after_loop(parts: &[Hir], i: usize) -> bool {
     i > 0
         && matches!(parts[i - 1].kind(), HirKind::Repetition(r) if r.max.is_none())
-        && is_search_alternation(p)
+        && is_search_alternation(&parts[i])
 }
 
 /// An alternation at least two of whose alternatives loop before
@@ -1179,10 +1179,10 @@ fn compose_hir(hir: &Hir) -> Result<Option<ByteDfa>> {
             }
             Ok(part_dfa(&v[part])?.and_then(ByteDfa::or_empty))
         }
-        HirKind::Concat(parts) if parts.iter().enumerate().any(|(i, p)| composes(parts, i, p)) => {
+        HirKind::Concat(parts) if (0..parts.len()).any(|i| composes(parts, i)) => {
             let mut dfas = Vec::with_capacity(parts.len());
             for (i, p) in parts.iter().enumerate() {
-                let part = if searched_after_loop(parts, i, p) {
+                let part = if searched_after_loop(parts, i) {
                     union_of(p)?
                 } else {
                     part_dfa(p)?
@@ -1207,8 +1207,11 @@ fn compose_hir(hir: &Hir) -> Result<Option<ByteDfa>> {
 /// the union is one search for any of them. Elsewhere regex-automata is
 /// faster (the `uri` format's alternation).
 fn union_of(hir: &Hir) -> Result<Option<ByteDfa>> {
-    let HirKind::Alternation(v) = hir.kind() else {
-        return part_dfa(hir);
+    let v = match hir.kind() {
+        HirKind::Alternation(v) => v,
+        // `is_search_alternation` looks through groups too.
+        HirKind::Capture(c) => return union_of(&c.sub),
+        _ => return part_dfa(hir),
     };
     let mut acc: Option<ByteDfa> = None;
     for alt in v {
@@ -1436,6 +1439,7 @@ pub(crate) mod tests {
         let patterns = [
             "\"[A-Z_ ]*NEW[A-Z_ ]*\"|\"[A-Z_ ]*ON_NEW[A-Z_ ]*\"|\"[A-Z_ ]*EW_O[A-Z_ ]*\"",
             "x.*(?:a.*b|b.*a|ab*c)",
+            "x.*(a.*b|b.*a)y",
             "x(?:[ab]*aa[ab]*c|[ab]*bb[ab]+c)y",
             "\"[^\"]*\u{e9}[^\"]*\"|\"[^\"]*\u{fc}[^\"]*\"",
         ];
