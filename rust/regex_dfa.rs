@@ -74,6 +74,18 @@ impl ByteDfa {
         Self::build(pattern, MatchKind::LeftmostFirst)
     }
 
+    /// `first_match` of a pattern that may also match bytes outside UTF-8
+    /// (`(?-u:\xFF)`), which callers use as markers no text contains.
+    pub fn first_match_with_markers(pattern: &str) -> Result<Self> {
+        let dfa = dense::Builder::new()
+            .configure(dense_config(MatchKind::LeftmostFirst))
+            .syntax(syntax::Config::new().unicode(true).utf8(false))
+            .thompson(thompson_config())
+            .build(pattern)
+            .map_err(|e| build_error(pattern, &e))?;
+        Self::from_dense(pattern, &dfa)
+    }
+
     fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
         Self::from_dense(pattern, &build_dense(pattern, kind)?)
     }
@@ -263,6 +275,85 @@ impl ByteDfa {
         }
         .reachable()
         .pruned()
+    }
+
+    /// The same language with each state split by a value computed over
+    /// the text read: `count(value, byte)` is the value after `byte` (the
+    /// start's is `start`); bytes with different `kind`s may change it
+    /// differently, bytes of the same kind (and class) alike. Also returns
+    /// each state's value. At most `max_states` states, else LimitExceeded.
+    pub fn counted(
+        &self,
+        start: u32,
+        kind: impl Fn(u8) -> u32,
+        max_states: usize,
+        count: impl Fn(u32, u8) -> u32,
+    ) -> Result<(ByteDfa, Vec<u32>)> {
+        let mut key_class: HashMap<(u8, u32), u8> = HashMap::default();
+        let mut classes = [0u8; 256];
+        let mut representative: Vec<u8> = Vec::new();
+        let mut class_size: Vec<usize> = Vec::new();
+        for b in 0..=255u8 {
+            let key = (self.classes[b as usize], kind(b));
+            let c = *key_class.entry(key).or_insert_with(|| {
+                representative.push(b);
+                class_size.push(0);
+                (representative.len() - 1) as u8
+            });
+            classes[b as usize] = c;
+            class_size[c as usize] += 1;
+        }
+        let stride = representative.len();
+        // States: (ours, value), numbered from 1 in breadth-first order.
+        let mut ids: HashMap<(u32, u32), u32> = HashMap::default();
+        let mut order: Vec<(u32, u32)> = vec![(DEAD, 0), (self.start, start)];
+        ids.insert((self.start, start), 1);
+        let mut trans = vec![DEAD; 2 * stride];
+        let mut next = 1;
+        while next < order.len() {
+            let (q, v) = order[next];
+            for (c, &b) in representative.iter().enumerate() {
+                let q2 = self.step(q, b);
+                if q2 == DEAD {
+                    continue;
+                }
+                let key = (q2, count(v, b));
+                let id = match ids.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        if order.len() >= max_states {
+                            return Err(Error::LimitExceeded(format!(
+                                "a counted lexeme needs more than {max_states} states"
+                            )));
+                        }
+                        let id = order.len() as u32;
+                        ids.insert(key, id);
+                        order.push(key);
+                        trans.resize(trans.len() + stride, DEAD);
+                        id
+                    }
+                };
+                trans[next * stride + c] = id;
+            }
+            next += 1;
+        }
+        let accepting = order
+            .iter()
+            .map(|&(q, _)| q != DEAD && self.is_accepting(q))
+            .collect();
+        let values = order.iter().map(|&(_, v)| v).collect();
+        // Every state reaches a match (ours does, and the count never
+        // blocks a byte), so the table needs no pruning.
+        let dfa = Table {
+            classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: 1,
+        }
+        .finish();
+        Ok((dfa, values))
     }
 
     /// The same language with equivalent states merged (Hopcroft's

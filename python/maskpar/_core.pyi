@@ -101,10 +101,16 @@ class Matcher:
 def compile_regex(tokenizer: Tokenizer, pattern: str) -> Grammar:
     """Compiles a regex (Rust ``regex`` syntax) with full-match semantics."""
 
-def compile_grammar(tokenizer: Tokenizer, source: str, syntax: str = "auto") -> Grammar:
+def compile_grammar(
+    tokenizer: Tokenizer, source: str, syntax: str = "auto", *, start: str | None = None
+) -> Grammar:
     """Compiles a context-free grammar: ``syntax`` is "gbnf" (start rule
     ``root``), "lark" (start rule ``start``) or "auto" (GBNF if the text has
-    ``::=`` rules, else Lark). Errors name the line and column."""
+    ``::=`` rules, else Lark); ``start`` names another start rule, as Lark's
+    ``start=`` option does (``"file_input"`` for Lark's ``python.lark``).
+    A Lark grammar that ``%declare``s ``_INDENT`` and ``_DEDENT`` gets Lark's
+    ``PythonIndenter`` run inside the parser, on its ``_NEWLINE`` (or
+    ``_NL``) terminal. Errors name the line and column."""
 
 def compile_json_schema(
     tokenizer: Tokenizer,

@@ -178,4 +178,21 @@ pub struct GrammarAst {
     pub ignore: Vec<Node>,
     pub start: String,
     pub lexing: Lexing,
+    /// Indentation tokens made by the parser (Lark's Python grammars).
+    pub indenter: Option<IndenterSpec>,
+}
+
+/// What Lark's `PythonIndenter` reads and makes, by terminal name.
+#[derive(Clone, Debug)]
+pub struct IndenterSpec {
+    /// The newline terminal whose text ends with the indentation.
+    pub newline: String,
+    /// The `%declare`d terminals the parser reads for deeper and shallower
+    /// indentation.
+    pub indent: String,
+    pub dedent: String,
+    /// Opening and closing brackets, as (terminal name, text): a bracket is
+    /// the terminal of that name or the anonymous literal.
+    pub open: Vec<(String, String)>,
+    pub close: Vec<(String, String)>,
 }

@@ -14,6 +14,7 @@ use rustc_hash::FxHashSet as HashSet;
 use std::sync::Arc;
 
 use super::ast::Lexing;
+use super::indent::Layout;
 use super::lower::{Cfg, Sym};
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -47,6 +48,8 @@ pub struct EarleySet {
     /// quadratic in its size: an ambiguous grammar took minutes per byte
     /// well under the item bound.
     by_next: Option<Box<[(u32, u32)]>>,
+    /// The indenter's state after this set's text (indenter grammars only).
+    pub layout: Layout,
 }
 
 /// Sets with more items than this are indexed by the symbol after the dot.
@@ -115,6 +118,57 @@ impl ChartRead for ChartView<'_> {
         } else {
             &self.ext[i - self.base.len()]
         }
+    }
+}
+
+/// `base`'s first `len` sets, then `ext` (sets made by one completion).
+struct Extended<'a, C: ?Sized> {
+    base: &'a C,
+    len: u32,
+    ext: &'a [EarleySet],
+}
+
+impl<C: ChartRead + ?Sized> ChartRead for Extended<'_, C> {
+    fn set(&self, i: u32) -> &EarleySet {
+        if i < self.len {
+            self.base.set(i)
+        } else {
+            &self.ext[(i - self.len) as usize]
+        }
+    }
+}
+
+/// The sets one completion adds: `before` (the indenter's tokens read
+/// first, each a set), then `set`, whose predicted lexemes start `scans`.
+#[derive(Debug)]
+pub struct Completion {
+    pub before: Vec<EarleySet>,
+    pub set: EarleySet,
+    pub scans: Vec<Scan>,
+    pub accepting: bool,
+}
+
+impl Completion {
+    /// A completion the indenter refuses: a set from which nothing goes on.
+    fn refused() -> Self {
+        Completion {
+            before: Vec::new(),
+            set: EarleySet::default(),
+            scans: Vec::new(),
+            accepting: false,
+        }
+    }
+
+    /// How many sets it adds (at least one).
+    pub fn sets(&self) -> u32 {
+        self.before.len() as u32 + 1
+    }
+
+    /// Pushes the sets onto `chart`.
+    pub fn push_sets(self, chart: &mut Chart) -> (Vec<Scan>, bool) {
+        chart.extend(self.before.into_iter().map(Arc::new));
+        chart.push(Arc::new(self.set));
+        (self.scans, self.accepting)
     }
 }
 
@@ -193,7 +247,11 @@ impl Cfg {
             ix.sort_unstable();
             ix.into_boxed_slice()
         });
-        EarleySet { items, by_next }
+        EarleySet {
+            items,
+            by_next,
+            layout: Layout::default(),
+        }
     }
 
     fn lexeme_nullable(&self, l: u32) -> bool {
@@ -268,8 +326,13 @@ impl Cfg {
             }
         }
         if self.lexing == Lexing::Longest {
-            // %ignore'd lexemes may start wherever a lexeme may.
+            // %ignore'd lexemes may start wherever a lexeme may, and so may
+            // the indenter's newline (Lark's lexer always accepts it: inside
+            // brackets it is skipped, elsewhere the parser must take it).
             waiting.extend_from_slice(&self.ignore);
+            if let Some(ind) = &self.indenter {
+                waiting.push(ind.newline);
+            }
         }
         waiting.sort_unstable();
         waiting.dedup();
@@ -336,13 +399,9 @@ impl Cfg {
         ends
     }
 
-    /// The new Earley set after lexemes `done` completed, numbered `cur`.
-    pub fn complete_lexemes(
-        &self,
-        chart: &(impl ChartRead + ?Sized),
-        cur: u32,
-        done: &[(u32, u32)],
-    ) -> Result<(EarleySet, Vec<Scan>, bool)> {
+    /// The kernel after lexemes `done` end: items waiting for each one
+    /// advanced over it; an ignored lexeme leaves its origin's items.
+    fn scanned(&self, chart: &(impl ChartRead + ?Sized), done: &[(u32, u32)]) -> Vec<Item> {
         let mut kernel = ItemList::new();
         for &(l, o) in done {
             if self.ignore.contains(&l) {
@@ -358,7 +417,104 @@ impl Cfg {
                 }
             }
         }
-        self.closure(chart, cur, kernel.items)
+        kernel.items
+    }
+
+    /// The sets after lexemes `done` end, the first numbered `cur`. `width`
+    /// is the indentation a newline lexeme ends with (indenter grammars,
+    /// where the newline then ends alone; 0 otherwise).
+    pub fn complete_lexemes(
+        &self,
+        chart: &(impl ChartRead + ?Sized),
+        cur: u32,
+        done: &[(u32, u32)],
+        width: u32,
+    ) -> Result<Completion> {
+        let Some(ind) = &self.indenter else {
+            let (set, scans, accepting) = self.closure(chart, cur, self.scanned(chart, done))?;
+            return Ok(Completion {
+                before: Vec::new(),
+                set,
+                scans,
+                accepting,
+            });
+        };
+        // Longest-match lexing: every lexeme started at the newest set.
+        let Some(&(_, origin)) = done.first() else {
+            return Ok(Completion::refused());
+        };
+        let layout = &chart.set(origin).layout;
+        let (kernel, after) = if done.iter().any(|&(l, _)| l == ind.newline) {
+            if layout.brackets == 0 {
+                let Some((tokens, after)) = ind.after_newline(layout, width) else {
+                    return Ok(Completion::refused());
+                };
+                return self.read_tokens(chart, cur, origin, &tokens, after);
+            }
+            // Inside brackets a newline is skipped.
+            (chart.set(origin).items.clone(), layout.clone())
+        } else {
+            let mut after = layout.clone();
+            for &(l, _) in done {
+                match ind.after_lexeme(&after, l) {
+                    Some(next) => after = next,
+                    None => return Ok(Completion::refused()),
+                }
+            }
+            (self.scanned(chart, done), after)
+        };
+        let (mut set, scans, accepting) = self.closure(chart, cur, kernel)?;
+        set.layout = after;
+        Ok(Completion {
+            before: Vec::new(),
+            set,
+            scans,
+            accepting,
+        })
+    }
+
+    /// Reads `tokens`, lexemes of no text, one after another from set
+    /// `origin`, each into a set of its own numbered from `cur`; the last
+    /// set's layout is `layout`.
+    fn read_tokens(
+        &self,
+        chart: &(impl ChartRead + ?Sized),
+        cur: u32,
+        origin: u32,
+        tokens: &[u32],
+        layout: Layout,
+    ) -> Result<Completion> {
+        let mut made: Vec<EarleySet> = Vec::with_capacity(tokens.len());
+        let mut from = origin;
+        let mut last = None;
+        for (k, &t) in tokens.iter().enumerate() {
+            let view = Extended {
+                base: chart,
+                len: cur,
+                ext: &made,
+            };
+            let kernel = self.scanned(&view, &[(t, from)]);
+            if kernel.is_empty() {
+                return Ok(Completion::refused());
+            }
+            from = cur + k as u32;
+            let (set, scans, accepting) = self.closure(&view, from, kernel)?;
+            if k + 1 == tokens.len() {
+                last = Some((set, scans, accepting));
+            } else {
+                made.push(set);
+            }
+        }
+        let Some((mut set, scans, accepting)) = last else {
+            return Ok(Completion::refused());
+        };
+        set.layout = layout;
+        Ok(Completion {
+            before: made,
+            set,
+            scans,
+            accepting,
+        })
     }
 
     /// Reads `bytes` from `st`, appending new sets to `chart` (which must hold
@@ -412,31 +568,30 @@ impl Cfg {
             Lexing::AllSplits => {
                 let mut after = ends.after;
                 if !ends.before.is_empty() {
-                    let (set, started, _) =
-                        self.complete_lexemes(&chart[..], sets, &ends.before)?;
-                    chart.push(Arc::new(set));
-                    sets += 1;
+                    let c = self.complete_lexemes(&chart[..], sets, &ends.before, 0)?;
+                    sets += c.sets();
+                    let (started, _) = c.push_sets(chart);
                     // Lexemes started here that end at once matched the empty
                     // string, which prediction already took.
                     after.extend(self.step_scans(&started, byte, &mut out).after);
                 }
                 if !after.is_empty() {
-                    let (set, started, acc) = self.complete_lexemes(&chart[..], sets, &after)?;
-                    chart.push(Arc::new(set));
-                    sets += 1;
+                    let c = self.complete_lexemes(&chart[..], sets, &after, 0)?;
+                    sets += c.sets();
+                    let (started, acc) = c.push_sets(chart);
                     out.extend_from_slice(&started);
                     accepting = acc;
                 }
             }
             Lexing::Longest => {
                 if out.is_empty() {
-                    let ended = self.longest_done(&st.frontier);
+                    let (ended, width) = self.longest_done(&st.frontier, Some(byte));
                     if ended.is_empty() {
                         return Ok(None);
                     }
-                    let (set, started, _) = self.complete_lexemes(&chart[..], sets, &ended)?;
-                    chart.push(Arc::new(set));
-                    sets += 1;
+                    let c = self.complete_lexemes(&chart[..], sets, &ended, width)?;
+                    sets += c.sets();
+                    let (started, _) = c.push_sets(chart);
                     self.step_scans(&started, byte, &mut out);
                 }
             }
@@ -458,24 +613,61 @@ impl Cfg {
         }))
     }
 
-    /// Longest-match: the scans that end here if the next byte ends them:
-    /// those in an accepting state, keeping only the highest priority.
-    fn longest_done(&self, frontier: &[Scan]) -> Vec<(u32, u32)> {
-        let accepting = frontier.iter().filter(|s| {
-            let dfa = self.lexemes[s.lexeme as usize]
-                .dfa
-                .as_ref()
-                .expect("scans have DFAs");
-            dfa.is_accepting(s.state)
-        });
-        let best = accepting
+    /// Whether a longest-match scan of lexeme `l` in state `q` may end
+    /// before byte `next` (None: at the end of the text), as its trailing
+    /// lookahead allows.
+    #[inline]
+    pub fn may_end(&self, l: u32, q: u32, next: Option<u8>) -> bool {
+        let lexeme = &self.lexemes[l as usize];
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        dfa.is_accepting(q)
+            && match (&lexeme.end_forbid, next) {
+                (Some(forbid), Some(b)) => !forbid[q as usize].contains(b),
+                _ => true,
+            }
+    }
+
+    /// Longest-match: of the scans `(lexeme, state)`, the lexemes that end
+    /// before `next` if it ends them: the highest priority among those that
+    /// may end there. An indenter's newline ends alone, and its width comes
+    /// with it (else 0).
+    pub fn longest_ends(
+        &self,
+        scans: impl Iterator<Item = (u32, u32)> + Clone,
+        next: Option<u8>,
+    ) -> (Vec<u32>, u32) {
+        let ending = scans.filter(|&(l, q)| self.may_end(l, q, next));
+        let best = ending
             .clone()
-            .map(|s| self.lexemes[s.lexeme as usize].priority)
+            .map(|(l, _)| self.lexemes[l as usize].priority)
             .max();
-        accepting
-            .filter(|s| Some(self.lexemes[s.lexeme as usize].priority) == best)
+        let mut ends: Vec<(u32, u32)> = ending
+            .filter(|&(l, _)| Some(self.lexemes[l as usize].priority) == best)
+            .collect();
+        let mut width = 0;
+        if let Some(ind) = &self.indenter {
+            if let Some(&(l, q)) = ends.iter().find(|&&(l, _)| l == ind.newline) {
+                width = ind.widths[q as usize];
+                ends = vec![(l, q)];
+            }
+        }
+        let mut lexemes: Vec<u32> = ends.into_iter().map(|(l, _)| l).collect();
+        lexemes.sort_unstable();
+        lexemes.dedup();
+        (lexemes, width)
+    }
+
+    /// Longest-match: the scans `(lexeme, origin)` that end before `next`
+    /// if it ends them (see `longest_ends`), and the newline's width.
+    fn longest_done(&self, frontier: &[Scan], next: Option<u8>) -> (Vec<(u32, u32)>, u32) {
+        let (lexemes, width) =
+            self.longest_ends(frontier.iter().map(|s| (s.lexeme, s.state)), next);
+        let done = frontier
+            .iter()
+            .filter(|s| lexemes.contains(&s.lexeme) && self.may_end(s.lexeme, s.state, next))
             .map(|s| (s.lexeme, s.origin))
-            .collect()
+            .collect();
+        (done, width)
     }
 
     /// All-splits: the greedy scans that would end if the text ended here.
@@ -498,14 +690,33 @@ impl Cfg {
         if st.accepting {
             return Ok(true);
         }
-        let ended = match self.lexing {
-            Lexing::AllSplits => self.greedy_done(&st.frontier),
-            Lexing::Longest => self.longest_done(&st.frontier),
+        let (ended, width) = match self.lexing {
+            Lexing::AllSplits => (self.greedy_done(&st.frontier), 0),
+            Lexing::Longest => self.longest_done(&st.frontier, None),
         };
         if ended.is_empty() {
             return Ok(false);
         }
-        Ok(self.complete_lexemes(chart, st.sets, &ended)?.2)
+        let c = self.complete_lexemes(chart, st.sets, &ended, width)?;
+        let dedents = match &self.indenter {
+            Some(ind) if !c.set.items.is_empty() => ind.at_end(&c.set.layout),
+            _ => Vec::new(),
+        };
+        if dedents.is_empty() {
+            return Ok(c.accepting);
+        }
+        // The indenter closes every open level at the end of the text.
+        let mut made = c.before;
+        made.push(c.set);
+        let view = Extended {
+            base: chart,
+            len: st.sets,
+            ext: &made,
+        };
+        let newest = st.sets + made.len() as u32 - 1;
+        Ok(self
+            .read_tokens(&view, newest + 1, newest, &dedents, Layout::default())?
+            .accepting)
     }
 }
 
@@ -597,6 +808,7 @@ mod tests {
                 ignore: vec![],
                 start: "root".into(),
                 lexing: Lexing::AllSplits,
+                indenter: None,
             };
             lower(&ast).unwrap()
         };

@@ -307,6 +307,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         ignore: Vec::new(),
         start: "root".into(),
         lexing: Lexing::AllSplits,
+        indenter: None,
     })
 }
 

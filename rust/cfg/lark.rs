@@ -9,8 +9,9 @@
 
 use std::collections::HashMap;
 
-use super::ast::{GrammarAst, Lexing, Node, Pos, RuleDef, TermDef};
+use super::ast::{GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef};
 use super::cursor::Cursor;
+use super::lookaround;
 use crate::error::{Error, Result};
 
 /// Bound on `~ n..m` counts.
@@ -517,21 +518,19 @@ impl<'a> Parser<'a> {
                 "regex at {start}: unsupported flag '{bad}'"
             )));
         }
-        if body.contains("(?=")
-            || body.contains("(?!")
-            || body.contains("(?<=")
-            || body.contains("(?<!")
-        {
-            return Err(Error::Compile(format!(
-                "regex /{body}/ at {start}: lookaround assertions cannot be compiled to a DFA"
-            )));
-        }
         // Validate now, so the error points at the grammar text.
         let probe = if flags.is_empty() {
             body.clone()
         } else {
             format!("(?{flags}:{body})")
         };
+        if lookaround::has_lookaround(&body) {
+            // Rewritten when the terminal is lowered (see `lookaround`).
+            return match lookaround::check(&probe) {
+                Ok(()) => Ok(probe),
+                Err(e) => Err(Error::Compile(format!("regex /{body}/ at {start}: {e}"))),
+            };
+        }
         if let Err(e) = regex_automata::util::syntax::parse(&probe) {
             return Err(Error::Compile(format!("regex /{body}/ at {start}: {e}")));
         }
@@ -687,13 +686,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         c: Cursor::new(src, "Lark"),
     }
     .statements(&mut defs)?;
-    if !defs.declared.is_empty() {
-        return Err(Error::Compile(format!(
-            "%declare'd terminals ({}) come from a post-lexer (e.g. indentation tracking) and \
-             cannot be compiled into a token mask",
-            defs.declared.join(", ")
-        )));
-    }
+    let indenter = indenter_for(&defs)?;
     if !defs.imports.is_empty() {
         let common = common_terminals();
         for t in &common {
@@ -742,7 +735,45 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         ignore,
         start: "start".into(),
         lexing: Lexing::Longest,
+        indenter,
     })
+}
+
+/// Lark's Python grammars `%declare _INDENT _DEDENT` for its
+/// `PythonIndenter` post-lexer, which maskpar runs in the parser (see
+/// `indent`). Other declared terminals come from post-lexers it cannot know.
+fn indenter_for(defs: &Defs) -> Result<Option<IndenterSpec>> {
+    if defs.declared.is_empty() {
+        return Ok(None);
+    }
+    let mut names = defs.declared.clone();
+    names.sort();
+    names.dedup();
+    if names != ["_DEDENT", "_INDENT"] {
+        return Err(Error::Compile(format!(
+            "%declare'd terminals ({}) come from a post-lexer; the only one maskpar runs is \
+             Python-style indentation, which declares exactly _INDENT and _DEDENT",
+            defs.declared.join(", ")
+        )));
+    }
+    let Some(newline) = ["_NEWLINE", "_NL"]
+        .into_iter()
+        .find(|n| defs.terminals.iter().any(|t| t.name == *n))
+    else {
+        return Err(Error::Compile(
+            "%declare _INDENT _DEDENT (Python-style indentation) needs a newline terminal \
+             _NEWLINE or _NL"
+                .into(),
+        ));
+    };
+    let pairs = |v: [(&str, &str); 3]| v.map(|(n, t)| (n.to_string(), t.to_string())).to_vec();
+    Ok(Some(IndenterSpec {
+        newline: newline.into(),
+        indent: "_INDENT".into(),
+        dedent: "_DEDENT".into(),
+        open: pairs([("LPAR", "("), ("LSQB", "["), ("LBRACE", "{")]),
+        close: pairs([("RPAR", ")"), ("RSQB", "]"), ("RBRACE", "}")]),
+    }))
 }
 
 #[cfg(test)]

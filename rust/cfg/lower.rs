@@ -10,11 +10,12 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef, TermDef};
+use super::ast::{GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef};
 use super::greedy::greedy_lexemes;
+use super::indent::{self, Indenter};
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
 use crate::error::{Error, Result};
-use crate::regex_dfa::{ByteDfa, ByteSet, Op, LARGE_REPEAT};
+use crate::regex_dfa::{ByteDfa, ByteSet, Op, DEAD, LARGE_REPEAT};
 
 /// Bounds that keep a hostile grammar from exhausting memory or time.
 pub const MAX_RULES: usize = 200_000;
@@ -87,6 +88,11 @@ pub struct Lexeme {
     /// The bytes that may follow the lexeme (all-splits lexing only; only
     /// greedy lexemes use it).
     pub follow: ByteSet,
+    /// Longest-match lexing: per DFA state, the bytes before which the
+    /// lexeme may not end there (a trailing negative lookahead).
+    pub end_forbid: Option<Box<[ByteSet]>>,
+    /// A `%declare`d terminal: it has no text (no DFA); the indenter makes it.
+    pub declared: bool,
 }
 
 impl Lexeme {
@@ -116,6 +122,8 @@ pub struct Cfg {
     pub lexing: Lexing,
     /// The constraints of each `Node::Members`, which guards name.
     pub member_rules: Vec<MemberRules>,
+    /// Indentation tokens made by the parser (Lark `%declare _INDENT _DEDENT`).
+    pub indenter: Option<Indenter>,
     /// Unique in the process: names this grammar in per-thread caches.
     pub id: u64,
 }
@@ -150,6 +158,24 @@ struct Lowerer<'a> {
     /// The member-set nonterminal of each `Node::Members`, and its constraints.
     member_sets: Vec<u32>,
     member_rules: Vec<MemberRules>,
+    /// `%declare`d terminal names (the indenter's tokens).
+    declared: Vec<String>,
+}
+
+/// Whether `d` matches `text` and nothing else.
+fn matches_only(d: &ByteDfa, text: &[u8]) -> bool {
+    let mut q = d.start();
+    for (i, &want) in text.iter().enumerate() {
+        let live_other = (0..=255u8).any(|b| b != want && d.step(q, b) != DEAD);
+        if live_other || d.is_accepting(q) {
+            return false;
+        }
+        q = d.step(q, text[i]);
+        if q == DEAD {
+            return false;
+        }
+    }
+    d.is_accepting(q) && (0..=255u8).all(|b| d.step(q, b) == DEAD)
 }
 
 fn is_regular(n: &Node) -> bool {
@@ -636,6 +662,7 @@ impl Lowerer<'_> {
         }
         // Lark terminals match as Python's re.match does; GBNF lexemes keep
         // every split (the exact character-level language).
+        let mut end_forbid = None;
         let dfa = match self.lexing {
             Lexing::AllSplits => dfa_of(n, DFA_CACHE_ENTRY_BYTES)?,
             Lexing::Longest if boolean => {
@@ -643,7 +670,13 @@ impl Lowerer<'_> {
                     "intersections and differences need all-splits lexing".into(),
                 ))
             }
-            Lexing::Longest => none_if_empty(ByteDfa::first_match(&re))?.map(Arc::new),
+            Lexing::Longest => match super::lookaround::first_match(&re)? {
+                Some((dfa, forbid)) => {
+                    end_forbid = forbid;
+                    Some(Arc::new(dfa))
+                }
+                None => None,
+            },
         };
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
@@ -657,6 +690,8 @@ impl Lowerer<'_> {
             dfa,
             greedy: false,
             follow: ByteSet::default(),
+            end_forbid,
+            declared: false,
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -820,12 +855,124 @@ impl Lowerer<'_> {
         if let Some(&id) = self.names.get(name) {
             return Ok(Sym::N(id));
         }
+        if self.declared.iter().any(|d| d == name) {
+            return self.declared_lexeme(name);
+        }
         if self.terminals.contains_key(name) {
             return self.terminal(name);
         }
         Err(Error::Compile(format!(
             "undefined rule '{name}' referenced at {pos}"
         )))
+    }
+
+    /// The lexeme of `%declare`d terminal `name`: no text, made by the indenter.
+    fn declared_lexeme(&mut self, name: &str) -> Result<Sym> {
+        let key = format!("\u{0}declared {name}");
+        if let Some(&id) = self.lexeme_ids.get(&key) {
+            return Ok(Sym::T(id));
+        }
+        let id = self.lexemes.len() as u32;
+        self.lexemes.push(Lexeme {
+            regex: format!("%declare {name}"),
+            priority: 0,
+            dfa: None,
+            greedy: false,
+            follow: ByteSet::default(),
+            end_forbid: None,
+            declared: true,
+        });
+        self.lexeme_ids.insert(key, id);
+        Ok(Sym::T(id))
+    }
+
+    /// The indenter of `spec`: its lexemes, and the newline's DFA split by
+    /// the indentation width.
+    fn indenter(&mut self, spec: &IndenterSpec) -> Result<Indenter> {
+        if !self.terminals.contains_key(spec.newline.as_str()) {
+            return Err(Error::Compile(format!(
+                "%declare {} {} needs a newline terminal {} for the indenter",
+                spec.indent, spec.dedent, spec.newline
+            )));
+        }
+        let Sym::T(newline) = self.terminal(&spec.newline)? else {
+            unreachable!("terminals lower to lexemes")
+        };
+        let Sym::T(indent) = self.declared_lexeme(&spec.indent)? else {
+            unreachable!()
+        };
+        let Sym::T(dedent) = self.declared_lexeme(&spec.dedent)? else {
+            unreachable!()
+        };
+        let open = self.brackets(&spec.open)?;
+        let close = self.brackets(&spec.close)?;
+        let lexeme = &mut self.lexemes[newline as usize];
+        let Some(dfa) = lexeme.dfa.as_ref() else {
+            return Err(Error::Compile(format!(
+                "newline terminal {} matches no string",
+                spec.newline
+            )));
+        };
+        if lexeme.end_forbid.is_some() {
+            return Err(Error::Compile(format!(
+                "newline terminal {} may not end in a lookahead",
+                spec.newline
+            )));
+        }
+        let (measured, widths) = indent::measured(dfa)?;
+        lexeme.dfa = Some(Arc::new(measured));
+        Ok(Indenter {
+            newline,
+            indent,
+            dedent,
+            open,
+            close,
+            widths,
+        })
+    }
+
+    /// The lexemes of brackets `(name, text)` that the grammar uses: the
+    /// named terminal and the anonymous literal. No other lexeme may match a
+    /// bracket's text, or which one ended would change the layout.
+    fn brackets(&mut self, brackets: &[(String, String)]) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        for (name, text) in brackets {
+            let mut key = String::from("0\u{0}");
+            cache_key(&Node::Literal(text.clone()), &mut key);
+            let mut ids: Vec<u32> = self.lexeme_ids.get(&key).copied().into_iter().collect();
+            if self.terminals.contains_key(name.as_str()) {
+                if let Sym::T(id) = self.terminal(name)? {
+                    ids.push(id);
+                }
+            }
+            for &id in &ids {
+                let clash = self.lexemes.iter().enumerate().find(|(other, x)| {
+                    !ids.contains(&(*other as u32))
+                        && x.dfa.as_ref().is_some_and(|d| {
+                            d.is_accepting(d.step_bytes(d.start(), text.as_bytes()))
+                        })
+                });
+                if let Some((_, x)) = clash {
+                    return Err(Error::Compile(format!(
+                        "the indenter's bracket {text:?} is also matched by /{}/",
+                        x.regex
+                    )));
+                }
+                let only_text = self.lexemes[id as usize]
+                    .dfa
+                    .as_ref()
+                    .is_some_and(|d| matches_only(d, text.as_bytes()));
+                if !only_text {
+                    return Err(Error::Compile(format!(
+                        "the indenter's bracket terminal {name} must match exactly {text:?}"
+                    )));
+                }
+            }
+            out.extend(ids);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
     }
 
     /// The lexeme of a named terminal, its body's terminal references inlined.
@@ -890,6 +1037,11 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         symbols: 0,
         member_sets: Vec::new(),
         member_rules: Vec::new(),
+        declared: ast
+            .indenter
+            .iter()
+            .flat_map(|s| [s.indent.clone(), s.dedent.clone()])
+            .collect(),
     };
     for r in &ast.rules {
         if l.names.contains_key(&r.name) {
@@ -927,6 +1079,10 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
+    let indenter = match &ast.indenter {
+        Some(spec) => Some(l.indenter(spec)?),
+        None => None,
+    };
     let mut ignore = Vec::new();
     for n in &ast.ignore {
         for sym in l.lower(n, "%ignore")? {
@@ -938,7 +1094,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
-    finish(l, ignore)
+    finish(l, ignore, indenter)
 }
 
 /// Whether rule `start` of `rules` derives some string, assuming every
@@ -976,12 +1132,16 @@ fn node_derives(n: &Node, productive: &HashSet<&str>) -> bool {
     }
 }
 
-fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
+fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Result<Cfg> {
     let lexing = l.lexing;
     let n = l.nonterminals.len();
     // Productive symbols: those that derive at least one string.
     let mut productive = vec![false; n];
-    let lex_ok: Vec<bool> = l.lexemes.iter().map(|x| x.dfa.is_some()).collect();
+    let lex_ok: Vec<bool> = l
+        .lexemes
+        .iter()
+        .map(|x| x.dfa.is_some() || x.declared)
+        .collect();
     let sym_ok = |s: &Sym, productive: &[bool]| match *s {
         Sym::T(t) => lex_ok[t as usize],
         Sym::N(x) | Sym::P(x, _) => productive[x as usize],
@@ -1102,6 +1262,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>) -> Result<Cfg> {
         ignore,
         lexing,
         member_rules: l.member_rules,
+        indenter,
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }

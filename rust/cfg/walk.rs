@@ -28,8 +28,13 @@ struct LexState {
     pairs: Vec<(u32, u32)>,
     /// All-splits lexemes that end here (accepting, not greedy).
     after: Vec<u32>,
-    /// The accepting lexemes of the highest priority (longest-match ties).
+    /// Longest-match: the lexemes that end if the next byte ends them
+    /// (`Cfg::longest_ends`), and the newline's width.
     best: Vec<u32>,
+    width: u32,
+    /// Whether some scan's trailing lookahead depends on that byte (then
+    /// `best` is worked out per byte).
+    restricted: bool,
 }
 
 /// Lexer states interned for one walk, with their byte transitions and the
@@ -61,6 +66,8 @@ impl LexStates {
             pairs: Vec::new(),
             after: Vec::new(),
             best: Vec::new(),
+            width: 0,
+            restricted: false,
         };
         LexStates {
             states: vec![empty],
@@ -81,33 +88,31 @@ impl LexStates {
         if let Some(&id) = self.ids.get(&pairs) {
             return id;
         }
-        let accepting: Vec<u32> = pairs
+        let after = pairs
             .iter()
             .filter(|&&(l, q)| {
-                let dfa = cfg.lexemes[l as usize]
-                    .dfa
-                    .as_ref()
-                    .expect("scans have DFAs");
-                dfa.is_accepting(q)
+                let lexeme = &cfg.lexemes[l as usize];
+                let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+                dfa.is_accepting(q) && !lexeme.greedy
             })
             .map(|&(l, _)| l)
             .collect();
-        let top = accepting
+        let (best, width) = match cfg.lexing {
+            Lexing::AllSplits => (Vec::new(), 0),
+            Lexing::Longest => cfg.longest_ends(pairs.iter().copied(), None),
+        };
+        let restricted = pairs
             .iter()
-            .map(|&l| cfg.lexemes[l as usize].priority)
-            .max();
-        let best = accepting
-            .iter()
-            .copied()
-            .filter(|&l| Some(cfg.lexemes[l as usize].priority) == top)
-            .collect();
-        let after = accepting
-            .into_iter()
-            .filter(|&l| !cfg.lexemes[l as usize].greedy)
-            .collect();
+            .any(|&(l, _)| cfg.lexemes[l as usize].end_forbid.is_some());
         let id = self.states.len() as u32;
         self.ids.insert(pairs.clone(), id);
-        self.states.push(LexState { pairs, after, best });
+        self.states.push(LexState {
+            pairs,
+            after,
+            best,
+            width,
+            restricted,
+        });
         self.trans.resize(self.trans.len() + 256, UNKNOWN);
         self.before.resize(self.before.len() + 256, 0);
         id
@@ -160,13 +165,21 @@ struct Frame {
     sets: u32,
 }
 
-/// Completions of one chart view, by completed (lexeme, origin) list; the
-/// view is named by its newest set's address and its number of sets.
-type MemoBucket = Vec<(Vec<(u32, u32)>, Completion)>;
+/// Completions of one chart view, by completed (lexeme, origin) list and
+/// newline width; the view is named by its newest set's address and its
+/// number of sets.
+type MemoBucket = Vec<((Vec<(u32, u32)>, u32), Completion)>;
 
-/// What the walk needs of a completion: the new set, whether it accepts, and
-/// the lexer state its predicted lexemes start in.
-type Completion = (Arc<EarleySet>, bool, u32);
+/// What the walk needs of a completion: the new set, whether it accepts, the
+/// lexer state its predicted lexemes start in, and the sets before it (the
+/// indenter's tokens; usually none).
+#[derive(Clone)]
+struct Completion {
+    set: Arc<EarleySet>,
+    accepting: bool,
+    started: u32,
+    before: Option<Arc<[Arc<EarleySet>]>>,
+}
 
 pub struct CfgStepper<'a> {
     cfg: &'a Cfg,
@@ -274,30 +287,50 @@ impl<'a> CfgStepper<'a> {
         }
     }
 
-    /// The new Earley set for completed `done` over a view of `sets` sets,
-    /// and the lexer state its predicted lexemes start in.
-    fn complete(&mut self, sets: u32, done: &[(u32, u32)]) -> Result<Completion> {
+    /// The new Earley sets for completed `done` (and a newline's `width`)
+    /// over a view of `sets` sets, and the lexer state the last one's
+    /// predicted lexemes start in.
+    fn complete(&mut self, sets: u32, done: &[(u32, u32)], width: u32) -> Result<Completion> {
         // Sets made during a walk all come from this memo (which keeps them
         // alive), so the newest set's address identifies the chart view.
         let top = self.chart.set(sets - 1) as *const EarleySet as usize;
         // A view rarely sees more than a few distinct completions: scan its
         // bucket instead of building a key.
         if let Some(bucket) = self.memo.get(&(top, sets)) {
-            if let Some((_, hit)) = bucket.iter().find(|(d, _)| d.as_slice() == done) {
+            if let Some((_, hit)) = bucket
+                .iter()
+                .find(|((d, w), _)| d.as_slice() == done && *w == width)
+            {
                 return Ok(hit.clone());
             }
         }
-        let (set, started, acc) = self.cfg.complete_lexemes(&self.chart, sets, done)?;
-        let started_lex = self.lex.intern(
+        let c = self.cfg.complete_lexemes(&self.chart, sets, done, width)?;
+        let started = self.lex.intern(
             self.cfg,
-            started.iter().map(|s| (s.lexeme, s.state)).collect(),
+            c.scans.iter().map(|s| (s.lexeme, s.state)).collect(),
         );
-        let result = (Arc::new(set), acc, started_lex);
+        let result = Completion {
+            set: Arc::new(c.set),
+            accepting: c.accepting,
+            started,
+            before: (!c.before.is_empty()).then(|| c.before.into_iter().map(Arc::new).collect()),
+        };
         self.memo
             .entry((top, sets))
             .or_default()
-            .push((done.to_vec(), result.clone()));
+            .push(((done.to_vec(), width), result.clone()));
         Ok(result)
+    }
+
+    /// Adds `c`'s sets to the view of `sets` sets; returns the new count.
+    fn push_completion(&mut self, sets: u32, c: &Completion) -> u32 {
+        let mut sets = sets;
+        if let Some(before) = &c.before {
+            self.chart.ext.extend(before.iter().cloned());
+            sets += before.len() as u32;
+        }
+        self.chart.ext.push(c.set.clone());
+        sets + 1
     }
 
     /// Pushes the group `(lex, origin)` stepped by `byte` onto the current
@@ -356,29 +389,27 @@ impl<'a> CfgStepper<'a> {
         match self.cfg.lexing {
             Lexing::AllSplits => {
                 if !before.is_empty() {
-                    let (set, _, started) = self.complete(sets, before)?;
-                    self.chart.ext.push(set);
+                    let c = self.complete(sets, before, 0)?;
+                    sets = self.push_completion(sets, &c);
                     // Lexemes started here end before the byte only if they
                     // matched the empty string, which prediction already took.
                     let g = Group {
-                        lex: started,
-                        origin: sets,
+                        lex: c.started,
+                        origin: sets - 1,
                     };
                     before.clear();
                     self.step_group(g, byte, after, before);
-                    sets += 1;
                 }
                 if !after.is_empty() {
-                    let (set, acc, started) = self.complete(sets, after)?;
-                    self.chart.ext.push(set);
-                    accepting = acc;
-                    if started != EMPTY {
+                    let c = self.complete(sets, after, 0)?;
+                    sets = self.push_completion(sets, &c);
+                    accepting = c.accepting;
+                    if c.started != EMPTY {
                         self.groups.push(Group {
-                            lex: started,
-                            origin: sets,
+                            lex: c.started,
+                            origin: sets - 1,
                         });
                     }
-                    sets += 1;
                 }
             }
             Lexing::Longest => {
@@ -387,29 +418,34 @@ impl<'a> CfgStepper<'a> {
                     // (highest priority), and the byte must start a lexeme.
                     let done = after;
                     done.clear();
+                    let mut width = 0;
                     for i in parent.start..parent.end {
                         let g = self.groups[i];
-                        done.extend(
-                            self.lex.states[g.lex as usize]
-                                .best
-                                .iter()
-                                .map(|&l| (l, g.origin)),
-                        );
+                        let state = &self.lex.states[g.lex as usize];
+                        if state.restricted {
+                            let (best, w) = self
+                                .cfg
+                                .longest_ends(state.pairs.iter().copied(), Some(byte));
+                            width = width.max(w);
+                            done.extend(best.iter().map(|&l| (l, g.origin)));
+                        } else {
+                            width = width.max(state.width);
+                            done.extend(state.best.iter().map(|&l| (l, g.origin)));
+                        }
                     }
                     if done.is_empty() {
                         return Ok(false);
                     }
-                    let (set, _, started) = self.complete(sets, done)?;
-                    let (next, _) = self.lex.step(self.cfg, started, byte);
+                    let c = self.complete(sets, done, width)?;
+                    let (next, _) = self.lex.step(self.cfg, c.started, byte);
                     if next == EMPTY {
                         return Ok(false);
                     }
-                    self.chart.ext.push(set);
+                    sets = self.push_completion(sets, &c);
                     self.groups.push(Group {
                         lex: next,
-                        origin: sets,
+                        origin: sets - 1,
                     });
-                    sets += 1;
                 }
             }
         }

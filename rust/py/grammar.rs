@@ -83,14 +83,16 @@ pub fn compile_regex(
 
 /// Compiles a context-free grammar. `syntax` is "gbnf" (llama.cpp's format;
 /// the start rule is `root`), "lark" (start rule `start`) or "auto", which
-/// takes text with `::=` rules for GBNF and anything else for Lark.
+/// takes text with `::=` rules for GBNF and anything else for Lark. `start`
+/// names another start rule (Lark's `start=` option).
 #[pyfunction]
-#[pyo3(signature = (tokenizer, source, syntax="auto"))]
+#[pyo3(signature = (tokenizer, source, syntax="auto", *, start=None))]
 pub fn compile_grammar(
     py: Python<'_>,
     tokenizer: &PyTokenizer,
     source: &str,
     syntax: &str,
+    start: Option<&str>,
 ) -> PyResult<PyGrammar> {
     let syntax: &'static str = match syntax {
         "auto" if source.contains("::=") => "gbnf",
@@ -104,11 +106,14 @@ pub fn compile_grammar(
     };
     let vocab = tokenizer.vocab.clone();
     let g = detached(py, || {
-        let ast = if syntax == "gbnf" {
+        let mut ast = if syntax == "gbnf" {
             gbnf::parse(source)?
         } else {
             lark::parse(source)?
         };
+        if let Some(start) = start {
+            ast.start = start.to_string();
+        }
         CompiledGrammar::from_ast(vocab, &ast, syntax, source)
     })?
     .map_err(to_py_err)?;

@@ -132,6 +132,7 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         ignore: Vec::new(),
         start: "root".into(),
         lexing: Lexing::AllSplits,
+        indenter: None,
     })
 }
 

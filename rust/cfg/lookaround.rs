@@ -1,0 +1,825 @@
+//! Lookaround assertions in Lark terminals, rewritten where a DFA can keep
+//! them exactly.
+//!
+//! A DFA cannot look around, but the assertions real grammars use are
+//! bounded and sit where they can be rewritten (Python's string and number
+//! terminals in Lark's and syncode's grammars):
+//!
+//! - A lookbehind of one character right after a one-character atom is
+//!   decided by the atom alone: `"""(?<!\\)` always holds.
+//! - `.*?(?<!\\)(\\\\)*?` (lazy text up to a delimiter not escaped by a
+//!   backslash) ends exactly where an even run of backslashes does, which is
+//!   where `(?:[^\\\n]|\\.)*?` can end: the same candidate ends, tried in the
+//!   same order.
+//! - `Q(?!QQ)` then lazy content then `Q` (a quote that does not open a
+//!   triple quote): the content never starts with `Q` (the first `Q` closes
+//!   it), so the lookahead only matters for the empty string, where it reads
+//!   past the match: `(?:QQ(?!Q)|Q C' C*? Q)`, with `C'` one content unit
+//!   other than `Q`.
+//! - A negative lookahead of one ASCII character class at the very end of
+//!   the match (`(?![1-9])`) becomes a condition on the lexeme's end: it may
+//!   end only before a byte outside the class (or at the end of the text).
+//!
+//! The last is checked rather than assumed: the pattern with a marker byte
+//! in place of each trailing lookahead must prune continuations exactly as
+//! the pattern without them does (a lookahead that fails would make Python's
+//! `re` fall back to an alternative the DFA had already dropped), else the
+//! terminal is refused. Any other lookaround is refused, naming it.
+
+use regex_syntax::hir::{Class, HirKind};
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::error::{Error, Result};
+use crate::regex_dfa::{ByteDfa, ByteSet, DEAD};
+
+/// Per DFA state, the bytes a match ending there may not precede.
+pub type EndConditions = Box<[ByteSet]>;
+
+/// Marker bytes (never in UTF-8 text) for trailing lookaheads.
+const MARKER: u8 = 0xF8;
+const MAX_MARKERS: usize = 8;
+
+#[derive(Clone, Debug)]
+enum Atom {
+    /// One character: a literal, an escape, a class or `.`.
+    Char(String),
+    /// A group: its opening text (`(`, `(?:`, `(?i:`, `(?P<n>`) and alternatives.
+    Group(String, Vec<Vec<Piece>>),
+    /// A lookaround: behind?, negated?, alternatives.
+    Look(bool, bool, Vec<Vec<Piece>>),
+    /// Anything else kept as written (anchors, inline flags).
+    Other(String),
+}
+
+#[derive(Clone, Debug)]
+struct Piece {
+    atom: Atom,
+    quant: String,
+}
+
+struct Parser<'a> {
+    s: &'a [char],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn err<T>(&self, what: &str) -> Result<T> {
+        Err(Error::Compile(format!("regex: {what}")))
+    }
+
+    fn alts(&mut self) -> Result<Vec<Vec<Piece>>> {
+        let mut alts = vec![Vec::new()];
+        while self.i < self.s.len() {
+            match self.s[self.i] {
+                ')' => break,
+                '|' => {
+                    self.i += 1;
+                    alts.push(Vec::new());
+                }
+                _ => {
+                    let atom = self.atom()?;
+                    let quant = self.quant();
+                    alts.last_mut().unwrap().push(Piece { atom, quant });
+                }
+            }
+        }
+        Ok(alts)
+    }
+
+    fn take_while(&mut self, f: impl Fn(char) -> bool) -> String {
+        let start = self.i;
+        while self.i < self.s.len() && f(self.s[self.i]) {
+            self.i += 1;
+        }
+        self.s[start..self.i].iter().collect()
+    }
+
+    fn escape(&mut self) -> Result<String> {
+        let mut out = String::from("\\");
+        self.i += 1;
+        let Some(&c) = self.s.get(self.i) else {
+            return self.err("trailing backslash");
+        };
+        out.push(c);
+        self.i += 1;
+        if "xupP".contains(c) && self.s.get(self.i) == Some(&'{') {
+            out.push_str(&self.take_while(|c| c != '}'));
+            if self.i < self.s.len() {
+                out.push('}');
+                self.i += 1;
+            }
+        } else if c == 'x' {
+            out.push_str(&self.take_n(2));
+        } else if c == 'u' {
+            out.push_str(&self.take_n(4));
+        } else if c == 'U' {
+            out.push_str(&self.take_n(8));
+        } else if c == 'p' || c == 'P' {
+            out.push_str(&self.take_n(1));
+        }
+        Ok(out)
+    }
+
+    fn take_n(&mut self, n: usize) -> String {
+        let end = (self.i + n).min(self.s.len());
+        let out = self.s[self.i..end].iter().collect();
+        self.i = end;
+        out
+    }
+
+    fn class(&mut self) -> Result<String> {
+        let mut out = String::from("[");
+        self.i += 1;
+        let mut depth = 1;
+        let mut first = true;
+        while depth > 0 {
+            let Some(&c) = self.s.get(self.i) else {
+                return self.err("unterminated class");
+            };
+            if c == '^' && first && out == "[" {
+                out.push(c);
+                self.i += 1;
+                continue;
+            }
+            match c {
+                '\\' => out.push_str(&self.escape()?),
+                ']' if first => {
+                    out.push(c);
+                    self.i += 1;
+                }
+                '[' => {
+                    depth += 1;
+                    out.push(c);
+                    self.i += 1;
+                }
+                ']' => {
+                    depth -= 1;
+                    out.push(c);
+                    self.i += 1;
+                }
+                _ => {
+                    out.push(c);
+                    self.i += 1;
+                }
+            }
+            first = false;
+        }
+        Ok(out)
+    }
+
+    fn atom(&mut self) -> Result<Atom> {
+        let c = self.s[self.i];
+        match c {
+            '\\' => {
+                let e = self.escape()?;
+                let assertion = matches!(e.as_str(), "\\b" | "\\B" | "\\A" | "\\z" | "\\Z")
+                    || e[1..].starts_with(|c: char| c.is_ascii_digit());
+                Ok(if assertion {
+                    Atom::Other(e)
+                } else {
+                    Atom::Char(e)
+                })
+            }
+            '[' => Ok(Atom::Char(self.class()?)),
+            '.' => {
+                self.i += 1;
+                Ok(Atom::Char(".".into()))
+            }
+            '^' | '$' => {
+                self.i += 1;
+                Ok(Atom::Other(c.to_string()))
+            }
+            '(' => self.group(),
+            _ => {
+                self.i += 1;
+                Ok(Atom::Char(c.to_string()))
+            }
+        }
+    }
+
+    fn group(&mut self) -> Result<Atom> {
+        let rest: String = self.s[self.i..].iter().take(4).collect();
+        let look = [
+            ("(?<=", true, false),
+            ("(?<!", true, true),
+            ("(?=", false, false),
+            ("(?!", false, true),
+        ]
+        .into_iter()
+        .find(|(p, _, _)| rest.starts_with(p));
+        let open = if let Some((p, _, _)) = look {
+            self.i += p.chars().count();
+            p.to_string()
+        } else if rest.starts_with("(?") {
+            let mut open = self.take_while(|c| c != ':' && c != ')' && c != '>');
+            match self.s.get(self.i) {
+                Some(')') => {
+                    // Inline flags: kept as written (they end no group).
+                    self.i += 1;
+                    open.push(')');
+                    return Ok(Atom::Other(open));
+                }
+                Some(&c) => {
+                    open.push(c);
+                    self.i += 1;
+                }
+                None => return self.err("unterminated group"),
+            }
+            open
+        } else {
+            self.i += 1;
+            "(".to_string()
+        };
+        let alts = self.alts()?;
+        if self.s.get(self.i) != Some(&')') {
+            return self.err("unterminated group");
+        }
+        self.i += 1;
+        Ok(match look {
+            Some((_, behind, negated)) => Atom::Look(behind, negated, alts),
+            None => Atom::Group(open, alts),
+        })
+    }
+
+    fn quant(&mut self) -> String {
+        let mut q = match self.s.get(self.i) {
+            Some('*' | '+' | '?') => self.take_n(1),
+            Some('{') => {
+                let save = self.i;
+                let body = self.take_while(|c| c != '}');
+                if self.i < self.s.len()
+                    && body[1..].chars().all(|c| c.is_ascii_digit() || c == ',')
+                {
+                    self.i += 1;
+                    body + "}"
+                } else {
+                    self.i = save;
+                    return String::new();
+                }
+            }
+            _ => return String::new(),
+        };
+        if self.s.get(self.i) == Some(&'?') {
+            q.push('?');
+            self.i += 1;
+        }
+        q
+    }
+}
+
+fn render_alts(alts: &[Vec<Piece>], out: &mut String) {
+    for (k, alt) in alts.iter().enumerate() {
+        if k > 0 {
+            out.push('|');
+        }
+        for p in alt {
+            render(p, out);
+        }
+    }
+}
+
+fn render(p: &Piece, out: &mut String) {
+    match &p.atom {
+        Atom::Char(s) | Atom::Other(s) => out.push_str(s),
+        Atom::Group(open, alts) => {
+            out.push_str(open);
+            render_alts(alts, out);
+            out.push(')');
+        }
+        Atom::Look(behind, negated, alts) => {
+            out.push_str(match (behind, negated) {
+                (true, false) => "(?<=",
+                (true, true) => "(?<!",
+                (false, false) => "(?=",
+                (false, true) => "(?!",
+            });
+            render_alts(alts, out);
+            out.push(')');
+        }
+    }
+    out.push_str(&p.quant);
+}
+
+fn parse(re: &str) -> Result<Vec<Vec<Piece>>> {
+    let chars: Vec<char> = re.chars().collect();
+    let mut p = Parser { s: &chars, i: 0 };
+    let alts = p.alts()?;
+    if p.i != chars.len() {
+        return p.err("unbalanced parenthesis");
+    }
+    Ok(alts)
+}
+
+fn pieces(re: &str) -> Vec<Piece> {
+    let mut alts = parse(re).expect("built-in pattern parses");
+    debug_assert_eq!(alts.len(), 1);
+    alts.pop().unwrap()
+}
+
+/// The flags in force: `s` (dot matches newline) and `i`, as toggled by
+/// group openings like `(?is:` and `(?-s:`.
+#[derive(Clone, Copy, Default)]
+struct Flags {
+    dot_all: bool,
+    fold: bool,
+}
+
+impl Flags {
+    fn within(self, open: &str) -> Flags {
+        let Some(spec) = open.strip_prefix("(?").and_then(|o| o.strip_suffix(':')) else {
+            return self;
+        };
+        let mut f = self;
+        let mut on = true;
+        for c in spec.chars() {
+            match c {
+                '-' => on = false,
+                's' => f.dot_all = on,
+                'i' => f.fold = on,
+                _ => {}
+            }
+        }
+        f
+    }
+
+    fn prefix(self) -> String {
+        let (mut on, mut off) = (String::new(), String::new());
+        for (set, c) in [(self.dot_all, 's'), (self.fold, 'i')] {
+            if set {
+                on.push(c);
+            } else {
+                off.push(c);
+            }
+        }
+        if off.is_empty() {
+            format!("(?{on})")
+        } else {
+            format!("(?{on}-{off})")
+        }
+    }
+}
+
+/// The characters one-character atom `atom` matches (as `(lo, hi)` ranges).
+fn char_set(atom: &str, flags: Flags) -> Option<Vec<(u32, u32)>> {
+    let hir = regex_syntax::parse(&format!("{}{atom}", flags.prefix())).ok()?;
+    match hir.kind() {
+        HirKind::Literal(lit) => {
+            let s = std::str::from_utf8(&lit.0).ok()?;
+            let mut cs = s.chars();
+            let c = cs.next()? as u32;
+            cs.next().is_none().then(|| vec![(c, c)])
+        }
+        HirKind::Class(Class::Unicode(c)) => Some(
+            c.ranges()
+                .iter()
+                .map(|r| (r.start() as u32, r.end() as u32))
+                .collect(),
+        ),
+        HirKind::Class(Class::Bytes(c)) => Some(
+            c.ranges()
+                .iter()
+                .map(|r| (r.start() as u32, r.end() as u32))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn disjoint(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
+    a.iter()
+        .all(|&(lo, hi)| b.iter().all(|&(l2, h2)| hi < l2 || h2 < lo))
+}
+
+fn subset(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
+    // Ranges from regex-syntax are sorted and merged, so each of a's lies
+    // within one of b's.
+    a.iter()
+        .all(|&(lo, hi)| b.iter().any(|&(l2, h2)| l2 <= lo && hi <= h2))
+}
+
+/// The one-character atom a lookaround holds, if that is all it holds.
+fn single_char(alts: &[Vec<Piece>]) -> Option<&str> {
+    match alts {
+        [alt] => match alt.as_slice() {
+            [Piece {
+                atom: Atom::Char(c),
+                quant,
+            }] if quant.is_empty() => Some(c),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn is_char(p: &Piece, text: &str) -> bool {
+    matches!(&p.atom, Atom::Char(c) if c == text) && p.quant.is_empty()
+}
+
+/// A plain literal character (the delimiter of the string idioms).
+fn literal_char(p: &Piece) -> Option<char> {
+    match &p.atom {
+        Atom::Char(c) if p.quant.is_empty() && c.chars().count() == 1 => {
+            let ch = c.chars().next()?;
+            (!"\\.[]()|^$*+?{}".contains(ch)).then_some(ch)
+        }
+        _ => None,
+    }
+}
+
+/// `(\\\\)*?` or `(?:\\\\)*?`: pairs of backslashes, lazily.
+fn is_backslash_pairs(p: &Piece) -> bool {
+    match &p.atom {
+        Atom::Group(open, alts) if p.quant == "*?" && (open == "(" || open == "(?:") => {
+            matches!(alts.as_slice(), [alt] if alt.len() == 2 && alt.iter().all(|x| is_char(x, "\\\\")))
+        }
+        _ => false,
+    }
+}
+
+/// `(?<!\\)`.
+fn is_not_after_backslash(p: &Piece) -> bool {
+    matches!(&p.atom, Atom::Look(true, true, alts) if single_char(alts) == Some("\\\\"))
+        && p.quant.is_empty()
+}
+
+/// `.*?` then, if `escaped`, `(?<!\\)(\\\\)*?`, starting at `alt[i]`;
+/// returns how many pieces that is.
+fn lazy_text(alt: &[Piece], i: usize) -> Option<(usize, bool)> {
+    let dot = alt.get(i)?;
+    if !matches!(&dot.atom, Atom::Char(c) if c == ".") || dot.quant != "*?" {
+        return None;
+    }
+    match (alt.get(i + 1), alt.get(i + 2)) {
+        (Some(a), Some(b)) if is_not_after_backslash(a) && is_backslash_pairs(b) => Some((3, true)),
+        _ => Some((1, false)),
+    }
+}
+
+/// One unit of escaped text (`escaped`) or any character, other than the
+/// characters of `not` (a class body).
+fn text_unit(escaped: bool, flags: Flags, not: &str) -> String {
+    let newline = if flags.dot_all { "" } else { "\\n" };
+    if escaped {
+        format!("(?:[^\\\\{newline}{not}]|\\\\.)")
+    } else if !not.is_empty() {
+        format!("(?:[^{newline}{not}])").replace("[^]", "(?s:.)")
+    } else {
+        ".".to_string()
+    }
+}
+
+fn escape_in_class(c: char) -> String {
+    format!("\\x{{{:X}}}", c as u32)
+}
+
+/// Rewrites the lookarounds of one alternative (see the module doc);
+/// trailing lookaheads left in tail position are handled by `markers`.
+fn rewrite_alt(alt: &mut Vec<Piece>, flags: Flags) -> Result<()> {
+    let mut i = 0;
+    while i < alt.len() {
+        // Recurse first into groups.
+        if let Atom::Group(open, alts) = &mut alt[i].atom {
+            let inner = flags.within(open);
+            for a in alts.iter_mut() {
+                rewrite_alt(a, inner)?;
+            }
+        }
+        // Q(?!QQ) lazy-text Q: not a triple quote.
+        if let (
+            Some(q),
+            Some(Piece {
+                atom: Atom::Look(false, true, inner),
+                quant,
+            }),
+        ) = (literal_char(&alt[i]), alt.get(i + 1))
+        {
+            let qq = matches!(inner.as_slice(), [a] if a.len() == 2 && a.iter().all(|x| literal_char(x) == Some(q)));
+            if qq && quant.is_empty() {
+                if let Some((n, escaped)) = lazy_text(alt, i + 2) {
+                    if alt.get(i + 2 + n).and_then(literal_char) == Some(q) {
+                        let qs = escape_in_class(q);
+                        let any = text_unit(escaped, flags, "");
+                        let first = text_unit(escaped, flags, &qs);
+                        let text = format!("(?:{qs}{qs}(?!{qs})|{qs}{first}{any}*?{qs})");
+                        alt.splice(i..i + 3 + n, pieces(&text));
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        // .*?(?<!\\)(\\\\)*? after a character that is not a backslash.
+        if let Some((3, true)) = lazy_text(alt, i) {
+            let before = i.checked_sub(1).and_then(|k| match &alt[k].atom {
+                Atom::Char(c) if alt[k].quant.is_empty() => char_set(c, flags),
+                _ => None,
+            });
+            if before.is_some_and(|set| disjoint(&set, &[('\\' as u32, '\\' as u32)])) {
+                let unit = text_unit(true, flags, "");
+                alt.splice(i..i + 3, pieces(&format!("(?:{unit})*?")));
+                i += 1;
+                continue;
+            }
+        }
+        // A one-character lookbehind right after a one-character atom.
+        if let Atom::Look(true, negated, inner) = &alt[i].atom {
+            let negated = *negated;
+            let look = single_char(inner).and_then(|c| char_set(c, flags));
+            let before = i.checked_sub(1).and_then(|k| match &alt[k].atom {
+                Atom::Char(c) if alt[k].quant.is_empty() => char_set(c, flags),
+                _ => None,
+            });
+            if let (Some(look), Some(before)) = (look, before) {
+                let in_look = if disjoint(&before, &look) {
+                    Some(false)
+                } else if subset(&before, &look) {
+                    Some(true)
+                } else {
+                    None
+                };
+                if let Some(in_look) = in_look {
+                    if in_look != negated {
+                        alt.remove(i);
+                    } else {
+                        // The assertion always fails: nothing matches here.
+                        alt[i] = pieces("[^\\x{0}-\\x{10FFFF}]").remove(0);
+                        i += 1;
+                    }
+                    continue;
+                }
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Replaces trailing negative lookaheads (in tail position) with marker
+/// bytes; `classes[k]` gets marker k's bytes. Errors on any lookaround left.
+fn markers(alt: &mut [Piece], tail: bool, flags: Flags, classes: &mut Vec<ByteSet>) -> Result<()> {
+    let n = alt.len();
+    for (k, p) in alt.iter_mut().enumerate() {
+        let last = tail && k + 1 == n && p.quant.is_empty();
+        match &mut p.atom {
+            Atom::Group(open, alts) => {
+                let inner = flags.within(open);
+                for a in alts.iter_mut() {
+                    markers(a, last, inner, classes)?;
+                }
+            }
+            Atom::Look(false, true, inner) if last => {
+                let Some(set) = single_char(inner).and_then(|c| char_set(c, flags)) else {
+                    return Err(unsupported(p));
+                };
+                if set.iter().any(|&(_, hi)| hi > 0x7F) || classes.len() == MAX_MARKERS {
+                    return Err(unsupported(p));
+                }
+                let mut bytes = ByteSet::default();
+                for (lo, hi) in set {
+                    (lo..=hi).for_each(|b| bytes.insert(b as u8));
+                }
+                let marker = MARKER + classes.len() as u8;
+                classes.push(bytes);
+                *p = pieces(&format!("(?-u:\\x{marker:X})")).remove(0);
+            }
+            Atom::Look(..) => return Err(unsupported(p)),
+            Atom::Char(_) | Atom::Other(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn unsupported(p: &Piece) -> Error {
+    let mut text = String::new();
+    render(p, &mut text);
+    Error::Compile(format!(
+        "lookaround {text} cannot be compiled to a DFA (supported: one-character lookbehinds \
+         after a one-character atom, escaped and triple-quote string idioms, and one-ASCII-class \
+         negative lookaheads at the end of a terminal)"
+    ))
+}
+
+/// Checks that `re`'s lookarounds can be rewritten (see the module doc);
+/// the error names the first that cannot.
+pub fn check(re: &str) -> Result<()> {
+    let (marked, _) = rewritten(re)?;
+    regex_syntax::ParserBuilder::new()
+        .utf8(false)
+        .build()
+        .parse(&marked)
+        .map(|_| ())
+        .map_err(|e| Error::Compile(e.to_string()))
+}
+
+/// Whether `re` has lookaround assertions.
+pub fn has_lookaround(re: &str) -> bool {
+    ["(?=", "(?!", "(?<=", "(?<!"]
+        .iter()
+        .any(|p| re.contains(p))
+}
+
+/// `re` (Rust syntax, Python's lookarounds allowed) with its lookarounds
+/// rewritten and trailing lookaheads as marker bytes, and each marker's bytes.
+fn rewritten(re: &str) -> Result<(String, Vec<ByteSet>)> {
+    let mut alts = parse(re)?;
+    let flags = Flags::default();
+    for a in alts.iter_mut() {
+        rewrite_alt(a, flags)?;
+    }
+    let mut classes = Vec::new();
+    for a in alts.iter_mut() {
+        markers(a, true, flags, &mut classes)?;
+    }
+    let mut out = String::new();
+    render_alts(&alts, &mut out);
+    Ok((out, classes))
+}
+
+/// The first-match DFA of Lark terminal regex `re` (see `ByteDfa::first_match`)
+/// and, if it ends in lookaheads, per state the bytes it may not end before.
+/// None when it matches no string.
+pub fn first_match(re: &str) -> Result<Option<(ByteDfa, Option<EndConditions>)>> {
+    let plain = |re: &str| match ByteDfa::first_match(re) {
+        Ok(d) => Ok(Some(d)),
+        Err(Error::Compile(m)) if m.ends_with("matches no string") => Ok(None),
+        Err(e) => Err(e),
+    };
+    if !has_lookaround(re) {
+        return Ok(plain(re)?.map(|d| (d, None)));
+    }
+    let (marked, classes) = rewritten(re)?;
+    if classes.is_empty() {
+        return Ok(plain(&marked)?.map(|d| (d, None)));
+    }
+    let mut unmarked = marked.clone();
+    for k in 0..classes.len() {
+        unmarked = unmarked.replace(&format!("(?-u:\\x{:X})", MARKER + k as u8), "");
+    }
+    let Some(dfa) = plain(&unmarked)? else {
+        return Ok(None);
+    };
+    let with = ByteDfa::first_match_with_markers(&marked)?;
+    if !prunes_alike(&dfa, &with) {
+        return Err(Error::Compile(format!(
+            "regex {re:?}: a trailing lookahead changes which alternative matches, which a \
+             DFA cannot follow"
+        )));
+    }
+    // Split our states by the marked DFA's, whose markers tell where an
+    // end needs a lookahead (and which).
+    let (split, marked_states) = dfa.counted(
+        with.start(),
+        |b| with.class(b) as u32,
+        MAX_SPLIT_STATES,
+        |m, b| with.step(m, b),
+    )?;
+    let forbid = marked_states
+        .iter()
+        .map(|&m| end_condition(&with, m, &classes))
+        .collect();
+    Ok(Some((split, Some(forbid))))
+}
+
+/// Bound on a terminal's states once split by its lookaheads.
+const MAX_SPLIT_STATES: usize = 1 << 16;
+
+/// The bytes before which a match may not end in state `m` of the marked
+/// DFA: none if it ends there directly; else those of every lookahead
+/// through which it ends (an end needs one that holds).
+fn end_condition(marked: &ByteDfa, m: u32, classes: &[ByteSet]) -> ByteSet {
+    if m == DEAD || marked.is_accepting(m) {
+        return ByteSet::default();
+    }
+    let mut cond: Option<ByteSet> = None;
+    for (k, class) in classes.iter().enumerate() {
+        if marked.step(m, MARKER + k as u8) != DEAD {
+            cond = Some(match cond {
+                Some(c) => intersect(&c, class),
+                None => *class,
+            });
+        }
+    }
+    cond.unwrap_or_default()
+}
+
+/// Whether `plain` (the pattern without its trailing lookaheads) and
+/// `marked` (with a marker byte for each) are alive after the same texts,
+/// and a match ends in `plain` exactly where one ends in `marked`, directly
+/// or through a marker after which nothing follows.
+fn prunes_alike(plain: &ByteDfa, marked: &ByteDfa) -> bool {
+    let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
+    let mut stack = vec![(plain.start(), marked.start())];
+    seen.insert((plain.start(), marked.start()), ());
+    while let Some((p, m)) = stack.pop() {
+        let mut ends = marked.is_accepting(m);
+        for k in 0..MAX_MARKERS as u8 {
+            let after = marked.step(m, MARKER + k);
+            if after == DEAD {
+                continue;
+            }
+            if !marked.is_accepting(after) || (0..=255u8).any(|b| marked.step(after, b) != DEAD) {
+                return false;
+            }
+            ends = true;
+        }
+        if ends != plain.is_accepting(p) {
+            return false;
+        }
+        for b in 0..MARKER {
+            let (p2, m2) = (plain.step(p, b), marked.step(m, b));
+            if (p2 == DEAD) != (m2 == DEAD) {
+                return false;
+            }
+            if p2 != DEAD && seen.insert((p2, m2), ()).is_none() {
+                stack.push((p2, m2));
+            }
+        }
+    }
+    true
+}
+
+fn intersect(a: &ByteSet, b: &ByteSet) -> ByteSet {
+    let mut out = ByteSet::default();
+    for x in 0..=255u8 {
+        if a.contains(x) && b.contains(x) {
+            out.insert(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewrite(re: &str) -> String {
+        rewritten(re).unwrap().0
+    }
+
+    #[test]
+    fn parse_and_render_round_trip() {
+        for re in [
+            r"a(?:b|c)*?[^\]x]\x{41}\p{L}(?P<n>d){2,3}$",
+            r"(?is:[ubf]?r?)(x|y)+",
+            r"[[:alpha:]\d]+?\.",
+        ] {
+            let mut out = String::new();
+            render_alts(&parse(re).unwrap(), &mut out);
+            assert_eq!(out, re);
+        }
+    }
+
+    #[test]
+    fn idioms_are_rewritten() {
+        assert_eq!(rewrite(r#""""(?<!\\).*?""""#), r#"""".*?""""#);
+        assert_eq!(rewrite(r"a(?<!a)"), r"a[^\x{0}-\x{10FFFF}]");
+        assert_eq!(
+            rewrite(r#""x.*?(?<!\\)(\\\\)*?""#),
+            r#""x(?:(?:[^\\\n]|\\.))*?""#
+        );
+        assert!(rewrite(r#"(?s:"(?!"").*?")"#).starts_with(r#"(?s:(?:\x{22}\x{22}(?-u:\xF8)|"#));
+        assert!(rewritten(r"a(?=b)c").is_err());
+        assert!(rewritten(r"(?!x)a").is_err());
+        assert!(rewritten(r"a(?!é)").is_err());
+    }
+
+    /// Whether `re` (with lookarounds) matches all of `text` as Python's
+    /// `re.match` would, by the rewritten DFA and its end conditions.
+    fn lexes(re: &str, text: &str, next: Option<u8>) -> bool {
+        let (dfa, forbid) = first_match(re).unwrap().unwrap();
+        let q = dfa.step_bytes(dfa.start(), text.as_bytes());
+        q != DEAD
+            && dfa.is_accepting(q)
+            && match (&forbid, next) {
+                (Some(f), Some(b)) => !f[q as usize].contains(b),
+                _ => true,
+            }
+    }
+
+    #[test]
+    fn strings_and_numbers_of_pythons_grammar() {
+        let string =
+            r#"(?i:([ubf]?r?|r[ubf])("(?!"").*?(?<!\\)(\\\\)*?"|'(?!'').*?(?<!\\)(\\\\)*?'))"#;
+        assert!(lexes(string, r#""a\"b""#, None));
+        assert!(lexes(string, r#""a\\""#, None));
+        assert!(!lexes(string, r#""a\""#, None));
+        assert!(lexes(string, r#"rb'x'"#, None));
+        assert!(lexes(string, r#""""#, Some(b' ')));
+        assert!(lexes(string, r#""""#, None));
+        assert!(!lexes(string, r#""""#, Some(b'"')));
+        assert!(!lexes(string, "\"a\nb\"", None));
+        let number = r"(?:[1-9](?:_?[0-9])*|0(?:_?0)*(?:(?![1-9])))";
+        assert!(lexes(number, "0", Some(b' ')));
+        assert!(lexes(number, "00", None));
+        assert!(!lexes(number, "0", Some(b'7')));
+        assert!(lexes(number, "17", Some(b'7')));
+        // syncode's: lazy text without escapes, across lines (s flag).
+        let string = r#"(?is:[ubf]?r?("(?!"").*?"|'(?!'').*?'))"#;
+        assert!(lexes(string, "'a\nb'", None));
+        assert!(lexes(string, "''", Some(b'x')));
+        assert!(!lexes(string, "''", Some(b'\'')));
+        assert!(!lexes(string, "'''a'", None));
+        // A lookahead that would make re fall back to a later alternative.
+        assert!(first_match(r"a(?!b)|ab").is_err());
+    }
+}
