@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::{GrammarAst, Lexing};
-use crate::cfg::earley::{CfgState, Chart, EarleySet};
+use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
 use crate::cfg::fillmemo::{FillMemo, Lookup};
 use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::lower::{lower, Cfg};
@@ -308,7 +308,7 @@ impl CompiledGrammar {
                 // A scan that a letter leaves where it is (inside a string)
                 // usually reads the next token there too.
                 let looping = c.frontier.iter().any(|scan| {
-                    cfg.lexemes[scan.lexeme as usize]
+                    cfg.scan_lexeme(scan.lexeme)
                         .dfa
                         .as_ref()
                         .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
@@ -362,6 +362,25 @@ impl CompiledGrammar {
         first: &mut bool,
     ) -> Result<()> {
         let trie = self.vocab.trie();
+        if key.iter().any(|&(l, _)| l & GUARD != 0) {
+            // A back-off branch's guards kill it where they accept, which
+            // the lexer-only entries do not know: walk with the parser.
+            if std::mem::take(first) {
+                row.fill(0);
+            }
+            let mut below = Offset {
+                inner: &mut *stepper,
+                offset: trie.depth(node),
+            };
+            trie.walk(node, &mut below, |t| {
+                set_bit(row, t);
+                true
+            });
+            return match stepper.error.take() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+        }
         let entry =
             |k: &Vec<(u32, u32)>| lex_cache.get(cfg, &self.vocab, row.len(), k, node as u32);
         // With all-splits lexing the scans are independent alternatives, so

@@ -563,9 +563,9 @@ impl Cfg {
         let mut out = Vec::with_capacity(st.frontier.len());
         let mut sets = st.sets;
         let mut accepting = false;
-        let ends = self.step_scans(&st.frontier, byte, &mut out);
         match self.lexing {
             Lexing::AllSplits => {
+                let ends = self.step_scans(&st.frontier, byte, &mut out);
                 let mut after = ends.after;
                 if !ends.before.is_empty() {
                     let c = self.complete_lexemes(&chart[..], sets, &ends.before, 0)?;
@@ -584,15 +584,43 @@ impl Cfg {
                 }
             }
             Lexing::Longest => {
-                if out.is_empty() {
-                    let (ended, width) = self.longest_done(&st.frontier, Some(byte));
-                    if ended.is_empty() {
-                        return Ok(None);
+                let mut origins: Vec<u32> = st.frontier.iter().map(|s| s.origin).collect();
+                origins.sort_unstable();
+                origins.dedup();
+                for o in origins {
+                    let group: Vec<(u32, u32)> = st
+                        .frontier
+                        .iter()
+                        .filter(|s| s.origin == o)
+                        .map(|s| (s.lexeme, s.state))
+                        .collect();
+                    let t = self.longest_step(&group, byte);
+                    out.extend(t.next.iter().map(|&(lexeme, state)| Scan {
+                        lexeme,
+                        state,
+                        origin: o,
+                    }));
+                    let guards = match (&t.tentative, t.next.is_empty()) {
+                        (_, true) => &t.carried,
+                        (Some(g), false) => g,
+                        (None, false) => continue,
+                    };
+                    if t.ends.is_empty() {
+                        continue;
                     }
-                    let c = self.complete_lexemes(&chart[..], sets, &ended, width)?;
+                    let done: Vec<(u32, u32)> = t.ends.iter().map(|&l| (l, o)).collect();
+                    let c = self.complete_lexemes(&chart[..], sets, &done, t.width)?;
                     sets += c.sets();
                     let (started, _) = c.push_sets(chart);
+                    let before = out.len();
                     self.step_scans(&started, byte, &mut out);
+                    if out.len() > before {
+                        out.extend(guards.iter().map(|&(lexeme, state)| Scan {
+                            lexeme,
+                            state,
+                            origin: sets - 1,
+                        }));
+                    }
                 }
             }
         }
@@ -613,6 +641,71 @@ impl Cfg {
         }))
     }
 
+    /// The lexeme a scan or guard (`GUARD`-tagged id) reads.
+    #[inline]
+    pub fn scan_lexeme(&self, id: u32) -> &super::lower::Lexeme {
+        &self.lexemes[(id & !GUARD) as usize]
+    }
+
+    /// Longest-match lexing with back-off: one byte for the scans and
+    /// guards `(lexeme, state)` of one branch (see `LongestStep`).
+    pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
+        let mut next = Vec::new();
+        let mut carried = Vec::new();
+        let mut longer = false;
+        for &(id, q) in pairs {
+            let dfa = self.scan_lexeme(id).dfa.as_ref().expect("scans have DFAs");
+            let q2 = dfa.step(q, byte);
+            if q2 == DEAD {
+                continue;
+            }
+            if id & GUARD != 0 {
+                if dfa.is_accepting(q2) {
+                    // A longer match: the end this branch took was not the
+                    // longest one.
+                    return LongestStep::default();
+                }
+                carried.push((id, q2));
+            } else {
+                longer |= dfa.is_accepting(q2);
+                next.push((id, q2));
+            }
+        }
+        let (ends, width) = self.longest_ends(
+            pairs.iter().copied().filter(|&(id, _)| id & GUARD == 0),
+            Some(byte),
+        );
+        if next.is_empty() {
+            return LongestStep {
+                next,
+                ends,
+                width,
+                carried,
+                tentative: None,
+            };
+        }
+        // Scans go on past an end, none accepting yet: they may still die
+        // before they accept, and then the lexeme ends here after all.
+        let tentative = (!ends.is_empty() && !longer).then(|| {
+            next.iter()
+                .map(|&(l, q)| (l | GUARD, q))
+                .chain(carried.iter().copied())
+                .collect()
+        });
+        next.extend_from_slice(&carried);
+        LongestStep {
+            next,
+            ends: if tentative.is_some() {
+                ends
+            } else {
+                Vec::new()
+            },
+            width,
+            carried: Vec::new(),
+            tentative,
+        }
+    }
+
     /// Whether a longest-match scan of lexeme `l` in state `q` may end
     /// before byte `next` (None: at the end of the text), as its trailing
     /// lookahead allows.
@@ -629,8 +722,8 @@ impl Cfg {
 
     /// Longest-match: of the scans `(lexeme, state)`, the lexemes that end
     /// before `next` if it ends them: the highest priority among those that
-    /// may end there. An indenter's newline ends alone, and its width comes
-    /// with it (else 0).
+    /// may end there, strings before patterns. An indenter's newline ends
+    /// alone, and its width comes with it (else 0).
     pub fn longest_ends(
         &self,
         scans: impl Iterator<Item = (u32, u32)> + Clone,
@@ -644,6 +737,11 @@ impl Cfg {
         let mut ends: Vec<(u32, u32)> = ending
             .filter(|&(l, _)| Some(self.lexemes[l as usize].priority) == best)
             .collect();
+        // A string that ends with a pattern on the same text wins (Lark
+        // retypes a name that spells a keyword the parser accepts here).
+        if ends.iter().any(|&(l, _)| self.lexemes[l as usize].literal) {
+            ends.retain(|&(l, _)| self.lexemes[l as usize].literal);
+        }
         let mut width = 0;
         if let Some(ind) = &self.indenter {
             if let Some(&(l, q)) = ends.iter().find(|&&(l, _)| l == ind.newline) {
@@ -655,19 +753,6 @@ impl Cfg {
         lexemes.sort_unstable();
         lexemes.dedup();
         (lexemes, width)
-    }
-
-    /// Longest-match: the scans `(lexeme, origin)` that end before `next`
-    /// if it ends them (see `longest_ends`), and the newline's width.
-    fn longest_done(&self, frontier: &[Scan], next: Option<u8>) -> (Vec<(u32, u32)>, u32) {
-        let (lexemes, width) =
-            self.longest_ends(frontier.iter().map(|s| (s.lexeme, s.state)), next);
-        let done = frontier
-            .iter()
-            .filter(|s| lexemes.contains(&s.lexeme) && self.may_end(s.lexeme, s.state, next))
-            .map(|s| (s.lexeme, s.origin))
-            .collect();
-        (done, width)
     }
 
     /// All-splits: the greedy scans that would end if the text ended here.
@@ -690,14 +775,41 @@ impl Cfg {
         if st.accepting {
             return Ok(true);
         }
-        let (ended, width) = match self.lexing {
-            Lexing::AllSplits => (self.greedy_done(&st.frontier), 0),
-            Lexing::Longest => self.longest_done(&st.frontier, None),
-        };
+        if self.lexing == Lexing::Longest {
+            let mut origins: Vec<u32> = st.frontier.iter().map(|s| s.origin).collect();
+            origins.sort_unstable();
+            origins.dedup();
+            for o in origins {
+                let (lexemes, width) = self.longest_ends(
+                    st.frontier
+                        .iter()
+                        .filter(|s| s.origin == o && s.lexeme & GUARD == 0)
+                        .map(|s| (s.lexeme, s.state)),
+                    None,
+                );
+                let ended: Vec<(u32, u32)> = lexemes.iter().map(|&l| (l, o)).collect();
+                if !ended.is_empty() && self.accepts_after(chart, st.sets, &ended, width)? {
+                    return Ok(true);
+                }
+            }
+            return Ok(false);
+        }
+        let ended = self.greedy_done(&st.frontier);
         if ended.is_empty() {
             return Ok(false);
         }
-        let c = self.complete_lexemes(chart, st.sets, &ended, width)?;
+        self.accepts_after(chart, st.sets, &ended, 0)
+    }
+
+    /// Whether the text is complete once lexemes `ended` end (as set `cur`).
+    fn accepts_after(
+        &self,
+        chart: &(impl ChartRead + ?Sized),
+        cur: u32,
+        ended: &[(u32, u32)],
+        width: u32,
+    ) -> Result<bool> {
+        let c = self.complete_lexemes(chart, cur, ended, width)?;
         let dedents = match &self.indenter {
             Some(ind) if !c.set.items.is_empty() => ind.at_end(&c.set.layout),
             _ => Vec::new(),
@@ -710,14 +822,37 @@ impl Cfg {
         made.push(c.set);
         let view = Extended {
             base: chart,
-            len: st.sets,
+            len: cur,
             ext: &made,
         };
-        let newest = st.sets + made.len() as u32 - 1;
+        let newest = cur + made.len() as u32 - 1;
         Ok(self
             .read_tokens(&view, newest + 1, newest, &dedents, Layout::default())?
             .accepting)
     }
+}
+
+/// Marks a guard in a longest-match frontier: a scan that went on past an
+/// accepting point where its branch ended a lexeme (back-off). If it reaches
+/// another accepting state, the longest match was longer, and the branch
+/// dies; if it dies first, it is dropped.
+pub const GUARD: u32 = 1 << 31;
+
+/// What one byte does to a longest-match branch's scans and guards.
+#[derive(Debug, Default)]
+pub struct LongestStep {
+    /// Scans that read the byte, with the branch's guards (empty if no scan
+    /// did, or a guard found a longer match).
+    pub next: Vec<(u32, u32)>,
+    /// The lexemes that end before the byte (with the newline's `width`):
+    /// if `next` is empty, the branch goes on from their end; else, with
+    /// `tentative`, a new branch does.
+    pub ends: Vec<u32>,
+    pub width: u32,
+    /// The branch's guards after the byte (when `next` is empty).
+    pub carried: Vec<(u32, u32)>,
+    /// The guards of a branch that ends `ends` here while scans go on.
+    pub tentative: Option<Vec<(u32, u32)>>,
 }
 
 /// The lexemes a byte ends, with their origins: `after` it (all-splits

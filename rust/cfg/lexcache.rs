@@ -423,10 +423,11 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     // fill. All-splits lexemes end after a byte they accept, greedy ones
     // before a byte that kills them (whatever the byte: entries are shared
     // by lexemes with different followers, and the fill drops the ends that
-    // no follower can read); longest-match ones only when no scan takes the
-    // byte.
+    // no follower can read); longest-match ones where no scan takes the
+    // byte, or where the scans that take it all stop accepting (back-off).
     let mut ends = false;
     let mut accepted_before = false;
+    let mut accepting_after = false;
     for i in start..end {
         let (l, q) = pairs[i];
         let lexeme = &cfg.lexemes[l as usize];
@@ -435,6 +436,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
+            accepting_after |= dfa.is_accepting(q2);
             pairs.push((l, q2));
         } else {
             ends |= lexeme.greedy && dfa.is_accepting(q);
@@ -443,7 +445,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     let survived = pairs.len() > end;
     let ends = match cfg.lexing {
         Lexing::AllSplits => ends,
-        Lexing::Longest => !survived && accepted_before,
+        Lexing::Longest => accepted_before && !accepting_after,
     };
     if ends {
         Visit::Stop
@@ -554,8 +556,13 @@ impl VisitStepper for OneScan<'_> {
         let q2 = self.dfa.step(q, byte);
         self.states[depth] = q2;
         if q2 != DEAD {
-            let ends_after = self.ends_after && self.dfa.is_accepting(q2);
-            return if ends_after { Visit::Stop } else { Visit::Live };
+            let ends = if self.lexing == Lexing::Longest {
+                // Back-off: the lexeme may end before the byte after all.
+                self.dfa.is_accepting(q) && !self.dfa.is_accepting(q2)
+            } else {
+                self.ends_after && self.dfa.is_accepting(q2)
+            };
+            return if ends { Visit::Stop } else { Visit::Live };
         }
         // A greedy lexeme's end is left to the fill whatever the byte (see
         // `step_scans`).

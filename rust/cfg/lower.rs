@@ -93,6 +93,10 @@ pub struct Lexeme {
     pub end_forbid: Option<Box<[ByteSet]>>,
     /// A `%declare`d terminal: it has no text (no DFA); the indenter makes it.
     pub declared: bool,
+    /// A Lark string (`"if"`, `"select"i`): where it ends with a pattern
+    /// terminal of the same priority on the same text, the string wins, as
+    /// Lark retypes a name that spells a keyword.
+    pub literal: bool,
 }
 
 impl Lexeme {
@@ -160,6 +164,34 @@ struct Lowerer<'a> {
     member_rules: Vec<MemberRules>,
     /// `%declare`d terminal names (the indenter's tokens).
     declared: Vec<String>,
+}
+
+/// Whether `n` is a Lark string: a literal, or a case-insensitive one
+/// (which the Lark front end writes as `(?i:` escaped characters `)`).
+fn is_string(n: &Node) -> bool {
+    match n {
+        Node::Literal(_) => true,
+        Node::Regex(r) => r
+            .strip_prefix("(?i:")
+            .and_then(|r| r.strip_suffix(')'))
+            .is_some_and(|body| {
+                let mut rest = body;
+                while !rest.is_empty() {
+                    if let Some(after) = rest.strip_prefix("\\x{") {
+                        match after.find('}') {
+                            Some(end) => rest = &after[end + 1..],
+                            None => return false,
+                        }
+                    } else if rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                        rest = &rest[1..];
+                    } else {
+                        return false;
+                    }
+                }
+                true
+            }),
+        _ => false,
+    }
 }
 
 /// Whether `d` matches `text` and nothing else.
@@ -652,7 +684,9 @@ impl Lowerer<'_> {
         let mut re = String::new();
         cache_key(n, &mut re);
         let key = format!("{priority}\u{0}{re}");
+        let literal = is_string(n);
         if let Some(&id) = self.lexeme_ids.get(&key) {
+            self.lexemes[id as usize].literal |= literal;
             return Ok(Sym::T(id));
         }
         if self.lexemes.len() >= MAX_LEXEMES {
@@ -692,6 +726,7 @@ impl Lowerer<'_> {
             follow: ByteSet::default(),
             end_forbid,
             declared: false,
+            literal,
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -881,6 +916,7 @@ impl Lowerer<'_> {
             follow: ByteSet::default(),
             end_forbid: None,
             declared: true,
+            literal: false,
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))

@@ -11,6 +11,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
+use super::ast::Lexing;
 use super::lexcache::{ends_after_accepting, read, write};
 use super::lower::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
@@ -191,10 +192,12 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     // As in a lexer-only walk: a lexeme may end after a byte it accepts.
     let ends_after = ends_after_accepting(cfg.lexing, lexeme);
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
+    // A longest-match lexeme may end where it stops accepting (back-off).
+    let backs_off = cfg.lexing == Lexing::Longest;
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
-            if !live(t) {
+            if !live(t) || (backs_off && dfa.is_accepting(x) && !dfa.is_accepting(t)) {
                 return false;
             }
             out.push(t);

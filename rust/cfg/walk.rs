@@ -28,13 +28,15 @@ struct LexState {
     pairs: Vec<(u32, u32)>,
     /// All-splits lexemes that end here (accepting, not greedy).
     after: Vec<u32>,
-    /// Longest-match: the lexemes that end if the next byte ends them
-    /// (`Cfg::longest_ends`), and the newline's width.
-    best: Vec<u32>,
+}
+
+/// What a longest-match transition does besides stepping scans (see
+/// `earley::LongestStep`): lexemes end before the byte, and the branch
+/// that goes on from there carries guards (a lexer state of guards only).
+struct LongestEnd {
+    ends: Vec<u32>,
     width: u32,
-    /// Whether some scan's trailing lookahead depends on that byte (then
-    /// `best` is worked out per byte).
-    restricted: bool,
+    guards: u32,
 }
 
 /// Lexer states interned for one walk, with their byte transitions and the
@@ -46,6 +48,12 @@ struct LexStates {
     /// Per transition: index into `ends_before` (0: none end).
     before: Vec<u32>,
     ends_before: Vec<Vec<u32>>,
+    /// Longest-match lexing: per transition, index into `longest_ends`
+    /// (0: no lexeme ends).
+    longest: Vec<u32>,
+    longest_ends: Vec<LongestEnd>,
+    /// Lexer states made by joining two (started scans and guards).
+    joined: HashMap<(u32, u32), u32>,
 }
 
 impl LexStates {
@@ -57,6 +65,9 @@ impl LexStates {
             trans: Vec::new(),
             before: Vec::new(),
             ends_before: Vec::new(),
+            longest: Vec::new(),
+            longest_ends: Vec::new(),
+            joined: HashMap::default(),
         }
     }
 
@@ -65,9 +76,6 @@ impl LexStates {
         let empty = LexState {
             pairs: Vec::new(),
             after: Vec::new(),
-            best: Vec::new(),
-            width: 0,
-            restricted: false,
         };
         LexStates {
             states: vec![empty],
@@ -79,6 +87,13 @@ impl LexStates {
             trans: vec![EMPTY; 256],
             before: vec![0; 256],
             ends_before: vec![Vec::new()],
+            longest: vec![0; 256],
+            longest_ends: vec![LongestEnd {
+                ends: Vec::new(),
+                width: 0,
+                guards: EMPTY,
+            }],
+            joined: HashMap::default(),
         }
     }
 
@@ -88,33 +103,74 @@ impl LexStates {
         if let Some(&id) = self.ids.get(&pairs) {
             return id;
         }
-        let after = pairs
-            .iter()
-            .filter(|&&(l, q)| {
-                let lexeme = &cfg.lexemes[l as usize];
-                let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-                dfa.is_accepting(q) && !lexeme.greedy
-            })
-            .map(|&(l, _)| l)
-            .collect();
-        let (best, width) = match cfg.lexing {
-            Lexing::AllSplits => (Vec::new(), 0),
-            Lexing::Longest => cfg.longest_ends(pairs.iter().copied(), None),
+        let after = match cfg.lexing {
+            Lexing::AllSplits => pairs
+                .iter()
+                .filter(|&&(l, q)| {
+                    let lexeme = &cfg.lexemes[l as usize];
+                    let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+                    dfa.is_accepting(q) && !lexeme.greedy
+                })
+                .map(|&(l, _)| l)
+                .collect(),
+            Lexing::Longest => Vec::new(),
         };
-        let restricted = pairs
-            .iter()
-            .any(|&(l, _)| cfg.lexemes[l as usize].end_forbid.is_some());
         let id = self.states.len() as u32;
         self.ids.insert(pairs.clone(), id);
-        self.states.push(LexState {
-            pairs,
-            after,
-            best,
-            width,
-            restricted,
-        });
+        self.states.push(LexState { pairs, after });
         self.trans.resize(self.trans.len() + 256, UNKNOWN);
         self.before.resize(self.before.len() + 256, 0);
+        self.longest.resize(self.longest.len() + 256, 0);
+        id
+    }
+
+    /// Longest-match lexing: the state after `byte` (EMPTY if no scan
+    /// reads it), and the index of what ends before it (see `LongestEnd`).
+    fn step_longest(&mut self, cfg: &Cfg, id: u32, byte: u8) -> (u32, u32) {
+        let slot = id as usize * 256 + byte as usize;
+        let known = self.trans[slot];
+        if known != UNKNOWN {
+            return (known, self.longest[slot]);
+        }
+        let t = cfg.longest_step(&self.states[id as usize].pairs, byte);
+        let next = self.intern(cfg, t.next);
+        let guards = match (t.tentative, next == EMPTY) {
+            (_, true) => Some(t.carried),
+            (Some(g), false) => Some(g),
+            (None, false) => None,
+        };
+        let end = match guards {
+            Some(g) if !t.ends.is_empty() => {
+                let guards = self.intern(cfg, g);
+                self.longest_ends.push(LongestEnd {
+                    ends: t.ends,
+                    width: t.width,
+                    guards,
+                });
+                (self.longest_ends.len() - 1) as u32
+            }
+            _ => 0,
+        };
+        self.trans[slot] = next;
+        self.longest[slot] = end;
+        (next, end)
+    }
+
+    /// The state holding the scans of `a` and of `b`.
+    fn join(&mut self, cfg: &Cfg, a: u32, b: u32) -> u32 {
+        if b == EMPTY {
+            return a;
+        }
+        if let Some(&id) = self.joined.get(&(a, b)) {
+            return id;
+        }
+        let pairs = [
+            &self.states[a as usize].pairs[..],
+            &self.states[b as usize].pairs[..],
+        ]
+        .concat();
+        let id = self.intern(cfg, pairs);
+        self.joined.insert((a, b), id);
         id
     }
 
@@ -380,14 +436,14 @@ impl<'a> CfgStepper<'a> {
             .ext
             .truncate(parent.sets as usize - self.chart.base.len());
         let start = self.groups.len();
-        for i in parent.start..parent.end {
-            let g = self.groups[i];
-            self.step_group(g, byte, after, before);
-        }
         let mut sets = parent.sets;
         let mut accepting = false;
         match self.cfg.lexing {
             Lexing::AllSplits => {
+                for i in parent.start..parent.end {
+                    let g = self.groups[i];
+                    self.step_group(g, byte, after, before);
+                }
                 if !before.is_empty() {
                     let c = self.complete(sets, before, 0)?;
                     sets = self.push_completion(sets, &c);
@@ -413,37 +469,36 @@ impl<'a> CfgStepper<'a> {
                 }
             }
             Lexing::Longest => {
-                if self.groups.len() == start {
-                    // No scan takes the byte: the accepting ones end before it
-                    // (highest priority), and the byte must start a lexeme.
-                    let done = after;
+                // Each group is a branch: its scans read the byte, and where
+                // lexemes end before it (no scan reads it, or back-off) a
+                // branch goes on from their end, where the byte must start a
+                // lexeme.
+                for i in parent.start..parent.end {
+                    let g = self.groups[i];
+                    let (next, end) = self.lex.step_longest(self.cfg, g.lex, byte);
+                    if next != EMPTY {
+                        self.groups.push(Group {
+                            lex: next,
+                            origin: g.origin,
+                        });
+                    }
+                    if end == 0 {
+                        continue;
+                    }
+                    let e = &self.lex.longest_ends[end as usize];
+                    let (width, guards) = (e.width, e.guards);
+                    let done = &mut *after;
                     done.clear();
-                    let mut width = 0;
-                    for i in parent.start..parent.end {
-                        let g = self.groups[i];
-                        let state = &self.lex.states[g.lex as usize];
-                        if state.restricted {
-                            let (best, w) = self
-                                .cfg
-                                .longest_ends(state.pairs.iter().copied(), Some(byte));
-                            width = width.max(w);
-                            done.extend(best.iter().map(|&l| (l, g.origin)));
-                        } else {
-                            width = width.max(state.width);
-                            done.extend(state.best.iter().map(|&l| (l, g.origin)));
-                        }
-                    }
-                    if done.is_empty() {
-                        return Ok(false);
-                    }
+                    done.extend(e.ends.iter().map(|&l| (l, g.origin)));
                     let c = self.complete(sets, done, width)?;
-                    let (next, _) = self.lex.step(self.cfg, c.started, byte);
-                    if next == EMPTY {
-                        return Ok(false);
+                    let (started, _) = self.lex.step(self.cfg, c.started, byte);
+                    if started == EMPTY {
+                        continue;
                     }
+                    let lex = self.lex.join(self.cfg, started, guards);
                     sets = self.push_completion(sets, &c);
                     self.groups.push(Group {
-                        lex: next,
+                        lex,
                         origin: sets - 1,
                     });
                 }
