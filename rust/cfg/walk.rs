@@ -87,7 +87,7 @@ impl LexStates {
             trans: vec![EMPTY; 256],
             before: vec![0; 256],
             ends_before: vec![Vec::new()],
-            longest: vec![0; 256],
+            longest: Vec::new(),
             longest_ends: vec![LongestEnd {
                 ends: Vec::new(),
                 width: 0,
@@ -120,7 +120,6 @@ impl LexStates {
         self.states.push(LexState { pairs, after });
         self.trans.resize(self.trans.len() + 256, UNKNOWN);
         self.before.resize(self.before.len() + 256, 0);
-        self.longest.resize(self.longest.len() + 256, 0);
         id
     }
 
@@ -128,6 +127,11 @@ impl LexStates {
     /// reads it), and the index of what ends before it (see `LongestEnd`).
     fn step_longest(&mut self, cfg: &Cfg, id: u32, byte: u8) -> (u32, u32) {
         let slot = id as usize * 256 + byte as usize;
+        if self.longest.len() <= slot {
+            // Grown here, not per interned state: only longest-match walks
+            // read it, and the others' tables stay smaller.
+            self.longest.resize(self.trans.len(), 0);
+        }
         let known = self.trans[slot];
         if known != UNKNOWN {
             return (known, self.longest[slot]);
@@ -234,7 +238,9 @@ struct Completion {
     set: Arc<EarleySet>,
     accepting: bool,
     started: u32,
-    before: Option<Arc<[Arc<EarleySet>]>>,
+    /// Index into `CfgStepper::chains` (0: none). An index, not the sets:
+    /// an `Option<Arc<..>>` here made every JSON mask 5-10% slower.
+    before: u32,
 }
 
 pub struct CfgStepper<'a> {
@@ -248,6 +254,9 @@ pub struct CfgStepper<'a> {
     memo: HashMap<(usize, u32), MemoBucket>,
     after: Vec<(u32, u32)>,
     before: Vec<(u32, u32)>,
+    /// The sets a completion adds before its last (the indenter's tokens),
+    /// by `Completion::before` - 1.
+    chains: Vec<Vec<Arc<EarleySet>>>,
     /// A bound exceeded during the walk; the caller reports it.
     pub error: Option<Error>,
 }
@@ -339,6 +348,7 @@ impl<'a> CfgStepper<'a> {
             memo: HashMap::with_capacity_and_hasher(64, Default::default()),
             after: Vec::new(),
             before: Vec::new(),
+            chains: Vec::new(),
             error: None,
         }
     }
@@ -346,6 +356,8 @@ impl<'a> CfgStepper<'a> {
     /// The new Earley sets for completed `done` (and a newline's `width`)
     /// over a view of `sets` sets, and the lexer state the last one's
     /// predicted lexemes start in.
+    // Inlined: a call of its own cost JSON masks about 5%.
+    #[inline(always)]
     fn complete(&mut self, sets: u32, done: &[(u32, u32)], width: u32) -> Result<Completion> {
         // Sets made during a walk all come from this memo (which keeps them
         // alive), so the newest set's address identifies the chart view.
@@ -369,7 +381,11 @@ impl<'a> CfgStepper<'a> {
             set: Arc::new(c.set),
             accepting: c.accepting,
             started,
-            before: (!c.before.is_empty()).then(|| c.before.into_iter().map(Arc::new).collect()),
+            before: if c.before.is_empty() {
+                0
+            } else {
+                self.keep_chain(c.before)
+            },
         };
         self.memo
             .entry((top, sets))
@@ -378,14 +394,33 @@ impl<'a> CfgStepper<'a> {
         Ok(result)
     }
 
+    /// Keeps `sets` as a chain; returns its `Completion::before`.
+    #[cold]
+    #[inline(never)]
+    fn keep_chain(&mut self, sets: Vec<EarleySet>) -> u32 {
+        self.chains.push(sets.into_iter().map(Arc::new).collect());
+        self.chains.len() as u32
+    }
+
+    /// Adds chain `k` (see `Completion::before`); returns its length.
+    #[cold]
+    #[inline(never)]
+    fn push_chain(&mut self, k: u32) -> u32 {
+        let before = &self.chains[k as usize - 1];
+        self.chart.ext.extend(before.iter().cloned());
+        before.len() as u32
+    }
+
     /// Adds `c`'s sets to the view of `sets` sets; returns the new count.
-    fn push_completion(&mut self, sets: u32, c: &Completion) -> u32 {
+    #[inline(always)]
+    fn push_completion(&mut self, sets: u32, c: Completion) -> u32 {
         let mut sets = sets;
-        if let Some(before) = &c.before {
-            self.chart.ext.extend(before.iter().cloned());
-            sets += before.len() as u32;
+        if c.before != 0 {
+            sets += self.push_chain(c.before);
         }
-        self.chart.ext.push(c.set.clone());
+        // Moved, not cloned: an Arc clone is an atomic add, and this runs
+        // once per completion of a walk.
+        self.chart.ext.push(c.set);
         sets + 1
     }
 
@@ -421,6 +456,53 @@ impl<'a> CfgStepper<'a> {
         }
     }
 
+    /// Longest-match lexing: one byte for each group of frame `parent`
+    /// (see `step_inner`); returns the number of sets after it. Out of line,
+    /// so that the all-splits walk's loop stays small.
+    #[inline(never)]
+    fn step_branches(
+        &mut self,
+        parent: Frame,
+        byte: u8,
+        after: &mut Vec<(u32, u32)>,
+    ) -> Result<u32> {
+        let mut sets = parent.sets;
+        // Each group is a branch: its scans read the byte, and where
+        // lexemes end before it (no scan reads it, or back-off) a
+        // branch goes on from their end, where the byte must start a
+        // lexeme.
+        for i in parent.start..parent.end {
+            let g = self.groups[i];
+            let (next, end) = self.lex.step_longest(self.cfg, g.lex, byte);
+            if next != EMPTY {
+                self.groups.push(Group {
+                    lex: next,
+                    origin: g.origin,
+                });
+            }
+            if end == 0 {
+                continue;
+            }
+            let e = &self.lex.longest_ends[end as usize];
+            let (width, guards) = (e.width, e.guards);
+            let done = &mut *after;
+            done.clear();
+            done.extend(e.ends.iter().map(|&l| (l, g.origin)));
+            let c = self.complete(sets, done, width)?;
+            let (started, _) = self.lex.step(self.cfg, c.started, byte);
+            if started == EMPTY {
+                continue;
+            }
+            let lex = self.lex.join(self.cfg, started, guards);
+            sets = self.push_completion(sets, c);
+            self.groups.push(Group {
+                lex,
+                origin: sets - 1,
+            });
+        }
+        Ok(sets)
+    }
+
     /// One byte; `after` and `before` are empty scratch buffers for the
     /// lexemes that end after and before it.
     fn step_inner(
@@ -438,70 +520,45 @@ impl<'a> CfgStepper<'a> {
         let start = self.groups.len();
         let mut sets = parent.sets;
         let mut accepting = false;
-        match self.cfg.lexing {
-            Lexing::AllSplits => {
-                for i in parent.start..parent.end {
-                    let g = self.groups[i];
-                    self.step_group(g, byte, after, before);
-                }
-                if !before.is_empty() {
-                    let c = self.complete(sets, before, 0)?;
-                    sets = self.push_completion(sets, &c);
-                    // Lexemes started here end before the byte only if they
-                    // matched the empty string, which prediction already took.
-                    let g = Group {
-                        lex: c.started,
-                        origin: sets - 1,
-                    };
-                    before.clear();
-                    self.step_group(g, byte, after, before);
-                }
-                if !after.is_empty() {
-                    let c = self.complete(sets, after, 0)?;
-                    sets = self.push_completion(sets, &c);
-                    accepting = c.accepting;
-                    if c.started != EMPTY {
-                        self.groups.push(Group {
-                            lex: c.started,
-                            origin: sets - 1,
-                        });
-                    }
-                }
-            }
-            Lexing::Longest => {
-                // Each group is a branch: its scans read the byte, and where
-                // lexemes end before it (no scan reads it, or back-off) a
-                // branch goes on from their end, where the byte must start a
-                // lexeme.
-                for i in parent.start..parent.end {
-                    let g = self.groups[i];
-                    let (next, end) = self.lex.step_longest(self.cfg, g.lex, byte);
-                    if next != EMPTY {
-                        self.groups.push(Group {
-                            lex: next,
-                            origin: g.origin,
-                        });
-                    }
-                    if end == 0 {
-                        continue;
-                    }
-                    let e = &self.lex.longest_ends[end as usize];
-                    let (width, guards) = (e.width, e.guards);
-                    let done = &mut *after;
-                    done.clear();
-                    done.extend(e.ends.iter().map(|&l| (l, g.origin)));
-                    let c = self.complete(sets, done, width)?;
-                    let (started, _) = self.lex.step(self.cfg, c.started, byte);
-                    if started == EMPTY {
-                        continue;
-                    }
-                    let lex = self.lex.join(self.cfg, started, guards);
-                    sets = self.push_completion(sets, &c);
-                    self.groups.push(Group {
-                        lex,
-                        origin: sets - 1,
-                    });
-                }
+        if self.cfg.lexing == Lexing::Longest {
+            // Out of line (`step_branches`): inlined here, it made the
+            // all-splits path below, JSON's, several percent slower.
+            let sets = self.step_branches(parent, byte, after)?;
+            self.frames[depth] = Frame {
+                start,
+                end: self.groups.len(),
+                sets,
+            };
+            return Ok(self.groups.len() > start);
+        }
+        for i in parent.start..parent.end {
+            let g = self.groups[i];
+            self.step_group(g, byte, after, before);
+        }
+        // All-splits lexing.
+        if !before.is_empty() {
+            let c = self.complete(sets, before, 0)?;
+            let started = c.started;
+            sets = self.push_completion(sets, c);
+            // Lexemes started here end before the byte only if they
+            // matched the empty string, which prediction already took.
+            let g = Group {
+                lex: started,
+                origin: sets - 1,
+            };
+            before.clear();
+            self.step_group(g, byte, after, before);
+        }
+        if !after.is_empty() {
+            let c = self.complete(sets, after, 0)?;
+            let started = c.started;
+            accepting = c.accepting;
+            sets = self.push_completion(sets, c);
+            if started != EMPTY {
+                self.groups.push(Group {
+                    lex: started,
+                    origin: sets - 1,
+                });
             }
         }
         self.frames[depth] = Frame {
