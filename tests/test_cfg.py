@@ -270,3 +270,22 @@ def test_ambiguous_grammars_hit_the_item_bound_while_parsing():
         for _ in range(1000):
             assert m.consume_token(0)
     assert 20 < m.num_consumed < 1000
+
+
+def test_lexemes_in_progress_are_bounded():
+    """`[a]* "b"` may start at every `a`, and none of those scans can end
+    before a `b`: past 20,000 scans in progress (README, limits) the parser
+    refuses with a ValueError, the matcher is left where it was, and masks
+    still work."""
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"b", b"a" * 64, b"<e>"], [3])
+    g = maskpar.compile_grammar(tok, 'root ::= s*\ns ::= [a]* "b" | "a"', syntax="gbnf")
+    m = maskpar.Matcher(g)
+    with pytest.raises(ValueError, match="more than 20000 lexemes in progress"):
+        for _ in range(1000):
+            assert m.consume_token(2)
+    consumed = m.num_consumed
+    assert 300 <= consumed <= 20000 // 64
+    bm = maskpar.allocate_token_bitmask(1, tok.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    assert m.num_consumed == consumed
+    assert m.consume_token(1)  # a "b" ends every scan at once
