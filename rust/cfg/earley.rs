@@ -8,7 +8,11 @@
 //! (Aycock-Horspool nullable handling), whose predicted lexemes start new
 //! scans. Inside a lexeme only DFAs move, so the parser runs at lexeme
 //! boundaries only. Every nonterminal is productive after lowering, so a state
-//! is live exactly when its frontier is non-empty or it accepts.
+//! is live exactly when its frontier is non-empty or it accepts. (Two
+//! longest-match features make that a guess rather than a fact: a back-off
+//! branch whose every continuation its guards will kill, and an indenter
+//! newline every width of which the parser refuses. Neither happens in the
+//! grammars we test; the tests check each token's bit against `consume`.)
 
 use rustc_hash::FxHashSet as HashSet;
 use std::sync::Arc;
@@ -581,9 +585,12 @@ impl Cfg {
     ///
     /// All-splits lexing ends greedy lexemes before the byte when it kills
     /// them (the lexemes they predict then read it), and the others after
-    /// the byte wherever they accept. Longest-match lexing ends lexemes only
-    /// when no scan can take the byte: then the scans that accepted before it
-    /// end (highest priority first), and the byte must start a new lexeme.
+    /// the byte wherever they accept. Longest-match lexing keeps a branch
+    /// per origin: a branch ends its lexemes where no scan takes the byte
+    /// (the scans that accepted before it end, see `longest_ends`), and the
+    /// byte must start a new lexeme; where scans take the byte but leave an
+    /// accepting point for states that do not accept, a new branch also ends
+    /// the lexemes there, guarded by those scans (back-off, see `GUARD`).
     /// `accepting` is left false where only a greedy lexeme's end would make
     /// the text complete: `accepts_at_end` decides that after the last byte.
     fn step(&self, chart: &mut Chart, st: &CfgState, byte: u8) -> Result<Option<CfgState>> {

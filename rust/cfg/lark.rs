@@ -4,8 +4,10 @@
 //! (`NAME.2:`), `?rule`/`!rule` modifiers and `-> alias` (no effect on the
 //! language), templates (`name{x}: ...`, `name{arg}`), `%import common.X`,
 //! `%ignore`, `%override`, `%extend`. Lexing is longest-match over the
-//! terminals the parser expects, ties broken by priority. `%declare`d
-//! terminals (post-lexer tokens such as Python's _INDENT) are refused.
+//! terminals the parser expects, ties broken by priority (see `earley`).
+//! `%declare _INDENT _DEDENT` gets Lark's Python indenter (`indent`); other
+//! `%declare`d terminals (from post-lexers maskpar cannot know) are refused.
+//! Lookarounds in regexes are rewritten where exact (`lookaround`).
 
 use std::collections::HashMap;
 
