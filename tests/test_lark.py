@@ -7,8 +7,10 @@ imports, priorities, %override/%extend and error messages."""
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import random
+import re
 
 import lark
 import pytest
@@ -203,6 +205,71 @@ def test_start_rule_option(llama3):
     g = maskpar.compile_grammar(tok, 'x ::= "a"\nroot ::= "b"', syntax="gbnf", start="x")
     assert maskpar_accepts(g, enc.encode("a"), EOS)
     assert not maskpar_accepts(g, enc.encode("b"), EOS)
+
+
+# Python's string and number terminals, whose lookarounds maskpar rewrites
+# (`rust/cfg/lookaround.rs`), as the grammars define them: one or two of a
+# terminal, with an optional space between, over texts of the characters the
+# lookarounds look at.
+LOOKAROUND_TERMINALS = {
+    "lark-string": ("lark-python", "STRING"),
+    "lark-long-string": ("lark-python", "LONG_STRING"),
+    "lark-dec-number": ("lark-python", "DEC_NUMBER"),
+    "syncode-string": ("syncode-python", "STRING"),
+    "syncode-long-string": ("syncode-python", "LONG_STRING"),
+}
+
+
+def terminal_definition(grammar: str, name: str) -> str:
+    """The body of terminal `name` in a Python grammar (continuation lines
+    included)."""
+    lines = read(PYTHON_GRAMMARS[grammar][0]).splitlines()
+    start = next(i for i, x in enumerate(lines) if re.match(rf"{name}\s*:", x))
+    body = [lines[start].split(":", 1)[1]]
+    body += [
+        x for x in itertools.takewhile(lambda x: x.strip().startswith("|"), lines[start + 1 :])
+    ]
+    return " ".join(x.strip() for x in body)
+
+
+@functools.cache
+def lookaround_grammar(name: str, tok: maskpar.Tokenizer):
+    body = terminal_definition(*LOOKAROUND_TERMINALS[name])
+    src = f'start: T (" "? T)?\nT: {body}\n'
+    return lark.Lark(src, parser="lalr"), maskpar.compile_grammar(tok, src, syntax="lark")
+
+
+QUOTES = ['"', "'", '"""', "'''"]
+
+
+@st.composite
+def string_literals(draw):
+    """A prefix, a quote, content around the quote and escape characters,
+    a quote (not always the same), once or twice."""
+    out = []
+    for _ in range(draw(st.integers(1, 2))):
+        out.append(draw(st.sampled_from(["", "r", "b", "Rb", "u", "f", " "])))
+        out.append(draw(st.sampled_from(QUOTES)))
+        atoms = st.sampled_from(['"', "'", '""', "\\", "\\\\", "a", "\n", " "])
+        out.extend(draw(st.lists(atoms, max_size=4)))
+        out.append(draw(st.sampled_from(QUOTES)))
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    name=st.sampled_from(sorted(LOOKAROUND_TERMINALS)),
+    text=st.one_of(
+        string_literals(),
+        st.text(alphabet="0123456789_ ", min_size=1, max_size=6),
+        st.text(alphabet="\"'\\\n rb0_17a", min_size=1, max_size=9),
+    ),
+)
+def test_lookaround_terminals_agree_with_lark(llama3, name, text):
+    """Accept/reject equals lark's (Python's `re` with the lookarounds)."""
+    enc, tok = llama3
+    oracle, g = lookaround_grammar(name, tok)
+    assert maskpar_accepts(g, enc.encode(text), EOS) == oracle_accepts(oracle, text)
 
 
 # ---------------------------------------------------------------------------
