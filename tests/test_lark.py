@@ -99,6 +99,14 @@ PYTHON_GRAMMARS = {
 }
 
 
+def test_verilog_grammar_compiles(llama3):
+    """Its comment terminal has a lookahead inside a loop (`\\*(?!\\/)`)."""
+    _, tok = llama3
+    g = maskpar.compile_grammar(tok, read(VERILOG), syntax="lark")
+    bm = maskpar.allocate_token_bitmask(1, tok.vocab_size)
+    maskpar.Matcher(g).fill_next_token_bitmask(bm)
+
+
 @pytest.mark.parametrize("name", list(PYTHON_GRAMMARS))
 def test_python_grammars_compile(llama3, name):
     """Both use lookaround regexes (string and number terminals, rewritten)
@@ -217,13 +225,17 @@ LOOKAROUND_TERMINALS = {
     "lark-dec-number": ("lark-python", "DEC_NUMBER"),
     "syncode-string": ("syncode-python", "STRING"),
     "syncode-long-string": ("syncode-python", "LONG_STRING"),
+    # a star not followed by a slash, inside the comment's loop
+    "verilog-comment": ("verilog", "MULTILINE_COMMENT"),
 }
+VERILOG = os.path.join(GRAMMARS, "lark", "examples", "grammars", "verilog.lark")
 
 
 def terminal_definition(grammar: str, name: str) -> str:
-    """The body of terminal `name` in a Python grammar (continuation lines
-    included)."""
-    lines = read(PYTHON_GRAMMARS[grammar][0]).splitlines()
+    """The body of terminal `name` in a grammar of the corpus (continuation
+    lines included)."""
+    path = VERILOG if grammar == "verilog" else PYTHON_GRAMMARS[grammar][0]
+    lines = read(path).splitlines()
     start = next(i for i, x in enumerate(lines) if re.match(rf"{name}\s*:", x))
     body = [lines[start].split(":", 1)[1]]
     body += [
@@ -261,6 +273,7 @@ def string_literals(draw):
     name=st.sampled_from(sorted(LOOKAROUND_TERMINALS)),
     text=st.one_of(
         string_literals(),
+        st.lists(st.sampled_from(["/*", "*/", "*", "/", "a", " ", "\n"]), max_size=6).map("".join),
         st.text(alphabet="0123456789_ ", min_size=1, max_size=6),
         st.text(alphabet="\"'\\\n rb0_17a", min_size=1, max_size=9),
     ),

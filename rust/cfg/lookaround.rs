@@ -19,12 +19,17 @@
 //! - A negative lookahead of one ASCII character class at the very end of
 //!   the match (`(?![1-9])`) becomes a condition on the lexeme's end: it may
 //!   end only before a byte outside the class (or at the end of the text).
+//! - Such a lookahead inside the pattern (Verilog's comment, `\*(?!\/)` in
+//!   a loop) is a condition on the next byte of the threads that pass it:
+//!   see `inner_lookaheads`.
 //!
-//! The last is checked rather than assumed: the pattern with a marker byte
-//! in place of each trailing lookahead must prune continuations exactly as
-//! the pattern without them does (a lookahead that fails would make Python's
-//! `re` fall back to an alternative the DFA had already dropped), else the
-//! terminal is refused. Any other lookaround is refused, naming it.
+//! The last two are checked rather than assumed. With lookaheads only at
+//! the end, the pattern with a marker byte in place of each must prune
+//! continuations exactly as the pattern without them does (a lookahead that
+//! fails would make Python's `re` fall back to an alternative the DFA had
+//! already dropped). With one inside, the pattern without them must not
+//! depend on its alternatives' order at all. Else the terminal is refused;
+//! any other lookaround is refused, naming it.
 
 use regex_syntax::hir::{Class, HirKind};
 use rustc_hash::FxHashMap as HashMap;
@@ -35,7 +40,16 @@ use crate::regex_dfa::{ByteDfa, ByteSet, DEAD};
 /// Per DFA state, the bytes a match ending there may not precede.
 pub type EndConditions = Box<[ByteSet]>;
 
-/// Marker bytes (never in UTF-8 text) for trailing lookaheads.
+/// A negative lookahead of one ASCII class, replaced by a marker byte.
+#[derive(Clone, Copy, Debug)]
+struct Marker {
+    /// The bytes the next character may not be.
+    bytes: ByteSet,
+    /// At the very end of the pattern (else inside it).
+    last: bool,
+}
+
+/// Marker bytes (never in UTF-8 text) for negative lookaheads.
 const MARKER: u8 = 0xF8;
 const MAX_MARKERS: usize = 8;
 
@@ -556,7 +570,7 @@ fn rewrite_alt(alt: &mut Vec<Piece>, flags: Flags) -> Result<()> {
 
 /// Replaces trailing negative lookaheads (in tail position) with marker
 /// bytes; `classes[k]` gets marker k's bytes. Errors on any lookaround left.
-fn markers(alt: &mut [Piece], tail: bool, flags: Flags, classes: &mut Vec<ByteSet>) -> Result<()> {
+fn markers(alt: &mut [Piece], tail: bool, flags: Flags, classes: &mut Vec<Marker>) -> Result<()> {
     let n = alt.len();
     for (k, p) in alt.iter_mut().enumerate() {
         let last = tail && k + 1 == n && p.quant.is_empty();
@@ -567,7 +581,7 @@ fn markers(alt: &mut [Piece], tail: bool, flags: Flags, classes: &mut Vec<ByteSe
                     markers(a, last, inner, classes)?;
                 }
             }
-            Atom::Look(false, true, inner) if last => {
+            Atom::Look(false, true, inner) => {
                 let Some(set) = single_char(inner).and_then(|c| char_set(c, flags)) else {
                     return Err(unsupported(p));
                 };
@@ -579,7 +593,7 @@ fn markers(alt: &mut [Piece], tail: bool, flags: Flags, classes: &mut Vec<ByteSe
                     (lo..=hi).for_each(|b| bytes.insert(b as u8));
                 }
                 let marker = MARKER + classes.len() as u8;
-                classes.push(bytes);
+                classes.push(Marker { bytes, last });
                 *p = pieces(&format!("(?-u:\\x{marker:X})")).remove(0);
             }
             Atom::Look(..) => return Err(unsupported(p)),
@@ -620,7 +634,7 @@ pub fn has_lookaround(re: &str) -> bool {
 
 /// `re` (Rust syntax, Python's lookarounds allowed) with its lookarounds
 /// rewritten and trailing lookaheads as marker bytes, and each marker's bytes.
-fn rewritten(re: &str) -> Result<(String, Vec<ByteSet>)> {
+fn rewritten(re: &str) -> Result<(String, Vec<Marker>)> {
     let mut alts = parse(re)?;
     let flags = Flags::default();
     for a in alts.iter_mut() {
@@ -659,6 +673,11 @@ pub fn first_match(re: &str) -> Result<Option<(ByteDfa, Option<EndConditions>)>>
         return Ok(None);
     };
     let with = ByteDfa::first_match_with_markers(&marked)?;
+    if classes.iter().any(|m| !m.last) {
+        let made = inner_lookaheads(re, &unmarked, &with, &classes)?;
+        return Ok(made.map(|(d, f)| (d, Some(f))));
+    }
+    let classes: Vec<ByteSet> = classes.iter().map(|m| m.bytes).collect();
     if !prunes_alike(&dfa, &with) {
         return Err(Error::Compile(format!(
             "regex {re:?}: a trailing lookahead changes which alternative matches, which a \
@@ -678,6 +697,166 @@ pub fn first_match(re: &str) -> Result<Option<(ByteDfa, Option<EndConditions>)>>
         .map(|&m| end_condition(&with, m, &classes))
         .collect();
     Ok(Some((split, Some(forbid))))
+}
+
+/// A pattern with lookaheads inside it (`\*(?!/)` in a loop): each is a
+/// condition on the next byte of the threads that pass it, so the DFA is a
+/// subset construction over the marked DFA's states that crosses a marker
+/// only on a byte outside its class (and may end after one, before such a
+/// byte). Thread priorities are not followed through that construction, so
+/// the pattern without its lookaheads must not depend on them: its
+/// first-match DFA must equal its all-matches one. Else refused.
+fn inner_lookaheads(
+    re: &str,
+    unmarked: &str,
+    marked: &ByteDfa,
+    markers: &[Marker],
+) -> Result<Option<(ByteDfa, EndConditions)>> {
+    let refuse = |why: &str| {
+        Error::Compile(format!(
+            "regex {re:?}: lookahead inside the pattern, {why}, which a DFA cannot follow"
+        ))
+    };
+    let first = ByteDfa::first_match(unmarked)?;
+    let all = ByteDfa::new(unmarked)?;
+    if !same_matches(&first, &all) {
+        return Err(refuse("and its alternatives' order matters"));
+    }
+    // States: sets of marked states, the start's {start}; 0 is dead.
+    let mut sets: Vec<Vec<u32>> = vec![Vec::new(), vec![marked.start()]];
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::default();
+    ids.insert(vec![marked.start()], 1);
+    let mut trans: Vec<[u32; 256]> = vec![[DEAD; 256], [DEAD; 256]];
+    let mut forbid: Vec<ByteSet> = vec![ByteSet::default(); 2];
+    let mut accepting = vec![false, false];
+    let mut next = 1;
+    while next < sets.len() {
+        // Where the threads may end: directly, or after a marker (then
+        // before a byte outside its class).
+        let (mut direct, mut cond) = (false, None::<ByteSet>);
+        for &q in &sets[next] {
+            direct |= marked.is_accepting(q);
+            for (k, m) in markers.iter().enumerate() {
+                let after = marked.step(q, MARKER + k as u8);
+                if after != DEAD && marked.is_accepting(after) {
+                    cond = Some(cond.map_or(m.bytes, |c| intersect(&c, &m.bytes)));
+                }
+            }
+        }
+        accepting[next] = direct || cond.is_some();
+        forbid[next] = if direct {
+            ByteSet::default()
+        } else {
+            cond.unwrap_or_default()
+        };
+        for b in 0..MARKER {
+            let mut to: Vec<u32> = Vec::new();
+            for &q in &sets[next] {
+                threads_after(marked, markers, q, b, 0, &mut to);
+            }
+            to.sort_unstable();
+            to.dedup();
+            if to.is_empty() {
+                continue;
+            }
+            let id = match ids.get(&to) {
+                Some(&id) => id,
+                None => {
+                    if sets.len() >= MAX_SPLIT_STATES {
+                        return Err(Error::LimitExceeded(format!(
+                            "regex {re:?} needs more than {MAX_SPLIT_STATES} states"
+                        )));
+                    }
+                    let id = sets.len() as u32;
+                    ids.insert(to.clone(), id);
+                    sets.push(to);
+                    trans.push([DEAD; 256]);
+                    forbid.push(ByteSet::default());
+                    accepting.push(false);
+                    id
+                }
+            };
+            trans[next][b as usize] = id;
+        }
+        next += 1;
+    }
+    let alphabet: Vec<u8> = (0..MARKER).collect();
+    let Some(dfa) =
+        ByteDfa::from_transitions(&alphabet, accepting, |q, b| trans[q as usize][b as usize])
+    else {
+        return Ok(None);
+    };
+    // `from_transitions` renumbers: carry the conditions over by walking both.
+    let mut out = vec![ByteSet::default(); dfa.num_states() + 1];
+    let mut seen: HashMap<u32, u32> = HashMap::default();
+    let mut stack = vec![(dfa.start(), 1u32)];
+    seen.insert(dfa.start(), 1);
+    while let Some((d, t)) = stack.pop() {
+        out[d as usize] = forbid[t as usize];
+        for b in 0..MARKER {
+            let (d2, t2) = (dfa.step(d, b), trans[t as usize][b as usize]);
+            if d2 == DEAD {
+                continue;
+            }
+            match seen.get(&d2) {
+                Some(&known) if forbid[known as usize] != forbid[t2 as usize] => {
+                    return Err(refuse("and its end conditions do not follow its states"));
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(d2, t2);
+                    stack.push((d2, t2));
+                }
+            }
+        }
+    }
+    Ok(Some((dfa, out.into_boxed_slice())))
+}
+
+/// Pushes the marked states thread `q` reaches on byte `b`: directly, and
+/// through markers whose class does not hold `b`.
+fn threads_after(
+    marked: &ByteDfa,
+    markers: &[Marker],
+    q: u32,
+    b: u8,
+    depth: usize,
+    out: &mut Vec<u32>,
+) {
+    let t = marked.step(q, b);
+    if t != DEAD {
+        out.push(t);
+    }
+    if depth < MAX_MARKERS {
+        for (k, m) in markers.iter().enumerate() {
+            let after = marked.step(q, MARKER + k as u8);
+            if after != DEAD && !m.bytes.contains(b) {
+                threads_after(marked, markers, after, b, depth + 1, out);
+            }
+        }
+    }
+}
+
+/// Whether two DFAs are alive after the same texts and accept the same ones.
+fn same_matches(a: &ByteDfa, b: &ByteDfa) -> bool {
+    let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
+    let mut stack = vec![(a.start(), b.start())];
+    seen.insert((a.start(), b.start()), ());
+    while let Some((p, q)) = stack.pop() {
+        if a.is_accepting(p) != b.is_accepting(q) {
+            return false;
+        }
+        for x in 0..=255u8 {
+            let (p2, q2) = (a.step(p, x), b.step(q, x));
+            if (p2 == DEAD) != (q2 == DEAD) {
+                return false;
+            }
+            if p2 != DEAD && seen.insert((p2, q2), ()).is_none() {
+                stack.push((p2, q2));
+            }
+        }
+    }
+    true
 }
 
 /// Bound on a terminal's states once split by its lookaheads.
@@ -779,7 +958,7 @@ mod tests {
         );
         assert!(rewrite(r#"(?s:"(?!"").*?")"#).starts_with(r#"(?s:(?:\x{22}\x{22}(?-u:\xF8)|"#));
         assert!(rewritten(r"a(?=b)c").is_err());
-        assert!(rewritten(r"(?!x)a").is_err());
+        assert!(rewritten(r"(?=x)a").is_err());
         assert!(rewritten(r"a(?!é)").is_err());
     }
 
@@ -819,6 +998,19 @@ mod tests {
         assert!(lexes(string, "''", Some(b'x')));
         assert!(!lexes(string, "''", Some(b'\'')));
         assert!(!lexes(string, "'''a'", None));
+        // Verilog's and C's comment: a star not followed by a slash.
+        let comment = r"(?:\/\*(\*(?!\/)|[^*])*\*\/)";
+        assert!(lexes(comment, "/* a * b */", Some(b'x')));
+        assert!(lexes(comment, "/**/", None));
+        assert!(lexes(comment, "/***/", None));
+        assert!(!lexes(comment, "/* */ */", None));
+        assert!(!lexes(comment, "/* *", None));
+        // At the start of a pattern, and one that leaves nothing.
+        assert!(lexes("(?!x)[a-z]", "a", None));
+        assert!(!lexes("(?!x)[a-z]", "x", None));
+        assert!(first_match("(?!a)a").unwrap().is_none());
+        // Inside a pattern whose alternatives' order matters.
+        assert!(first_match(r"x(a(?!b)|ac)").is_err());
         // A lookahead that would make re fall back to a later alternative.
         assert!(first_match(r"a(?!b)|ab").is_err());
     }
