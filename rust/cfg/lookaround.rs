@@ -839,24 +839,7 @@ fn threads_after(
 
 /// Whether two DFAs are alive after the same texts and accept the same ones.
 fn same_matches(a: &ByteDfa, b: &ByteDfa) -> bool {
-    let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
-    let mut stack = vec![(a.start(), b.start())];
-    seen.insert((a.start(), b.start()), ());
-    while let Some((p, q)) = stack.pop() {
-        if a.is_accepting(p) != b.is_accepting(q) {
-            return false;
-        }
-        for x in 0..=255u8 {
-            let (p2, q2) = (a.step(p, x), b.step(q, x));
-            if (p2 == DEAD) != (q2 == DEAD) {
-                return false;
-            }
-            if p2 != DEAD && seen.insert((p2, q2), ()).is_none() {
-                stack.push((p2, q2));
-            }
-        }
-    }
-    true
+    walk_together(a, b, 255, |p, q| a.is_accepting(p) == b.is_accepting(q))
 }
 
 /// Bound on a terminal's states once split by its lookaheads.
@@ -886,10 +869,7 @@ fn end_condition(marked: &ByteDfa, m: u32, classes: &[ByteSet]) -> ByteSet {
 /// and a match ends in `plain` exactly where one ends in `marked`, directly
 /// or through a marker after which nothing follows.
 fn prunes_alike(plain: &ByteDfa, marked: &ByteDfa) -> bool {
-    let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
-    let mut stack = vec![(plain.start(), marked.start())];
-    seen.insert((plain.start(), marked.start()), ());
-    while let Some((p, m)) = stack.pop() {
+    walk_together(plain, marked, MARKER - 1, |p, m| {
         let mut ends = marked.is_accepting(m);
         for k in 0..MAX_MARKERS as u8 {
             let after = marked.step(m, MARKER + k);
@@ -901,16 +881,33 @@ fn prunes_alike(plain: &ByteDfa, marked: &ByteDfa) -> bool {
             }
             ends = true;
         }
-        if ends != plain.is_accepting(p) {
+        ends == plain.is_accepting(p)
+    })
+}
+
+/// Walks `a` and `b` together from their starts over the bytes up to
+/// `last`: false as soon as one is dead where the other is not, or
+/// `agree(a's state, b's state)` fails.
+fn walk_together(
+    a: &ByteDfa,
+    b: &ByteDfa,
+    last: u8,
+    mut agree: impl FnMut(u32, u32) -> bool,
+) -> bool {
+    let mut seen: HashMap<(u32, u32), ()> = HashMap::default();
+    let mut stack = vec![(a.start(), b.start())];
+    seen.insert((a.start(), b.start()), ());
+    while let Some((p, q)) = stack.pop() {
+        if !agree(p, q) {
             return false;
         }
-        for b in 0..MARKER {
-            let (p2, m2) = (plain.step(p, b), marked.step(m, b));
-            if (p2 == DEAD) != (m2 == DEAD) {
+        for x in 0..=last {
+            let (p2, q2) = (a.step(p, x), b.step(q, x));
+            if (p2 == DEAD) != (q2 == DEAD) {
                 return false;
             }
-            if p2 != DEAD && seen.insert((p2, m2), ()).is_none() {
-                stack.push((p2, m2));
+            if p2 != DEAD && seen.insert((p2, q2), ()).is_none() {
+                stack.push((p2, q2));
             }
         }
     }
