@@ -175,6 +175,16 @@ impl Completion {
         }
     }
 
+    /// The one set `closure` made.
+    fn alone((set, scans, accepting): (EarleySet, Vec<Scan>, bool)) -> Self {
+        Completion {
+            before: Vec::new(),
+            set,
+            scans,
+            accepting,
+        }
+    }
+
     /// How many sets it adds (at least one).
     pub fn sets(&self) -> u32 {
         self.before.len() as u32 + 1
@@ -447,13 +457,11 @@ impl Cfg {
         width: u32,
     ) -> Result<Completion> {
         let Some(ind) = &self.indenter else {
-            let (set, scans, accepting) = self.closure(chart, cur, self.scanned(chart, done))?;
-            return Ok(Completion {
-                before: Vec::new(),
-                set,
-                scans,
-                accepting,
-            });
+            return Ok(Completion::alone(self.closure(
+                chart,
+                cur,
+                self.scanned(chart, done),
+            )?));
         };
         self.complete_indented(ind, chart, cur, done, width)
     }
@@ -494,14 +502,9 @@ impl Cfg {
             }
             (self.scanned(chart, done), after)
         };
-        let (mut set, scans, accepting) = self.closure(chart, cur, kernel)?;
-        set.layout = Some(Box::new(after));
-        Ok(Completion {
-            before: Vec::new(),
-            set,
-            scans,
-            accepting,
-        })
+        let mut c = Completion::alone(self.closure(chart, cur, kernel)?);
+        c.set.layout = Some(Box::new(after));
+        Ok(c)
     }
 
     /// Reads `tokens`, lexemes of no text, one after another from set
@@ -618,27 +621,13 @@ impl Cfg {
                 }
             }
             Lexing::Longest => {
-                let mut origins: Vec<u32> = st.frontier.iter().map(|s| s.origin).collect();
-                origins.sort_unstable();
-                origins.dedup();
-                for o in origins {
-                    let group: Vec<(u32, u32)> = st
-                        .frontier
-                        .iter()
-                        .filter(|s| s.origin == o)
-                        .map(|s| (s.lexeme, s.state))
-                        .collect();
+                for (o, group) in branches(&st.frontier) {
                     let t = self.longest_step(&group, byte);
                     out.extend(t.next.iter().map(|&(lexeme, state)| Scan {
                         lexeme,
                         state,
                         origin: o,
                     }));
-                    let guards = match (&t.tentative, t.next.is_empty()) {
-                        (_, true) => &t.carried,
-                        (Some(g), false) => g,
-                        (None, false) => continue,
-                    };
                     if t.ends.is_empty() {
                         continue;
                     }
@@ -649,7 +638,7 @@ impl Cfg {
                     let before = out.len();
                     self.step_scans(&started, byte, &mut out);
                     if out.len() > before {
-                        out.extend(guards.iter().map(|&(lexeme, state)| Scan {
+                        out.extend(t.guards.iter().map(|&(lexeme, state)| Scan {
                             lexeme,
                             state,
                             origin: sets - 1,
@@ -705,38 +694,36 @@ impl Cfg {
                 next.push((id, q2));
             }
         }
-        let (ends, width) = self.longest_ends(
+        let (mut ends, width) = self.longest_ends(
             pairs.iter().copied().filter(|&(id, _)| id & GUARD == 0),
             Some(byte),
         );
         if next.is_empty() {
+            // The branch goes on from the end, with the guards it had.
             return LongestStep {
                 next,
                 ends,
                 width,
-                carried,
-                tentative: None,
+                guards: carried,
             };
         }
         // Scans go on past an end, none accepting yet: they may still die
         // before they accept, and then the lexeme ends here after all.
-        let tentative = (!ends.is_empty() && !longer).then(|| {
+        let guards = if longer || ends.is_empty() {
+            ends.clear();
+            Vec::new()
+        } else {
             next.iter()
                 .map(|&(l, q)| (l | GUARD, q))
                 .chain(carried.iter().copied())
                 .collect()
-        });
+        };
         next.extend_from_slice(&carried);
         LongestStep {
             next,
-            ends: if tentative.is_some() {
-                ends
-            } else {
-                Vec::new()
-            },
+            ends,
             width,
-            carried: Vec::new(),
-            tentative,
+            guards,
         }
     }
 
@@ -810,17 +797,9 @@ impl Cfg {
             return Ok(true);
         }
         if self.lexing == Lexing::Longest {
-            let mut origins: Vec<u32> = st.frontier.iter().map(|s| s.origin).collect();
-            origins.sort_unstable();
-            origins.dedup();
-            for o in origins {
-                let (lexemes, width) = self.longest_ends(
-                    st.frontier
-                        .iter()
-                        .filter(|s| s.origin == o && s.lexeme & GUARD == 0)
-                        .map(|s| (s.lexeme, s.state)),
-                    None,
-                );
+            for (o, group) in branches(&st.frontier) {
+                let (lexemes, width) =
+                    self.longest_ends(group.into_iter().filter(|&(id, _)| id & GUARD == 0), None);
                 let ended: Vec<(u32, u32)> = lexemes.iter().map(|&l| (l, o)).collect();
                 if !ended.is_empty() && self.accepts_after(chart, st.sets, &ended, width)? {
                     return Ok(true);
@@ -866,6 +845,20 @@ impl Cfg {
     }
 }
 
+/// A longest-match frontier by branch: each origin with its scans and
+/// guards `(lexeme, state)`.
+fn branches(frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
+    let mut out: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
+    for s in frontier {
+        match out.iter_mut().find(|(o, _)| *o == s.origin) {
+            Some((_, group)) => group.push((s.lexeme, s.state)),
+            None => out.push((s.origin, vec![(s.lexeme, s.state)])),
+        }
+    }
+    out.sort_unstable_by_key(|&(o, _)| o);
+    out
+}
+
 /// Marks a guard in a longest-match frontier: a scan that went on past an
 /// accepting point where its branch ended a lexeme (back-off). If it reaches
 /// another accepting state, the longest match was longer, and the branch
@@ -878,15 +871,13 @@ pub struct LongestStep {
     /// Scans that read the byte, with the branch's guards (empty if no scan
     /// did, or a guard found a longer match).
     pub next: Vec<(u32, u32)>,
-    /// The lexemes that end before the byte (with the newline's `width`):
-    /// if `next` is empty, the branch goes on from their end; else, with
-    /// `tentative`, a new branch does.
+    /// The lexemes that end before the byte (with the newline's `width`),
+    /// if a branch goes on from their end: the branch itself if `next` is
+    /// empty, else a new one (back-off). Empty if none does.
     pub ends: Vec<u32>,
     pub width: u32,
-    /// The branch's guards after the byte (when `next` is empty).
-    pub carried: Vec<(u32, u32)>,
-    /// The guards of a branch that ends `ends` here while scans go on.
-    pub tentative: Option<Vec<(u32, u32)>>,
+    /// The guards of the branch that goes on from `ends`.
+    pub guards: Vec<(u32, u32)>,
 }
 
 /// The lexemes a byte ends, with their origins: `after` it (all-splits

@@ -197,12 +197,12 @@ fn is_string(n: &Node) -> bool {
 /// Whether `d` matches `text` and nothing else.
 fn matches_only(d: &ByteDfa, text: &[u8]) -> bool {
     let mut q = d.start();
-    for (i, &want) in text.iter().enumerate() {
+    for &want in text {
         let live_other = (0..=255u8).any(|b| b != want && d.step(q, b) != DEAD);
         if live_other || d.is_accepting(q) {
             return false;
         }
-        q = d.step(q, text[i]);
+        q = d.step(q, want);
         if q == DEAD {
             return false;
         }
