@@ -18,7 +18,7 @@ use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, DEAD};
-use crate::trie::{DfaStepper, Offset, TrieStepper};
+use crate::trie::{DfaStepper, Offset, TokenTrie, TrieStepper};
 use crate::vocab::Vocab;
 
 /// Default bound on the memory of cached mask rows, per compiled grammar.
@@ -368,18 +368,7 @@ impl CompiledGrammar {
             if std::mem::take(first) {
                 row.fill(0);
             }
-            let mut below = Offset {
-                inner: &mut *stepper,
-                offset: trie.depth(node),
-            };
-            trie.walk(node, &mut below, |t| {
-                set_bit(row, t);
-                true
-            });
-            return match stepper.error.take() {
-                Some(e) => Err(e),
-                None => Ok(()),
-            };
+            return walk_below(stepper, trie, node, row);
         }
         let entry =
             |k: &Vec<(u32, u32)>| lex_cache.get(cfg, &self.vocab, row.len(), k, node as u32);
@@ -459,17 +448,7 @@ impl CompiledGrammar {
             trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t));
             if trie.subtree_size(b) < CACHED_SUBTREE_NODES {
                 // Small subtree: walking it with the parser beats a cache lookup.
-                let mut below = Offset {
-                    inner: &mut *stepper,
-                    offset: path.len(),
-                };
-                trie.walk(b, &mut below, |t| {
-                    set_bit(row, t);
-                    true
-                });
-                if let Some(e) = stepper.error.take() {
-                    return Err(e);
-                }
+                walk_below(stepper, trie, b, row)?;
                 continue;
             }
             let below = stepper.lex_key_at(path.len());
@@ -618,6 +597,30 @@ pub(crate) fn sets_of(s: &State) -> usize {
     match &s.parse {
         ParseState::Cfg(c) => c.sets as usize,
         ParseState::Dfa(_) => 0,
+    }
+}
+
+/// Sets the bits of the tokens below trie `node` that the parser allows,
+/// walking them with `stepper`, whose frame `depth(node)` holds the state
+/// at `node`; reports a bound the walk exceeded.
+#[inline]
+fn walk_below(
+    stepper: &mut CfgStepper<'_>,
+    trie: &TokenTrie,
+    node: usize,
+    row: &mut [u32],
+) -> Result<()> {
+    let mut below = Offset {
+        inner: &mut *stepper,
+        offset: trie.depth(node),
+    };
+    trie.walk(node, &mut below, |t| {
+        set_bit(row, t);
+        true
+    });
+    match stepper.error.take() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 
