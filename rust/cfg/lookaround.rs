@@ -673,11 +673,12 @@ pub fn first_match(re: &str) -> Result<Option<(ByteDfa, Option<EndConditions>)>>
         return Ok(None);
     };
     let with = ByteDfa::first_match_with_markers(&marked)?;
-    if classes.iter().any(|m| !m.last) {
+    let inner = classes.iter().any(|m| !m.last);
+    let classes: Vec<ByteSet> = classes.iter().map(|m| m.bytes).collect();
+    if inner {
         let made = inner_lookaheads(re, &unmarked, &with, &classes)?;
         return Ok(made.map(|(d, f)| (d, Some(f))));
     }
-    let classes: Vec<ByteSet> = classes.iter().map(|m| m.bytes).collect();
     if !prunes_alike(&dfa, &with) {
         return Err(Error::Compile(format!(
             "regex {re:?}: a trailing lookahead changes which alternative matches, which a \
@@ -694,7 +695,7 @@ pub fn first_match(re: &str) -> Result<Option<(ByteDfa, Option<EndConditions>)>>
     )?;
     let forbid = marked_states
         .iter()
-        .map(|&m| end_condition(&with, m, &classes))
+        .map(|&m| end_condition(&with, m, &classes).unwrap_or_default())
         .collect();
     Ok(Some((split, Some(forbid))))
 }
@@ -710,7 +711,7 @@ fn inner_lookaheads(
     re: &str,
     unmarked: &str,
     marked: &ByteDfa,
-    markers: &[Marker],
+    classes: &[ByteSet],
 ) -> Result<Option<(ByteDfa, EndConditions)>> {
     let refuse = |why: &str| {
         Error::Compile(format!(
@@ -731,28 +732,19 @@ fn inner_lookaheads(
     let mut accepting = vec![false, false];
     let mut next = 1;
     while next < sets.len() {
-        // Where the threads may end: directly, or after a marker (then
-        // before a byte outside its class).
-        let (mut direct, mut cond) = (false, None::<ByteSet>);
+        // Where the threads may end (an end needs one thread to allow it).
+        let mut ends: Option<ByteSet> = None;
         for &q in &sets[next] {
-            direct |= marked.is_accepting(q);
-            for (k, m) in markers.iter().enumerate() {
-                let after = marked.step(q, MARKER + k as u8);
-                if after != DEAD && marked.is_accepting(after) {
-                    cond = Some(cond.map_or(m.bytes, |c| intersect(&c, &m.bytes)));
-                }
+            if let Some(c) = end_condition(marked, q, classes) {
+                ends = Some(ends.map_or(c, |e| intersect(&e, &c)));
             }
         }
-        accepting[next] = direct || cond.is_some();
-        forbid[next] = if direct {
-            ByteSet::default()
-        } else {
-            cond.unwrap_or_default()
-        };
+        accepting[next] = ends.is_some();
+        forbid[next] = ends.unwrap_or_default();
         for b in 0..MARKER {
             let mut to: Vec<u32> = Vec::new();
             for &q in &sets[next] {
-                threads_after(marked, markers, q, b, 0, &mut to);
+                threads_after(marked, classes, q, b, 0, &mut to);
             }
             to.sort_unstable();
             to.dedup();
@@ -817,7 +809,7 @@ fn inner_lookaheads(
 /// through markers whose class does not hold `b`.
 fn threads_after(
     marked: &ByteDfa,
-    markers: &[Marker],
+    classes: &[ByteSet],
     q: u32,
     b: u8,
     depth: usize,
@@ -828,10 +820,10 @@ fn threads_after(
         out.push(t);
     }
     if depth < MAX_MARKERS {
-        for (k, m) in markers.iter().enumerate() {
+        for (k, class) in classes.iter().enumerate() {
             let after = marked.step(q, MARKER + k as u8);
-            if after != DEAD && !m.bytes.contains(b) {
-                threads_after(marked, markers, after, b, depth + 1, out);
+            if after != DEAD && !class.contains(b) {
+                threads_after(marked, classes, after, b, depth + 1, out);
             }
         }
     }
@@ -845,23 +837,24 @@ fn same_matches(a: &ByteDfa, b: &ByteDfa) -> bool {
 /// Bound on a terminal's states once split by its lookaheads.
 const MAX_SPLIT_STATES: usize = 1 << 16;
 
-/// The bytes before which a match may not end in state `m` of the marked
-/// DFA: none if it ends there directly; else those of every lookahead
-/// through which it ends (an end needs one that holds).
-fn end_condition(marked: &ByteDfa, m: u32, classes: &[ByteSet]) -> ByteSet {
-    if m == DEAD || marked.is_accepting(m) {
-        return ByteSet::default();
+/// Whether a match may end in state `m` of the marked DFA, and if so the
+/// bytes it may not end before: none if it ends there directly; else those
+/// of every lookahead through which it ends (an end needs one that holds).
+fn end_condition(marked: &ByteDfa, m: u32, classes: &[ByteSet]) -> Option<ByteSet> {
+    if m == DEAD {
+        return None;
+    }
+    if marked.is_accepting(m) {
+        return Some(ByteSet::default());
     }
     let mut cond: Option<ByteSet> = None;
     for (k, class) in classes.iter().enumerate() {
-        if marked.step(m, MARKER + k as u8) != DEAD {
-            cond = Some(match cond {
-                Some(c) => intersect(&c, class),
-                None => *class,
-            });
+        let after = marked.step(m, MARKER + k as u8);
+        if after != DEAD && marked.is_accepting(after) {
+            cond = Some(cond.map_or(*class, |c| intersect(&c, class)));
         }
     }
-    cond.unwrap_or_default()
+    cond
 }
 
 /// Whether `plain` (the pattern without its trailing lookaheads) and
