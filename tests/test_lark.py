@@ -373,7 +373,7 @@ PROGRAMS = {
             "SELECT a, FROM t",
             "SELECT a FROM t WHERE a = 1 AND",
             "SELECT a FROM t;;",
-            # "SELECT a FROM t WHERE" differs by design: see test_known_differences_from_lark.
+            "SELECT a FROM t WHERE",
         ],
     ),
     "go": (
@@ -767,17 +767,104 @@ def test_lark_features_agree_with_lark(llama3, feature):
         assert maskpar_accepts(g, enc.encode(text), EOS) == want, text
 
 
-def test_known_differences_from_lark(llama3):
-    """Documented semantics that differ from lark's lexer on purpose: maskpar
-    lexes longest match first and priority second, while lark's lexer tries
-    terminals by priority first. Pinned so a change on either side is
-    noticed."""
+PRIORITY_CASES = [
+    # lark tries IF.2 first: "iff" is IF "if" then NAME "f", never NAME "iff".
+    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "iff=x", False),
+    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "iff", True),
+    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "x=iff", True),
+    # A shorter match of higher priority beats a longer one.
+    ('start: A "x" | B\nA.2: /ab/\nB: /abcd/', "abcd", False),
+    ('start: A "x" | B\nA.2: /ab/\nB: /abcd/', "abx", True),
+    # A higher-priority terminal that never matches leaves the others be.
+    ("start: B B B | A\nA.2: /a+b/\nB: /a/", "aaa", True),
+    ("start: B B B | A\nA.2: /a+b/\nB: /a/", "aab", True),
+    ("start: (A | B)+\nA.2: /a+b/\nB: /a/", "abaa", True),
+    # A negative priority loses to everything that matches.
+    ('start: (W | N)+\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/\n%ignore " "', "12a", True),
+    ("start: N W\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/", "12a", True),
+    ("start: W\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/\nx: N", "12a", True),
+    ('start: W | N "a"\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/', "12a", True),
+    ('start: W | N "b"\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/', "12a", False),
+]
+
+
+@pytest.mark.parametrize("src,text,accepted", PRIORITY_CASES)
+def test_priorities_decide_before_length_like_lark(llama3, src, text, accepted):
+    """lark's lexer tries the terminals the parser expects by priority first
+    (the highest priority that matches wins, whatever the length), then by
+    length; maskpar's masks follow it."""
     enc, tok = llama3
-    # lark prefers the higher-priority IF over the longer NAME "iff"
-    src = 'start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/'
-    assert not oracle_accepts(lark_oracle(src), "iff=x")
+    assert oracle_accepts(lark_oracle(src), text) == accepted
     g = maskpar.compile_grammar(tok, src, syntax="lark")
-    assert maskpar_accepts(g, enc.encode("iff=x"), EOS)
+    assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == accepted
+    ids = [enc.encode_single_token(bytes([c])) for c in text.encode()]
+    assert maskpar_accepts(g, ids, EOS, check_mask=True) == accepted
+
+
+def test_known_difference_from_lark(llama3):
+    """Documented: among terminals of equal priority lark tries the one of
+    greater maximum width first and keeps its match, where maskpar takes the
+    longest match. Pinned so a change on either side is noticed."""
+    enc, tok = llama3
+    src = 'start: (A | B)+\nA: /a+/\nB: "ab"'
+    assert not oracle_accepts(lark_oracle(src), "ab")  # lark: A "a", then "b" fails
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    assert maskpar_accepts(g, enc.encode("ab"), EOS, check_mask=True)
+
+
+# Terminals over "ab" that overlap in every way: prefixes of each other,
+# longer and shorter, back-off (a+b on "aaa").
+OVERLAPPING = [
+    "a",
+    "b",
+    "ab",
+    "aab",
+    "ba",
+    "a+",
+    "b+",
+    "a+b",
+    "(ab)+",
+    "a?b",
+    "[ab]",
+    "ba*",
+    "b?a+",
+]
+
+
+@st.composite
+def prioritized_grammars(draw):
+    """A few overlapping terminals of distinct priorities (so lark's order is
+    by priority alone), in an LALR grammar of slots that each expect some of
+    them (so lark's contextual lexer sees different terminal sets)."""
+    pats = draw(st.lists(st.sampled_from(OVERLAPPING), min_size=2, max_size=4, unique=True))
+    prios = draw(st.permutations(range(-1, len(pats) - 1)))
+    terms = [f"T{i}" for i in range(len(pats))]
+    slots = []
+    for _ in range(draw(st.integers(1, 3))):
+        alts = draw(st.lists(st.sampled_from(terms), min_size=1, max_size=3, unique=True))
+        slots.append("(" + " | ".join(alts) + ")" + draw(st.sampled_from(["", "", "+", "?"])))
+    lines = ["start: " + " ".join(slots)]
+    lines += [f"T{i}.{p}: /{pat}/" for i, (pat, p) in enumerate(zip(pats, prios))]
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(src=prioritized_grammars(), data=st.data())
+def test_generated_priorities_agree_with_lark(llama3, src, data):
+    try:
+        oracle = lark.Lark(src, start="start", parser="lalr")
+    except lark.exceptions.GrammarError:
+        assume(False)
+    enc, tok = llama3
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    texts = data.draw(
+        st.lists(st.text(alphabet="ab", min_size=1, max_size=7), min_size=6, max_size=6)
+    )
+    for text in texts:
+        want = oracle_accepts(oracle, text)
+        ids = [enc.encode_single_token(bytes([c])) for c in text.encode()]
+        assert maskpar_accepts(g, ids, EOS, check_mask=True) == want, (src, text)
+        assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want, (src, text)
 
 
 @pytest.mark.parametrize(

@@ -672,12 +672,23 @@ impl Cfg {
 
     /// Longest-match lexing with back-off: one byte for the scans and
     /// guards `(lexeme, state)` of one branch (see `LongestStep`).
+    ///
+    /// Lark tries terminals by priority first: once a lexeme matches, no
+    /// lexeme of lower priority may, whatever its length. So the scans of
+    /// lower priority than one that may end before the byte stop there, and
+    /// the scans that go on past an end all have at least its priority:
+    /// each of them that accepts later is a match Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
+        let (mut ends, width, floor) = self.longest_ends(
+            pairs.iter().copied().filter(|&(id, _)| id & GUARD == 0),
+            Some(byte),
+        );
         let mut next = Vec::new();
         let mut carried = Vec::new();
         let mut longer = false;
         for &(id, q) in pairs {
-            let dfa = self.scan_lexeme(id).dfa.as_ref().expect("scans have DFAs");
+            let lexeme = self.scan_lexeme(id);
+            let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
             let q2 = dfa.step(q, byte);
             if q2 == DEAD {
                 continue;
@@ -689,15 +700,11 @@ impl Cfg {
                     return LongestStep::default();
                 }
                 carried.push((id, q2));
-            } else {
+            } else if floor.is_none_or(|p| lexeme.priority >= p) {
                 longer |= dfa.is_accepting(q2);
                 next.push((id, q2));
             }
         }
-        let (mut ends, width) = self.longest_ends(
-            pairs.iter().copied().filter(|&(id, _)| id & GUARD == 0),
-            Some(byte),
-        );
         if next.is_empty() {
             // The branch goes on from the end, with the guards it had.
             return LongestStep {
@@ -743,13 +750,14 @@ impl Cfg {
 
     /// Longest-match: of the scans `(lexeme, state)`, the lexemes that end
     /// before `next` if it ends them: the highest priority among those that
-    /// may end there, strings before patterns. An indenter's newline ends
-    /// alone, and its width comes with it (else 0).
+    /// may end there (returned last; None if none may), strings before
+    /// patterns. An indenter's newline ends alone, and its width comes with
+    /// it (else 0).
     pub fn longest_ends(
         &self,
         scans: impl Iterator<Item = (u32, u32)> + Clone,
         next: Option<u8>,
-    ) -> (Vec<u32>, u32) {
+    ) -> (Vec<u32>, u32, Option<i32>) {
         let ending = scans.filter(|&(l, q)| self.may_end(l, q, next));
         let best = ending
             .clone()
@@ -773,7 +781,7 @@ impl Cfg {
         let mut lexemes: Vec<u32> = ends.into_iter().map(|(l, _)| l).collect();
         lexemes.sort_unstable();
         lexemes.dedup();
-        (lexemes, width)
+        (lexemes, width, best)
     }
 
     /// All-splits: the greedy scans that would end if the text ended here.
@@ -798,7 +806,7 @@ impl Cfg {
         }
         if self.lexing == Lexing::Longest {
             for (o, group) in branches(&st.frontier) {
-                let (lexemes, width) =
+                let (lexemes, width, _) =
                     self.longest_ends(group.into_iter().filter(|&(id, _)| id & GUARD == 0), None);
                 let ended: Vec<(u32, u32)> = lexemes.iter().map(|&l| (l, o)).collect();
                 if !ended.is_empty() && self.accepts_after(chart, st.sets, &ended, width)? {

@@ -3,8 +3,9 @@
 //! `"a".."z"`, groups, `[optional]`, `? * +`, `~ n` / `~ n..m`, priorities
 //! (`NAME.2:`), `?rule`/`!rule` modifiers and `-> alias` (no effect on the
 //! language), templates (`name{x}: ...`, `name{arg}`), `%import common.X`,
-//! `%ignore`, `%override`, `%extend`. Lexing is longest-match over the
-//! terminals the parser expects, ties broken by priority (see `earley`).
+//! `%ignore`, `%override`, `%extend`. Lexing is over the terminals the
+//! parser expects: the highest priority that matches, then the longest
+//! match (see `Cfg::longest_step`).
 //! `%declare _INDENT _DEDENT` gets Lark's Python indenter (`indent`); other
 //! `%declare`d terminals (from post-lexers maskpar cannot know) are refused.
 //! Lookarounds in regexes are rewritten where exact (`lookaround`).

@@ -392,6 +392,8 @@ impl LexCache {
                         .residual_signature(q, MAX_SIGNATURE_WORDS)
                         .and_then(|mut sig| {
                             sig.push(lexeme.greedy as u32);
+                            // Longest-match walks stop where priorities differ.
+                            sig.push(lexeme.priority as u32);
                             shared.residual_id(sig)
                         });
                     write(&self.residual).insert((l, q), id);
@@ -424,19 +426,25 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     // before a byte that kills them (whatever the byte: entries are shared
     // by lexemes with different followers, and the fill drops the ends that
     // no follower can read); longest-match ones where no scan takes the
-    // byte, or where the scans that take it all stop accepting (back-off).
+    // byte, or where the scans that take it all stop accepting (back-off),
+    // or where one that accepted has a higher priority than one that takes
+    // the byte (which then stops: see `Cfg::longest_step`).
     let mut ends = false;
-    let mut accepted_before = false;
+    let mut accepted_before = None;
     let mut accepting_after = false;
+    let mut lowest_after = i32::MAX;
     for i in start..end {
         let (l, q) = pairs[i];
         let lexeme = &cfg.lexemes[l as usize];
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-        accepted_before |= dfa.is_accepting(q);
+        if dfa.is_accepting(q) {
+            accepted_before = accepted_before.max(Some(lexeme.priority));
+        }
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
             accepting_after |= dfa.is_accepting(q2);
+            lowest_after = lowest_after.min(lexeme.priority);
             pairs.push((l, q2));
         } else {
             ends |= lexeme.greedy && dfa.is_accepting(q);
@@ -445,7 +453,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     let survived = pairs.len() > end;
     let ends = match cfg.lexing {
         Lexing::AllSplits => ends,
-        Lexing::Longest => accepted_before && !accepting_after,
+        Lexing::Longest => accepted_before.is_some_and(|p| !accepting_after || lowest_after < p),
     };
     if ends {
         Visit::Stop
