@@ -822,6 +822,10 @@ impl ByteSet {
         self.0[b as usize >> 6] & (1 << (b & 63)) != 0
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+
     /// Adds `other`'s bytes; true if that added any.
     pub fn union_with(&mut self, other: &ByteSet) -> bool {
         let before = self.0;

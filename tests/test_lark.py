@@ -815,19 +815,9 @@ def test_known_difference_from_lark(llama3):
 # Terminals over "ab" that overlap in every way: prefixes of each other,
 # longer and shorter, back-off (a+b on "aaa").
 OVERLAPPING = [
-    "a",
-    "b",
-    "ab",
-    "aab",
-    "ba",
-    "a+",
-    "b+",
-    "a+b",
-    "(ab)+",
-    "a?b",
-    "[ab]",
-    "ba*",
-    "b?a+",
+    *["a", "b", "ab", "aab", "ba", "a+", "b+", "a+b", "(ab)+", "a?b", "[ab]", "ba*", "b?a+"],
+    # Trailing lookaheads: a match the next character refuses is none.
+    *["a+(?!b)", "ab(?!a)", "ba(?![b])"],
 ]
 
 
@@ -926,6 +916,12 @@ def test_lazy_regex_programs_are_in_the_corpus_cases():
         ("start: A B\nA: /ab(cde)?/\nB: /cd[a-z]/", "abcde"),
         ('start: (A | B)+\nA: /a(bc)?/\nB: "b"', "abab"),
         ('start: (A | B)+\nA: /a(bc)?/\nB: "b"', "abcb"),
+        # A longer match that its trailing lookahead refuses is no match.
+        ('start: A C | B "y"\nA: /ab/\nB: /abcd(?!x)/\nC: /cdx/', "abcdx"),
+        ('start: A C | B "y"\nA: /ab/\nB: /abcd(?!x)/\nC: /cdx/', "abcdy"),
+        ("start: A C | B\nA: /ab/\nB: /abcd(?![x])/\nC: /cd[xy]/", "abcd"),
+        ("start: A C | B\nA: /ab/\nB: /abcd(?![x])/\nC: /cd[xy]/", "abcdy"),
+        ("start: A C | B\nA: /ab/\nB.2: /abcd(?![x])/\nC: /cd[xy]/", "abcdx"),
     ],
 )
 def test_longest_match_backs_off(llama3, src, text):

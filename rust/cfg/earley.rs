@@ -689,19 +689,26 @@ impl Cfg {
         for &(id, q) in pairs {
             let lexeme = self.scan_lexeme(id);
             let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+            let guard = id & GUARD != 0;
+            if guard && self.may_end(id & !GUARD, q, Some(byte)) {
+                // A longer match, once its trailing lookahead passed: the end
+                // this branch took was not the one Lark takes.
+                return LongestStep::default();
+            }
             let q2 = dfa.step(q, byte);
             if q2 == DEAD {
                 continue;
             }
-            if id & GUARD != 0 {
-                if dfa.is_accepting(q2) {
-                    // A longer match: the end this branch took was not the
-                    // longest one.
+            // Where a lexeme accepts only if the next byte allows it, the
+            // guards decide at that byte (above, or `guards_end` at the end).
+            let matched = lexeme.ends_unconditionally(dfa, q2);
+            if guard {
+                if matched {
                     return LongestStep::default();
                 }
                 carried.push((id, q2));
             } else if floor.is_none_or(|p| lexeme.priority >= p) {
-                longer |= dfa.is_accepting(q2);
+                longer |= matched;
                 next.push((id, q2));
             }
         }
@@ -732,6 +739,14 @@ impl Cfg {
             width,
             guards,
         }
+    }
+
+    /// Whether a guard of a longest-match branch `(lexeme, state)` matches
+    /// if the text ends here (so the branch's end was not Lark's).
+    pub fn guards_end(&self, branch: &[(u32, u32)]) -> bool {
+        branch
+            .iter()
+            .any(|&(id, q)| id & GUARD != 0 && self.may_end(id & !GUARD, q, None))
     }
 
     /// Whether a longest-match scan of lexeme `l` in state `q` may end
@@ -806,6 +821,9 @@ impl Cfg {
         }
         if self.lexing == Lexing::Longest {
             for (o, group) in branches(&st.frontier) {
+                if self.guards_end(&group) {
+                    continue;
+                }
                 let (lexemes, width, _) =
                     self.longest_ends(group.into_iter().filter(|&(id, _)| id & GUARD == 0), None);
                 let ended: Vec<(u32, u32)> = lexemes.iter().map(|&l| (l, o)).collect();

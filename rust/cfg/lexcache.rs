@@ -301,6 +301,10 @@ impl LexCache {
         top: u32,
     ) -> Option<Arc<LexEntry>> {
         let [(l, q)] = key[..] else { return None };
+        if cfg.lexemes[l as usize].end_forbid.is_some() {
+            // Equal residual automata may still differ in end conditions.
+            return None;
+        }
         let reps = read(&self.representatives).get(&(l, top)).cloned()?;
         let dfa = cfg.lexemes[l as usize]
             .dfa
@@ -387,9 +391,11 @@ impl LexCache {
                     let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
                     // Where a scan ends depends on its residual automaton
                     // and on whether it ends greedily (not on what may follow
-                    // it: the fill filters those ends).
-                    let id = dfa
-                        .residual_signature(q, MAX_SIGNATURE_WORDS)
+                    // it: the fill filters those ends), and on its end
+                    // conditions, which signatures leave out (not shared).
+                    let id = (lexeme.end_forbid.is_none())
+                        .then(|| dfa.residual_signature(q, MAX_SIGNATURE_WORDS))
+                        .flatten()
                         .and_then(|mut sig| {
                             sig.push(lexeme.greedy as u32);
                             // Longest-match walks stop where priorities differ.
@@ -443,7 +449,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
-            accepting_after |= dfa.is_accepting(q2);
+            accepting_after |= lexeme.ends_unconditionally(dfa, q2);
             lowest_after = lowest_after.min(lexeme.priority);
             pairs.push((l, q2));
         } else {
@@ -565,8 +571,9 @@ impl VisitStepper for OneScan<'_> {
         self.states[depth] = q2;
         if q2 != DEAD {
             let ends = if self.lexing == Lexing::Longest {
-                // Back-off: the lexeme may end before the byte after all.
-                self.dfa.is_accepting(q) && !self.dfa.is_accepting(q2)
+                // Back-off: the lexeme may end before the byte after all
+                // (unless it surely matches longer).
+                self.dfa.is_accepting(q) && !self.lexeme.ends_unconditionally(self.dfa, q2)
             } else {
                 self.ends_after && self.dfa.is_accepting(q2)
             };

@@ -78,7 +78,8 @@ pub struct Rule {
 #[derive(Debug)]
 pub struct Lexeme {
     pub regex: String,
-    /// Breaks ties between lexemes that end at the same place (longest-match lexing).
+    /// Longest-match lexing: the highest priority that matches wins, then
+    /// the longest match (see `Cfg::longest_step`).
     pub priority: i32,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<Arc<ByteDfa>>,
@@ -106,6 +107,17 @@ impl Lexeme {
     #[inline]
     pub fn ends_before(&self, dfa: &ByteDfa, q: u32, byte: u8) -> bool {
         self.greedy && dfa.is_accepting(q) && self.follow.contains(byte)
+    }
+
+    /// Longest-match lexing: whether a scan in DFA state `q` may end there
+    /// whatever byte follows (it accepts, with no trailing lookahead to pass).
+    #[inline]
+    pub fn ends_unconditionally(&self, dfa: &ByteDfa, q: u32) -> bool {
+        dfa.is_accepting(q)
+            && self
+                .end_forbid
+                .as_ref()
+                .is_none_or(|forbid| forbid[q as usize].is_empty())
     }
 
     pub fn nullable(&self) -> bool {

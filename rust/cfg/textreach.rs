@@ -197,7 +197,9 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
-            if !live(t) || (backs_off && dfa.is_accepting(x) && !dfa.is_accepting(t)) {
+            if !live(t)
+                || (backs_off && dfa.is_accepting(x) && !lexeme.ends_unconditionally(dfa, t))
+            {
                 return false;
             }
             out.push(t);
