@@ -838,7 +838,7 @@ def prioritized_grammars(draw):
     return "\n".join(lines) + "\n"
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(src=prioritized_grammars(), data=st.data())
 def test_generated_priorities_agree_with_lark(llama3, src, data):
     try:
