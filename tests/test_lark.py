@@ -767,24 +767,30 @@ def test_lark_features_agree_with_lark(llama3, feature):
         assert maskpar_accepts(g, enc.encode(text), EOS) == want, text
 
 
+_KEYWORD = 'start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/'
+_SHORTER = 'start: A "x" | B\nA.2: /ab/\nB: /abcd/'
+_NEVER = "A.2: /a+b/\nB: /a/"
+_NEGATIVE = "W.-1: /[a-z0-9]+/\nN: /[0-9]+/"
 PRIORITY_CASES = [
     # lark tries IF.2 first: "iff" is IF "if" then NAME "f", never NAME "iff".
-    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "iff=x", False),
-    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "iff", True),
-    ('start: NAME "=" NAME | IF NAME\nIF.2: "if"\nNAME: /[a-z]+/', "x=iff", True),
+    *[(_KEYWORD, text, ok) for text, ok in [("iff=x", False), ("iff", True), ("x=iff", True)]],
     # A shorter match of higher priority beats a longer one.
-    ('start: A "x" | B\nA.2: /ab/\nB: /abcd/', "abcd", False),
-    ('start: A "x" | B\nA.2: /ab/\nB: /abcd/', "abx", True),
+    (_SHORTER, "abcd", False),
+    (_SHORTER, "abx", True),
     # A higher-priority terminal that never matches leaves the others be.
-    ("start: B B B | A\nA.2: /a+b/\nB: /a/", "aaa", True),
-    ("start: B B B | A\nA.2: /a+b/\nB: /a/", "aab", True),
-    ("start: (A | B)+\nA.2: /a+b/\nB: /a/", "abaa", True),
+    *[("start: B B B | A\n" + _NEVER, text, True) for text in ["aaa", "aab"]],
+    ("start: (A | B)+\n" + _NEVER, "abaa", True),
     # A negative priority loses to everything that matches.
-    ('start: (W | N)+\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/\n%ignore " "', "12a", True),
-    ("start: N W\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/", "12a", True),
-    ("start: W\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/\nx: N", "12a", True),
-    ('start: W | N "a"\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/', "12a", True),
-    ('start: W | N "b"\nW.-1: /[a-z0-9]+/\nN: /[0-9]+/', "12a", False),
+    *[
+        (start + "\n" + _NEGATIVE, "12a", ok)
+        for start, ok in [
+            ('start: (W | N)+\n%ignore " "', True),
+            ("start: N W", True),
+            ("start: W\nx: N", True),
+            ('start: W | N "a"', True),
+            ('start: W | N "b"', False),
+        ]
+    ],
 ]
 
 
