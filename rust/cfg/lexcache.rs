@@ -571,9 +571,7 @@ impl VisitStepper for OneScan<'_> {
         self.states[depth] = q2;
         if q2 != DEAD {
             let ends = if self.lexing == Lexing::Longest {
-                // Back-off: the lexeme may end before the byte after all
-                // (unless it surely matches longer).
-                self.dfa.is_accepting(q) && !self.lexeme.ends_unconditionally(self.dfa, q2)
+                self.lexeme.may_back_off(self.dfa, q, q2)
             } else {
                 self.ends_after && self.dfa.is_accepting(q2)
             };

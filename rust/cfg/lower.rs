@@ -120,6 +120,14 @@ impl Lexeme {
                 .is_none_or(|forbid| forbid[q as usize].is_empty())
     }
 
+    /// Longest-match lexing: whether a scan that accepted in `q` and reads
+    /// a byte into `q2` may still end at `q` (back-off: unless it surely
+    /// matches longer at `q2`). Lexer-only walks stop there for the parser.
+    #[inline]
+    pub fn may_back_off(&self, dfa: &ByteDfa, q: u32, q2: u32) -> bool {
+        dfa.is_accepting(q) && !self.ends_unconditionally(dfa, q2)
+    }
+
     pub fn nullable(&self) -> bool {
         self.dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
     }

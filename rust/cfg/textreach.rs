@@ -192,14 +192,12 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     // As in a lexer-only walk: a lexeme may end after a byte it accepts.
     let ends_after = ends_after_accepting(cfg.lexing, lexeme);
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
-    // A longest-match lexeme may end where it stops accepting (back-off).
+    // A longest-match lexeme may end where it may back off (see `Lexeme`).
     let backs_off = cfg.lexing == Lexing::Longest;
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
-            if !live(t)
-                || (backs_off && dfa.is_accepting(x) && !lexeme.ends_unconditionally(dfa, t))
-            {
+            if !live(t) || (backs_off && lexeme.may_back_off(dfa, x, t)) {
                 return false;
             }
             out.push(t);
