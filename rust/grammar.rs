@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
-use crate::cfg::fillmemo::{FillMemo, Lookup};
 use crate::cfg::lexcache::{lex_key, LexCache};
+use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
 use crate::error::{Error, Result};
@@ -313,7 +313,8 @@ impl CompiledGrammar {
                         .as_ref()
                         .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
                 });
-                let Lookup::Fill { keep } = fill_memo.lookup(chart, c, row, looping) else {
+                let key = MemoKey::of(&cfg.names, chart, c);
+                let Lookup::Fill { keep } = fill_memo.lookup(&key, row, looping) else {
                     return Ok(());
                 };
                 self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
@@ -321,7 +322,7 @@ impl CompiledGrammar {
                     self.set_eos(row);
                 }
                 if keep {
-                    fill_memo.store(chart, c, row);
+                    fill_memo.store(&key, row);
                 }
                 Ok(())
             }

@@ -211,6 +211,36 @@ def test_json_grammar_on_real_text_and_forced_tokens(llama3):
     assert m.consume_tokens(forced)
 
 
+def test_masks_of_recurring_states_equal_fresh_masks(llama3):
+    """A grammar keeps masks of parser states it met before, found by a name
+    that ignores where in the text a state is. Alike places at other depths
+    or other positions in an object must not share a mask; each mask of a
+    grammar that has seen the text twice must equal the mask a new grammar
+    computes there."""
+    enc, tok = llama3
+    json_gbnf = corpus_text(os.path.join(GRAMMARS, "llama.cpp", "grammars", "json.gbnf"))
+    text = (
+        '{"a": 1, "b": {"c": 2, "d": [3, {"e": 4}], "f": {"g": ""}}, "h": [6, 7], '
+        '"i": {"c": 2, "d": [3, {"e": 4}]}, "j": [[1], [2, [3]]], "k": true}'
+    )
+    ids = enc.encode(text) + [LLAMA3_EOS[0]]
+    g = maskpar.compile_grammar(tok, json_gbnf)
+    bm = new_bitmask(1, tok.vocab_size)
+    m = maskpar.Matcher(g)
+    for t in ids:  # the first pass: states are seen, rows kept
+        m.fill_next_token_bitmask(bm, 0)
+        assert m.consume_token(t)
+    m = maskpar.Matcher(g)
+    for i, t in enumerate(ids):
+        m.fill_next_token_bitmask(bm, 0)
+        fresh = maskpar.Matcher(maskpar.compile_grammar(tok, json_gbnf))
+        assert fresh.consume_tokens(ids[:i])
+        want = new_bitmask(1, tok.vocab_size)
+        fresh.fill_next_token_bitmask(want, 0)
+        assert np.array_equal(bm, want), (i, enc.decode(ids[:i])[-30:])
+        assert m.consume_token(t)
+
+
 @pytest.mark.parametrize(
     "src,msg",
     [

@@ -15,11 +15,12 @@
 //! grammars we test; the tests check each token's bit against `consume`.)
 
 use rustc_hash::FxHashSet as HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::ast::Lexing;
 use super::indent::Layout;
 use super::lower::{Cfg, Sym};
+use super::setnames::SetName;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
 
@@ -55,6 +56,9 @@ pub struct EarleySet {
     /// The indenter's state after this set's text (indenter grammars only:
     /// boxed, so that other grammars' sets stay small).
     pub layout: Option<Box<Layout>>,
+    /// The set's position-free name (`setnames`), once asked for: None
+    /// inside when it cannot be named.
+    pub name: OnceLock<Option<SetName>>,
 }
 
 /// Sets with more items than this are indexed by the symbol after the dot.
@@ -277,6 +281,7 @@ impl Cfg {
             items,
             by_next,
             layout: None,
+            name: OnceLock::new(),
         }
     }
 

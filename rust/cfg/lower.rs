@@ -14,6 +14,7 @@ use super::ast::{GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, 
 use super::greedy::greedy_lexemes;
 use super::indent::{self, Indenter};
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
+use super::setnames::SetNames;
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, ByteSet, Op, DEAD, LARGE_REPEAT};
 
@@ -150,6 +151,8 @@ pub struct Cfg {
     pub indenter: Option<Indenter>,
     /// Unique in the process: names this grammar in per-thread caches.
     pub id: u64,
+    /// Position-free names of this grammar's Earley sets.
+    pub names: SetNames,
 }
 
 static NEXT_CFG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1320,6 +1323,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         member_rules: l.member_rules,
         indenter,
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        names: SetNames::default(),
     })
 }
 

@@ -14,5 +14,6 @@ pub mod lexcache;
 pub mod lookaround;
 pub mod lower;
 pub mod members;
+pub mod setnames;
 pub mod textreach;
 pub mod walk;
