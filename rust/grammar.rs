@@ -12,8 +12,8 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
-use crate::cfg::lexcache::{lex_key, LexCache};
 use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
+use crate::cfg::lexcache::{lex_key, BoundaryNode, LexCache, MANY_TOKENS, NO_TOKEN};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
 use crate::error::{Error, Result};
@@ -371,88 +371,88 @@ impl CompiledGrammar {
             }
             return walk_below(stepper, trie, node, row);
         }
-        let entry =
-            |k: &Vec<(u32, u32)>| lex_cache.get(cfg, &self.vocab, row.len(), k, node as u32);
+        if cfg.lexing == Lexing::Longest || key.len() <= 1 {
+            // One entry (the common case), without the merging below.
+            let e = lex_cache.get(cfg, &self.vocab, row.len(), &key, node as u32);
+            e.apply(row, std::mem::take(first));
+            // Greedy ends no follower can read are dropped (kept per entry).
+            let filtered = lex_cache.boundary(cfg, trie, &e, &key);
+            let boundary = filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]);
+            return self.fill_boundary(cfg, lex_cache, stepper, node, boundary, row, first);
+        }
         // With all-splits lexing the scans are independent alternatives, so
         // the lexer-only part is the union of one cache entry per scan: those
         // recur across parser states (a key's scan inside a JSON string) even
         // when their combination never does.
-        let keys: Vec<Vec<(u32, u32)>> = if cfg.lexing == Lexing::AllSplits && key.len() > 1 {
-            key.iter().map(|pair| vec![*pair]).collect()
-        } else {
-            vec![key]
-        };
-        let entries: Vec<_> = keys.iter().map(entry).collect();
-        for e in &entries {
+        let mut all: Vec<BoundaryNode> = Vec::new();
+        for &pair in &key {
+            let k = vec![pair];
+            let e = lex_cache.get(cfg, &self.vocab, row.len(), &k, node as u32);
             e.apply(row, std::mem::take(first));
+            let filtered = lex_cache.boundary(cfg, trie, &e, &k);
+            all.extend_from_slice(filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]));
         }
-        // Greedy ends no follower can read are dropped (kept per entry).
-        let filtered: Vec<Option<Arc<Vec<u32>>>> = entries
-            .iter()
-            .zip(&keys)
-            .map(|(e, k)| lex_cache.boundary(cfg, trie, e, k))
-            .collect();
-        let lists: Vec<&[u32]> = entries
-            .iter()
-            .zip(&filtered)
-            .map(|(e, f)| f.as_ref().map_or(&e.boundary[..], |f| &f[..]))
-            .collect();
-        let merged: Vec<u32>;
-        let boundary: &[u32] = if let [only] = lists.as_slice() {
-            only
-        } else {
-            let mut all: Vec<u32> = lists.iter().flat_map(|l| l.iter().copied()).collect();
-            all.sort_unstable();
-            all.dedup();
-            // The parser walk below a boundary node covers its whole subtree
-            // (nodes are numbered in pre-order), so nested ones are skipped.
-            let mut outer: Vec<u32> = Vec::with_capacity(all.len());
-            for b in all {
-                if outer
-                    .last()
-                    .is_none_or(|&o| b as usize >= trie.subtree_end(o as usize))
-                {
-                    outer.push(b);
-                }
+        all.sort_unstable_by_key(|b| b.node);
+        all.dedup_by_key(|b| b.node);
+        // The parser walk below a boundary node covers its whole subtree
+        // (nodes are numbered in pre-order), so nested ones are skipped.
+        let mut outer: Vec<BoundaryNode> = Vec::with_capacity(all.len());
+        for b in all {
+            if outer.last().is_none_or(|o| b.node >= o.subtree_end) {
+                outer.push(b);
             }
-            merged = outer;
-            &merged
-        };
+        }
+        self.fill_boundary(cfg, lex_cache, stepper, node, &outer, row, first)
+    }
+
+    /// The parser's part below trie `node` (see `fill_cfg_below`): a walk
+    /// to each `boundary` node (in pre-order), and below it.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_boundary(
+        &self,
+        cfg: &Cfg,
+        lex_cache: &LexCache,
+        stepper: &mut CfgStepper<'_>,
+        node: usize,
+        boundary: &[BoundaryNode],
+        row: &mut [u32],
+        first: &mut bool,
+    ) -> Result<()> {
+        let trie = self.vocab.trie();
         let base = trie.depth(node);
         // Boundary nodes come in pre-order, so consecutive paths share a
         // prefix whose frames are still in the stepper: step from there.
-        let mut prev: Vec<u8> = Vec::new();
-        let mut valid = base;
-        for &b in boundary {
-            let b = b as usize;
-            let path = trie.path(b);
-            let common = base
-                + path[base..]
-                    .iter()
-                    .zip(prev.get(base..).unwrap_or_default())
-                    .take_while(|(x, y)| x == y)
-                    .count();
-            let mut depth = common.min(valid);
-            while depth < path.len() && stepper.step(depth + 1, path[depth]) {
-                depth += 1;
+        // Paths are below `node` (frame `base` is its parser state).
+        let mut prev: &[u8] = &[];
+        let mut valid = 0;
+        for bn in boundary {
+            let b = bn.node as usize;
+            let path = bn.path_below(trie, node);
+            let common = path.iter().zip(prev).take_while(|(x, y)| x == y).count();
+            let mut d = common.min(valid);
+            while d < path.len() && stepper.step(base + d + 1, path[d]) {
+                d += 1;
             }
             if let Some(e) = stepper.error.take() {
                 return Err(e);
             }
-            let live = depth == path.len();
-            valid = depth;
+            let live = d == path.len();
+            valid = d;
             prev = path;
-            let path = &prev;
             if !live {
                 continue;
             }
-            trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t));
-            if trie.subtree_size(b) < CACHED_SUBTREE_NODES {
+            match bn.token {
+                NO_TOKEN => {}
+                MANY_TOKENS => trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t)),
+                t => set_bit(row, t),
+            }
+            if (bn.subtree_end as usize - b - 1) < CACHED_SUBTREE_NODES {
                 // Small subtree: walking it with the parser beats a cache lookup.
                 walk_below(stepper, trie, b, row)?;
                 continue;
             }
-            let below = stepper.lex_key_at(path.len());
+            let below = stepper.lex_key_at(base + path.len());
             self.fill_cfg_below(cfg, lex_cache, stepper, b, below, row, first)?;
         }
         Ok(())

@@ -81,8 +81,14 @@ struct Node {
 pub struct TokenTrie {
     /// Node 0 is the root; a sentinel node at the end closes the token ranges.
     nodes: Vec<Node>,
-    /// Parent of each node (root: 0), to recover a node's path.
+    /// Parent of each node (root: 0).
     parent: Vec<u32>,
+    /// Where each node's path starts in `path_bytes` (a token through the
+    /// node has its bytes there): a node's path is one slice, not a walk up
+    /// its parents, which under a cold cache was a miss per level.
+    path_at: Vec<u32>,
+    /// The bytes of every token, concatenated in trie order.
+    path_bytes: Vec<u8>,
     /// Longest path below each node (0 for a leaf): no walk below a node
     /// reads more bytes.
     height: Vec<u16>,
@@ -108,6 +114,8 @@ impl TokenTrie {
         let mut path: Vec<usize> = vec![0];
         let mut prev: &[u8] = &[];
         let mut max_depth = 0;
+        let mut path_at: Vec<u32> = vec![0];
+        let mut path_bytes: Vec<u8> = Vec::new();
         for &(id, bytes) in &sorted {
             if bytes.is_empty() {
                 return Err(Error::InvalidArgument(format!("token {id} has no bytes")));
@@ -124,6 +132,10 @@ impl TokenTrie {
                 let done = path.pop().unwrap();
                 nodes[done].subtree_end = nodes.len() as u32;
             }
+            let at = u32::try_from(path_bytes.len()).map_err(|_| {
+                Error::LimitExceeded("the vocabulary's tokens exceed 4 GiB in all".into())
+            })?;
+            path_bytes.extend_from_slice(bytes);
             for (d, &b) in bytes.iter().enumerate().skip(common) {
                 nodes.push(Node {
                     subtree_end: 0,
@@ -131,6 +143,7 @@ impl TokenTrie {
                     depth: (d + 1) as u16,
                     byte: b,
                 });
+                path_at.push(at);
                 path.push(nodes.len() - 1);
             }
             // Tokens arrive in pre-order, so a node's ids are contiguous.
@@ -161,9 +174,12 @@ impl TokenTrie {
             let p = parent[i] as usize;
             height[p] = height[p].max(height[i] + 1);
         }
+        path_at.push(0);
         Ok(TokenTrie {
             nodes,
             parent,
+            path_at,
+            path_bytes,
             height,
             tokens,
             max_depth,
@@ -204,15 +220,9 @@ impl TokenTrie {
     }
 
     /// The bytes on the path from the root to `node`.
-    pub fn path(&self, node: usize) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.nodes[node].depth as usize);
-        let mut i = node;
-        while i != 0 {
-            out.push(self.nodes[i].byte);
-            i = self.parent[i] as usize;
-        }
-        out.reverse();
-        out
+    pub fn path(&self, node: usize) -> &[u8] {
+        let at = self.path_at[node] as usize;
+        &self.path_bytes[at..at + self.nodes[node].depth as usize]
     }
 
     /// Pre-order walk of the subtree below `top` that lets `visit` decide per
@@ -413,7 +423,7 @@ mod tests {
     fn paths_and_visits() {
         let t = trie(&[b"ab", b"a", b"abc", b"b", b"ca"]);
         let (node, _, _) = t.follow(b"abc");
-        assert_eq!(t.path(node), b"abc".to_vec());
+        assert_eq!(t.path(node), b"abc");
         struct StopAtB;
         impl VisitStepper for StopAtB {
             fn visit(&mut self, _: usize, byte: u8) -> Visit {
@@ -425,7 +435,12 @@ mod tests {
             }
         }
         let (mut toks, mut stops) = (Vec::new(), Vec::new());
-        t.walk_visits(0, &mut StopAtB, |x| toks.push(x), |n| stops.push(t.path(n)));
+        t.walk_visits(
+            0,
+            &mut StopAtB,
+            |x| toks.push(x),
+            |n| stops.push(t.path(n).to_vec()),
+        );
         assert_eq!(toks, vec![1]);
         assert_eq!(stops, vec![b"ab".to_vec(), b"b".to_vec()]);
     }

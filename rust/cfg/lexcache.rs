@@ -26,8 +26,78 @@ use crate::vocab::Vocab;
 #[derive(Debug)]
 pub struct LexEntry {
     inner: TokenSet,
-    /// Nodes below the entry's node where some lexeme first (may) end.
-    pub boundary: Vec<u32>,
+    /// Nodes below the entry's node where some lexeme first (may) end, in
+    /// pre-order.
+    pub boundary: Vec<BoundaryNode>,
+}
+
+/// Path bytes a `BoundaryNode` holds itself.
+const SUFFIX_BYTES: usize = 10;
+/// `BoundaryNode::suffix_len` of a path too long to hold.
+pub const LONG_SUFFIX: u8 = u8::MAX;
+/// `BoundaryNode::token` of a node where no token ends.
+pub const NO_TOKEN: u32 = u32::MAX;
+/// `BoundaryNode::token` of a node where several tokens end.
+pub const MANY_TOKENS: u32 = u32::MAX - 1;
+
+/// A boundary node with what the parser walk reads of it. Read from the
+/// trie, each of these was a cache miss per node (its path, its tokens, its
+/// subtree) in the slowest masks; here they come in order with the entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundaryNode {
+    pub node: u32,
+    /// The first node after this node's subtree.
+    pub subtree_end: u32,
+    /// The token that ends at the node, or `NO_TOKEN` / `MANY_TOKENS`.
+    pub token: u32,
+    /// The path from the entry's node down to this node, if it is at most
+    /// `SUFFIX_BYTES` long (else `suffix_len` is `LONG_SUFFIX`).
+    suffix: [u8; SUFFIX_BYTES],
+    suffix_len: u8,
+}
+
+impl BoundaryNode {
+    fn new(trie: &TokenTrie, top: usize, node: u32) -> Self {
+        let n = node as usize;
+        let below = &trie.path(n)[trie.depth(top)..];
+        let mut suffix = [0u8; SUFFIX_BYTES];
+        let suffix_len = if below.len() <= SUFFIX_BYTES {
+            suffix[..below.len()].copy_from_slice(below);
+            below.len() as u8
+        } else {
+            LONG_SUFFIX
+        };
+        let token = match trie.node_tokens(n) {
+            [] => NO_TOKEN,
+            &[t] if t < MANY_TOKENS => t,
+            _ => MANY_TOKENS,
+        };
+        BoundaryNode {
+            node,
+            subtree_end: trie.subtree_end(n) as u32,
+            token,
+            suffix,
+            suffix_len,
+        }
+    }
+
+    /// The path from the node at `top` (the entry's node) down to this one.
+    #[inline]
+    pub fn path_below<'t>(&'t self, trie: &'t TokenTrie, top: usize) -> &'t [u8] {
+        if self.suffix_len == LONG_SUFFIX {
+            &trie.path(self.node as usize)[trie.depth(top)..]
+        } else {
+            &self.suffix[..self.suffix_len as usize]
+        }
+    }
+}
+
+/// `nodes` below `top` (in pre-order) as boundary nodes.
+fn boundary_nodes(trie: &TokenTrie, top: usize, nodes: &[u32]) -> Vec<BoundaryNode> {
+    nodes
+        .iter()
+        .map(|&n| BoundaryNode::new(trie, top, n))
+        .collect()
 }
 
 /// Token ids, dense as a bitmask row when many, sparse when few.
@@ -58,7 +128,7 @@ impl LexEntry {
             TokenSet::Dense(b) => b.len(),
             TokenSet::Sparse(v) => v.len(),
         };
-        (inner + self.boundary.len()) * 4
+        inner * 4 + self.boundary.len() * std::mem::size_of::<BoundaryNode>()
     }
 }
 
@@ -166,7 +236,7 @@ pub struct LexCache {
 }
 
 /// An entry and its boundary without the ends no follower can read.
-type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<u32>>);
+type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<BoundaryNode>>);
 
 /// A distinguishing length and the limit it was searched to (a length past
 /// the limit means "longer than the limit").
@@ -264,7 +334,7 @@ impl LexCache {
         trie: &TokenTrie,
         entry: &Arc<LexEntry>,
         key: &LexKey,
-    ) -> Option<Arc<Vec<u32>>> {
+    ) -> Option<Arc<Vec<BoundaryNode>>> {
         let [(l, _)] = key[..] else { return None };
         let lexeme = &cfg.lexemes[l as usize];
         if !lexeme.greedy || entry.boundary.is_empty() {
@@ -274,15 +344,19 @@ impl LexCache {
         if let Some((_, kept)) = read(&self.filtered).get(&memo_key) {
             return Some(kept.clone());
         }
-        let kept: Arc<Vec<u32>> = Arc::new(
+        let kept: Arc<Vec<BoundaryNode>> = Arc::new(
             entry
                 .boundary
                 .iter()
                 .copied()
-                .filter(|&b| lexeme.follow.contains(trie.byte(b as usize)))
+                .filter(|b| lexeme.follow.contains(trie.byte(b.node as usize)))
                 .collect(),
         );
-        if charge(&self.bytes, self.limit, kept.len() * 4 + 32) {
+        if charge(
+            &self.bytes,
+            self.limit,
+            kept.len() * std::mem::size_of::<BoundaryNode>() + 32,
+        ) {
             // The entry is held too, so its address names it while kept.
             write(&self.filtered).insert(memo_key, (entry.clone(), kept.clone()));
         }
@@ -354,7 +428,7 @@ impl LexCache {
             return None;
         }
         let slice = vocab.text_slices().within(reach)?;
-        (slice.bits.len() == words).then(|| build_sliced(cfg, slice, l, q))
+        (slice.bits.len() == words).then(|| build_sliced(cfg, vocab.trie(), slice, l, q))
     }
 
     /// The entry from the vocabulary's shared cache, else built by a walk.
@@ -483,7 +557,7 @@ impl VisitStepper for ScanOnly<'_> {
 /// `build` at the root for one scan that survives every token of `slice`:
 /// the same bits and boundary (the boundary nodes all lie on other tokens'
 /// paths, which `slice.rest` holds), for a walk of those tokens only.
-fn build_sliced(cfg: &Cfg, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
+fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
     let mut bits = slice.bits.to_vec();
     let mut boundary = Vec::new();
     let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());
@@ -495,7 +569,7 @@ fn build_sliced(cfg: &Cfg, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
     );
     LexEntry {
         inner: TokenSet::Dense(bits.into_boxed_slice()),
-        boundary,
+        boundary: boundary_nodes(trie, 0, &boundary),
     }
 }
 
@@ -526,7 +600,10 @@ fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) ->
     } else {
         TokenSet::Sparse(ids)
     };
-    LexEntry { inner, boundary }
+    LexEntry {
+        inner,
+        boundary: boundary_nodes(trie, top, &boundary),
+    }
 }
 
 /// `ScanOnly` for a single scan: the same decisions as `step_scans`.
