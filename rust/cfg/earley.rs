@@ -30,6 +30,14 @@ pub const MAX_ITEMS_PER_SET: usize = 200_000;
 /// past it, by a hash table. Most sets are small (a JSON grammar's hold about
 /// ten items), and there a scan beats building and hashing into a table.
 const SCANNED_ITEMS: usize = 32;
+/// A closure buffer with room for more items than this is not kept.
+const KEPT_CLOSURE_ITEMS: usize = 4096;
+
+thread_local! {
+    /// Each thread's buffer for the set a closure builds (see `closure`).
+    static CLOSURE_BUF: std::cell::RefCell<Vec<Item>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Bound on concurrent lexeme scans.
 pub const MAX_FRONTIER: usize = 20_000;
 
@@ -297,7 +305,14 @@ impl Cfg {
         cur: u32,
         kernel: Vec<Item>,
     ) -> Result<(EarleySet, Vec<Scan>, bool)> {
-        let mut set = ItemList::of(kernel);
+        // The set grows in a buffer this thread reuses, and is copied out at
+        // its final size: growing a fresh vector reallocated it several
+        // times per set, each a cache miss when the allocator is cold.
+        let mut buf = CLOSURE_BUF.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        buf.clear();
+        buf.extend_from_slice(&kernel);
+        drop(kernel);
+        let mut set = ItemList::of(buf);
         let mut waiting: Vec<u32> = Vec::new();
         let mut i = 0;
         while i < set.items.len() {
@@ -384,7 +399,11 @@ impl Cfg {
             origin: 0,
             members: 0,
         });
-        Ok((self.earley_set(set.items), frontier, accepting))
+        let items = set.items.to_vec();
+        if set.items.capacity() <= KEPT_CLOSURE_ITEMS {
+            CLOSURE_BUF.with(|b| *b.borrow_mut() = set.items);
+        }
+        Ok((self.earley_set(items), frontier, accepting))
     }
 
     /// The state before any byte; its set 0 goes into `chart`.

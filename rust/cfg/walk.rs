@@ -289,12 +289,49 @@ fn keep_table(id: u64, lex: LexStates) {
     });
 }
 
+/// A walk's buffers, kept by each thread between walks: made anew, each
+/// allocation was a cache miss on every mask (the allocator's free list is
+/// cold after other work), and the frames alone are a few KiB to write.
+#[derive(Default)]
+struct Scratch {
+    groups: Vec<Group>,
+    frames: Vec<Frame>,
+    memo: HashMap<(usize, u32), MemoBucket>,
+    ext: Vec<Arc<EarleySet>>,
+    after: Vec<(u32, u32)>,
+    before: Vec<(u32, u32)>,
+}
+
+/// A memo with more slots than this is not kept (one walk's outlier).
+const KEPT_MEMO_SLOTS: usize = 1024;
+
+thread_local! {
+    static SCRATCH: RefCell<Option<Scratch>> = const { RefCell::new(None) };
+}
+
 impl Drop for CfgStepper<'_> {
     fn drop(&mut self) {
         keep_table(
             self.cfg.id,
             std::mem::replace(&mut self.lex, LexStates::empty()),
         );
+        // Emptied here, so the sets they hold are freed now, as before.
+        let mut memo = std::mem::take(&mut self.memo);
+        memo.clear();
+        if memo.capacity() > KEPT_MEMO_SLOTS {
+            memo = HashMap::default();
+        }
+        let mut ext = std::mem::take(&mut self.chart.ext);
+        ext.clear();
+        let scratch = Scratch {
+            groups: std::mem::take(&mut self.groups),
+            frames: std::mem::take(&mut self.frames),
+            memo,
+            ext,
+            after: std::mem::take(&mut self.after),
+            before: std::mem::take(&mut self.before),
+        };
+        SCRATCH.with(|s| *s.borrow_mut() = Some(scratch));
     }
 }
 
@@ -303,6 +340,12 @@ impl<'a> CfgStepper<'a> {
     pub fn new(cfg: &'a Cfg, chart: &'a [Arc<EarleySet>], st: &CfgState, max_depth: usize) -> Self {
         let base = &chart[..st.sets as usize];
         let mut lex = take_table(cfg.id);
+        let mut scratch = SCRATCH
+            .with(|s| s.borrow_mut().take())
+            .unwrap_or_else(|| Scratch {
+                memo: HashMap::with_capacity_and_hasher(64, Default::default()),
+                ..Scratch::default()
+            });
         let mut by_origin: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
         for s in &st.frontier {
             match by_origin.iter_mut().find(|(o, _)| *o == s.origin) {
@@ -310,38 +353,41 @@ impl<'a> CfgStepper<'a> {
                 None => by_origin.push((s.origin, vec![(s.lexeme, s.state)])),
             }
         }
-        let groups: Vec<Group> = by_origin
-            .into_iter()
-            .map(|(origin, pairs)| Group {
-                lex: lex.intern(cfg, pairs),
-                origin,
-            })
-            .collect();
-        let mut frames = vec![
+        let mut groups = scratch.groups;
+        groups.clear();
+        groups.extend(by_origin.into_iter().map(|(origin, pairs)| Group {
+            lex: lex.intern(cfg, pairs),
+            origin,
+        }));
+        // Frames are written before they are read (frame d by the step to
+        // depth d), so stale ones from an earlier walk do no harm.
+        let mut frames = scratch.frames;
+        frames.resize(
+            max_depth + 2,
             Frame {
                 start: 0,
                 end: 0,
-                sets: 0
-            };
-            max_depth + 2
-        ];
+                sets: 0,
+            },
+        );
         frames[0] = Frame {
             start: 0,
             end: groups.len(),
             sets: st.sets,
         };
+        scratch.ext.clear();
         CfgStepper {
             cfg,
             chart: ChartView {
                 base,
-                ext: Vec::new(),
+                ext: scratch.ext,
             },
             lex,
             groups,
             frames,
-            memo: HashMap::with_capacity_and_hasher(64, Default::default()),
-            after: Vec::new(),
-            before: Vec::new(),
+            memo: scratch.memo,
+            after: scratch.after,
+            before: scratch.before,
             chains: Vec::new(),
             error: None,
         }
