@@ -44,9 +44,10 @@ struct LongestEnd {
 struct LexStates {
     states: Vec<LexState>,
     ids: HashMap<Vec<(u32, u32)>, u32>,
-    trans: Vec<u32>,
-    /// Per transition: index into `ends_before` (0: none end).
-    before: Vec<u32>,
+    /// Per transition (state * 256 + byte): the state after the byte, and
+    /// the index into `ends_before` of the greedy lexemes it ends before the
+    /// byte (0: none). Side by side, a cached step reads one cache line.
+    trans: Vec<(u32, u32)>,
     ends_before: Vec<Vec<u32>>,
     /// Longest-match lexing: per transition, index into `longest_ends`
     /// (0: no lexeme ends).
@@ -63,7 +64,6 @@ impl LexStates {
             states: Vec::new(),
             ids: HashMap::default(),
             trans: Vec::new(),
-            before: Vec::new(),
             ends_before: Vec::new(),
             longest: Vec::new(),
             longest_ends: Vec::new(),
@@ -84,8 +84,7 @@ impl LexStates {
                 ids.insert(Vec::new(), EMPTY);
                 ids
             },
-            trans: vec![EMPTY; 256],
-            before: vec![0; 256],
+            trans: vec![(EMPTY, 0); 256],
             ends_before: vec![Vec::new()],
             longest: Vec::new(),
             longest_ends: vec![LongestEnd {
@@ -118,8 +117,7 @@ impl LexStates {
         let id = self.states.len() as u32;
         self.ids.insert(pairs.clone(), id);
         self.states.push(LexState { pairs, after });
-        self.trans.resize(self.trans.len() + 256, UNKNOWN);
-        self.before.resize(self.before.len() + 256, 0);
+        self.trans.resize(self.trans.len() + 256, (UNKNOWN, 0));
         id
     }
 
@@ -132,7 +130,7 @@ impl LexStates {
             // read it, and the others' tables stay smaller.
             self.longest.resize(self.trans.len(), 0);
         }
-        let known = self.trans[slot];
+        let known = self.trans[slot].0;
         if known != UNKNOWN {
             return (known, self.longest[slot]);
         }
@@ -149,7 +147,7 @@ impl LexStates {
             });
             (self.longest_ends.len() - 1) as u32
         };
-        self.trans[slot] = next;
+        self.trans[slot].0 = next;
         self.longest[slot] = end;
         (next, end)
     }
@@ -175,9 +173,9 @@ impl LexStates {
     /// The state after `byte`, and the index of the greedy lexemes it ends.
     fn step(&mut self, cfg: &Cfg, id: u32, byte: u8) -> (u32, u32) {
         let slot = id as usize * 256 + byte as usize;
-        let known = self.trans[slot];
+        let (known, before) = self.trans[slot];
         if known != UNKNOWN {
-            return (known, self.before[slot]);
+            return (known, before);
         }
         let mut ended = Vec::new();
         let next: Vec<(u32, u32)> = self.states[id as usize]
@@ -200,8 +198,7 @@ impl LexStates {
             self.ends_before.push(ended);
             (self.ends_before.len() - 1) as u32
         };
-        self.trans[slot] = next;
-        self.before[slot] = before;
+        self.trans[slot] = (next, before);
         (next, before)
     }
 }
