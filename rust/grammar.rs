@@ -13,7 +13,7 @@ use crate::bitmask::{set_bit, words_for};
 use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
 use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
-use crate::cfg::lexcache::{lex_key, BoundaryNode, LexCache, MANY_TOKENS, NO_TOKEN};
+use crate::cfg::lexcache::{lex_key, BoundaryNode, LexCache, LexKey, MANY_TOKENS, NO_TOKEN};
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::walk::CfgStepper;
 use crate::error::{Error, Result};
@@ -371,12 +371,18 @@ impl CompiledGrammar {
             }
             return walk_below(stepper, trie, node, row);
         }
+        // The lexer-only bits of `k`'s entry go into the row; returns the
+        // entry and its boundary without the greedy ends no follower can
+        // read (kept per entry), if any were dropped.
+        let mut apply_entry = |k: &LexKey| {
+            let e = lex_cache.get(cfg, &self.vocab, row.len(), k, node as u32);
+            e.apply(row, std::mem::take(first));
+            let filtered = lex_cache.boundary(cfg, trie, &e, k);
+            (e, filtered)
+        };
         if cfg.lexing == Lexing::Longest || key.len() <= 1 {
             // One entry (the common case), without the merging below.
-            let e = lex_cache.get(cfg, &self.vocab, row.len(), &key, node as u32);
-            e.apply(row, std::mem::take(first));
-            // Greedy ends no follower can read are dropped (kept per entry).
-            let filtered = lex_cache.boundary(cfg, trie, &e, &key);
+            let (e, filtered) = apply_entry(&key);
             let boundary = filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]);
             return self.fill_boundary(cfg, lex_cache, stepper, node, boundary, row, first);
         }
@@ -386,10 +392,7 @@ impl CompiledGrammar {
         // when their combination never does.
         let mut all: Vec<BoundaryNode> = Vec::new();
         for &pair in &key {
-            let k = vec![pair];
-            let e = lex_cache.get(cfg, &self.vocab, row.len(), &k, node as u32);
-            e.apply(row, std::mem::take(first));
-            let filtered = lex_cache.boundary(cfg, trie, &e, &k);
+            let (e, filtered) = apply_entry(&vec![pair]);
             all.extend_from_slice(filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]));
         }
         all.sort_unstable_by_key(|b| b.node);
@@ -447,7 +450,7 @@ impl CompiledGrammar {
                 MANY_TOKENS => trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t)),
                 t => set_bit(row, t),
             }
-            if (bn.subtree_end as usize - b - 1) < CACHED_SUBTREE_NODES {
+            if bn.subtree_size() < CACHED_SUBTREE_NODES {
                 // Small subtree: walking it with the parser beats a cache lookup.
                 walk_below(stepper, trie, b, row)?;
                 continue;

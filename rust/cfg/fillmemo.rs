@@ -31,7 +31,7 @@ const ENTRIES: usize = 64;
 const ROW_BYTES: usize = 512 << 10;
 
 /// What names a state in the memo.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum MemoKey {
     Named(Box<[u32]>),
     Chart {
@@ -114,14 +114,13 @@ impl FillMemo {
             }
             None => {
                 entries.truncate(ENTRIES - 1);
-                let key = match key {
-                    MemoKey::Named(k) => MemoKey::Named(k.clone()),
-                    MemoKey::Chart { top, state } => MemoKey::Chart {
-                        top: top.clone(),
-                        state: state.clone(),
+                entries.insert(
+                    0,
+                    Entry {
+                        key: key.clone(),
+                        row: None,
                     },
-                };
-                entries.insert(0, Entry { key, row: None });
+                );
                 Lookup::Fill { keep: likely_again }
             }
         }

@@ -34,7 +34,7 @@ pub struct LexEntry {
 /// Path bytes a `BoundaryNode` holds itself.
 const SUFFIX_BYTES: usize = 10;
 /// `BoundaryNode::suffix_len` of a path too long to hold.
-pub const LONG_SUFFIX: u8 = u8::MAX;
+const LONG_SUFFIX: u8 = u8::MAX;
 /// `BoundaryNode::token` of a node where no token ends.
 pub const NO_TOKEN: u32 = u32::MAX;
 /// `BoundaryNode::token` of a node where several tokens end.
@@ -79,6 +79,12 @@ impl BoundaryNode {
             suffix,
             suffix_len,
         }
+    }
+
+    /// Nodes below this one (as `TokenTrie::subtree_size`).
+    #[inline]
+    pub fn subtree_size(&self) -> usize {
+        (self.subtree_end - self.node - 1) as usize
     }
 
     /// The path from the node at `top` (the entry's node) down to this one.

@@ -337,7 +337,7 @@ impl<'a> CfgStepper<'a> {
     pub fn new(cfg: &'a Cfg, chart: &'a [Arc<EarleySet>], st: &CfgState, max_depth: usize) -> Self {
         let base = &chart[..st.sets as usize];
         let mut lex = take_table(cfg.id);
-        let mut scratch = SCRATCH
+        let scratch = SCRATCH
             .with(|s| s.borrow_mut().take())
             .unwrap_or_else(|| Scratch {
                 memo: HashMap::with_capacity_and_hasher(64, Default::default()),
@@ -372,7 +372,6 @@ impl<'a> CfgStepper<'a> {
             end: groups.len(),
             sets: st.sets,
         };
-        scratch.ext.clear();
         CfgStepper {
             cfg,
             chart: ChartView {
