@@ -74,18 +74,6 @@ impl ByteDfa {
         Self::build(pattern, MatchKind::LeftmostFirst)
     }
 
-    /// `first_match` of a pattern that may also match bytes outside UTF-8
-    /// (`(?-u:\xFF)`), which callers use as markers no text contains.
-    pub fn first_match_with_markers(pattern: &str) -> Result<Self> {
-        let dfa = dense::Builder::new()
-            .configure(dense_config(MatchKind::LeftmostFirst))
-            .syntax(syntax::Config::new().unicode(true).utf8(false))
-            .thompson(thompson_config())
-            .build(pattern)
-            .map_err(|e| build_error(pattern, &e))?;
-        Self::from_dense(pattern, &dfa)
-    }
-
     fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
         Self::from_dense(pattern, &build_dense(pattern, kind)?)
     }

@@ -7,6 +7,7 @@ imports, priorities, %override/%extend and error messages."""
 from __future__ import annotations
 
 import functools
+import glob
 import itertools
 import os
 import random
@@ -105,6 +106,84 @@ def test_verilog_grammar_compiles(llama3):
     g = maskpar.compile_grammar(tok, read(VERILOG), syntax="lark")
     bm = maskpar.allocate_token_bitmask(1, tok.vocab_size)
     maskpar.Matcher(g).fill_next_token_bitmask(bm)
+
+
+LARK_LARK = os.path.join(GRAMMARS, "lark", "lark", "grammars", "lark.lark")
+
+
+def lark_files() -> list[str]:
+    return sorted(glob.glob(os.path.join(GRAMMARS, "**", "*.lark"), recursive=True))
+
+
+@functools.cache
+def lark_grammar_of_lark(tok: maskpar.Tokenizer) -> tuple[lark.Lark, maskpar.Grammar]:
+    """Lark's own grammar: lark's LALR parser of it, and maskpar's grammar.
+    Its REGEXP terminal is lazy, has ordered alternatives and a lookahead
+    inside it."""
+    src = read(LARK_LARK)
+    return lark.Lark(src, parser="lalr"), maskpar.compile_grammar(tok, src, syntax="lark")
+
+
+def test_lark_grammar_reads_every_lark_file(llama3):
+    """Every Lark grammar in the corpus, lark.lark itself included, is a
+    text of lark.lark: accepted, with each mask bit agreeing with the
+    token's acceptance (checked on the shorter files)."""
+    enc, tok = llama3
+    oracle, g = lark_grammar_of_lark(tok)
+    files = lark_files()
+    assert LARK_LARK in files and len(files) >= 10
+    for path in files:
+        text = read(path)
+        assert oracle_accepts(oracle, text), path
+        assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=len(text) < 2000), path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A: /a\\/b/\n",  # an escaped slash inside
+        "A: /a\\\\/ /b/\n",  # an escaped backslash, then the end
+        "A: /a/ /b/i\n",  # two regexes: the first ends at its first slash
+        "A: /a/b/\n",  # then `b/` is no terminal
+        "A: //\n",  # empty: the lookahead after the opening slash refuses it
+        "A: /[^\\/]+/ix\n",
+        "A: /x/ // a comment\n",
+        "start: a? b* /c/ ~ 2..3\n",
+    ],
+)
+def test_lark_regex_terminals_read_like_lark(llama3, text):
+    enc, tok = llama3
+    oracle, g = lark_grammar_of_lark(tok)
+    want = oracle_accepts(oracle, text)
+    assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want
+
+
+# Characters that matter to lark.lark's terminals: regex delimiters and
+# escapes, strings, operators, comments, newlines.
+LARK_EDITS = list('/\\"|?*+()[]~.%:#-> \n\tiaZ_0')
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_edited_lark_files_agree_with_lark(llama3, data):
+    """A window of lines of a corpus Lark file, with up to two characters
+    inserted, deleted or replaced: maskpar (lark.lark) accepts it exactly
+    when lark does, and every mask bit agrees with consuming the token."""
+    enc, tok = llama3
+    oracle, g = lark_grammar_of_lark(tok)
+    lines = read(data.draw(st.sampled_from(lark_files()))).splitlines(keepends=True)
+    start = data.draw(st.integers(0, len(lines) - 1))
+    text = "".join(lines[start : start + data.draw(st.integers(1, 6))])
+    for _ in range(data.draw(st.integers(0, 2))):
+        at = data.draw(st.integers(0, len(text)))
+        edit = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        c = data.draw(st.sampled_from(LARK_EDITS))
+        if edit == "insert":
+            text = text[:at] + c + text[at:]
+        else:
+            text = text[:at] + (c if edit == "replace" else "") + text[at + 1 :]
+    want = oracle_accepts(oracle, text)
+    assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want, text
 
 
 @pytest.mark.parametrize("name", list(PYTHON_GRAMMARS))
@@ -937,6 +1016,65 @@ def test_longest_match_backs_off(llama3, src, text):
     want = oracle_accepts(lark_oracle(src), text)
     g = maskpar.compile_grammar(tok, src, syntax="lark")
     assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want
+
+
+# Negative lookaheads anywhere in a terminal, inside loops and ordered
+# alternations (`a(?!b)|ab`), lazy and greedy: each is decided on the next
+# character, in the order Python's re tries its threads.
+LOOKAHEADS = ["(?!a)", "(?!b)", "(?![ab])", "(?![^a])"]
+UNITS = ["a", "b", "c", "[ab]", "[^a]"]
+
+
+@st.composite
+def consuming_regexes(draw, depth: int = 0) -> str:
+    """A regex over "abc" that matches no empty string (so lark and maskpar
+    both take it as a terminal) and whose repeated parts consume text (so
+    empty loop iterations, where regex engines differ, never come up)."""
+    pieces: list[str] = []
+    consumed = False
+    for _ in range(draw(st.integers(1, 3))):
+        kinds = ["unit", "unit", "look", "group"] if depth < 2 else ["unit", "look"]
+        kind = draw(st.sampled_from(kinds))
+        if kind == "look":
+            pieces.append(draw(st.sampled_from(LOOKAHEADS)))
+            continue
+        if kind == "unit":
+            atom = draw(st.sampled_from(UNITS))
+        else:
+            alts = draw(st.lists(consuming_regexes(depth + 1), min_size=1, max_size=3))
+            atom = "(?:" + "|".join(alts) + ")"
+        quant = draw(st.sampled_from(["", "", "*", "+", "?", "*?", "+?", "??", "{1,2}"]))
+        consumed |= quant in ("", "+", "+?", "{1,2}")
+        pieces.append(atom + quant)
+    if not consumed:
+        pieces.append(draw(st.sampled_from(UNITS)))
+    # Shuffle so a lookahead may come first, last or between.
+    return "".join(draw(st.permutations(pieces)))
+
+
+@settings(max_examples=250, deadline=None, derandomize=True)
+@given(pattern=consuming_regexes(), data=st.data())
+def test_generated_lookaheads_lex_like_lark(llama3, pattern, data):
+    """A terminal with negative lookaheads, repeated (so each match's end is
+    also tested against the next match's first character): maskpar accepts
+    exactly the texts lark does, and every mask bit agrees with it."""
+    src = f"start: T+\nT: /{pattern}/\n"
+    oracle = lark_oracle(src)
+    enc, tok = llama3
+    text = st.text(alphabet="abc", min_size=1, max_size=8)
+    texts = data.draw(st.lists(text, min_size=6, max_size=6))
+    try:
+        g = maskpar.compile_grammar(tok, src, syntax="lark")
+    except ValueError as e:
+        # `(?!a)a`: refused as matching nothing, which lark must agree with.
+        assert "matches no string" in str(e), (pattern, e)
+        assert not any(oracle_accepts(oracle, text) for text in texts), pattern
+        return
+    for text in texts:
+        want = oracle_accepts(oracle, text)
+        ids = [enc.encode_single_token(bytes([c])) for c in text.encode()]
+        assert maskpar_accepts(g, ids, EOS, check_mask=True) == want, (pattern, text)
+        assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want, (pattern, text)
 
 
 def test_auto_syntax_and_ignore_placement(llama3):

@@ -6,6 +6,7 @@ pub mod ast;
 pub mod cursor;
 pub mod earley;
 pub mod fillmemo;
+pub mod firstmatch;
 pub mod gbnf;
 pub mod greedy;
 pub mod indent;
