@@ -186,6 +186,38 @@ def test_edited_lark_files_agree_with_lark(llama3, data):
     assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want, text
 
 
+COMMON_LARK = os.path.join(GRAMMARS, "lark", "lark", "grammars", "common.lark")
+
+
+@st.composite
+def strings_and_comments(draw) -> str:
+    """Quoted strings and C comments over quotes, backslashes, stars and
+    slashes, separated by whitespace: valid or not by a character."""
+    body = st.text(alphabet='a\\"*/ \n', max_size=6)
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()):
+            parts.append('"' + draw(body) + '"')
+        else:
+            parts.append("/*" + draw(body) + "*/")
+    return draw(st.sampled_from([" ", "\n", ""])).join(parts)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(texts=st.lists(strings_and_comments(), min_size=4, max_size=4))
+def test_common_lark_definitions_lex_like_lark(llama3, texts):
+    r"""Lark's common.lark written out in a grammar (not imported): its
+    ESCAPED_STRING joins `/.*?/` and `/(?<!\\)(\\\\)*?/`, a lookbehind that
+    only the joined terminal decides. maskpar reads it as lark does."""
+    enc, tok = llama3
+    src = read(COMMON_LARK) + "\nstart: (ESCAPED_STRING | C_COMMENT)+\n%ignore WS\n"
+    oracle = lark_oracle(src)
+    g = maskpar.compile_grammar(tok, src, syntax="lark")
+    for text in texts:
+        want = oracle_accepts(oracle, text)
+        assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want, text
+
+
 @pytest.mark.parametrize("name", list(PYTHON_GRAMMARS))
 def test_python_grammars_compile(llama3, name):
     """Both use lookaround regexes (string and number terminals, rewritten)

@@ -467,9 +467,42 @@ fn escape_in_class(c: char) -> String {
     format!("\\x{{{:X}}}", c as u32)
 }
 
+/// Splices into `alt` the groups that change nothing (unquantified, one
+/// alternative, no flags), so that an idiom split across a terminal's parts
+/// (common.lark's `_STRING_INNER /(?<!\\)(\\\\)*?/`, joined as nested
+/// groups) is seen as one run of pieces.
+fn flatten(alt: &mut Vec<Piece>) {
+    let mut i = 0;
+    while i < alt.len() {
+        let plain = match &alt[i].atom {
+            Atom::Group(open, alts) => {
+                alt[i].quant.is_empty()
+                    && alts.len() == 1
+                    && (open == "(?:" || open == "(")
+                    // Inline flags hold to the end of their group.
+                    && !alts[0]
+                        .iter()
+                        .any(|p| matches!(&p.atom, Atom::Other(o) if o.starts_with("(?")))
+            }
+            _ => false,
+        };
+        if plain {
+            let Atom::Group(_, mut alts) = alt.remove(i).atom else {
+                unreachable!("checked above")
+            };
+            let inner = alts.pop().expect("one alternative");
+            // Not advanced: what was spliced in may start with a group.
+            alt.splice(i..i, inner);
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// Rewrites the lookarounds of one alternative (see the module doc);
 /// trailing lookaheads left in tail position are handled by `markers`.
 fn rewrite_alt(alt: &mut Vec<Piece>, flags: Flags) -> Result<()> {
+    flatten(alt);
     let mut i = 0;
     while i < alt.len() {
         // Recurse first into groups.
@@ -622,16 +655,56 @@ fn unsupported(p: &Piece) -> Error {
     ))
 }
 
-/// Checks that `re`'s lookarounds can be rewritten (see the module doc);
-/// the error names the first that cannot.
+/// Checks `re`, one part of a terminal, as far as it can be checked alone:
+/// its lookarounds must be rewritable (see the module doc), except a
+/// one-character lookbehind or a `(?!QQ)`, which the parts before or after
+/// it may decide (one-class lookaheads pass too, whatever their class); the
+/// whole terminal is checked again when it is lowered.
+/// The error names the first lookaround that cannot be rewritten.
 pub fn check(re: &str) -> Result<()> {
-    let (marked, _) = rewritten(re)?;
+    let error = match rewritten(re) {
+        Ok((marked, _)) => return check_syntax(&marked),
+        Err(e) => e,
+    };
+    let mut alts = parse(re)?;
+    if !strip_contextual(&mut alts) {
+        return Err(error);
+    }
+    let mut rest = String::new();
+    render_alts(&alts, &mut rest);
+    check_syntax(&rest)
+}
+
+fn check_syntax(re: &str) -> Result<()> {
     regex_syntax::ParserBuilder::new()
         .utf8(false)
         .build()
-        .parse(&marked)
+        .parse(re)
         .map(|_| ())
         .map_err(|e| Error::Compile(e.to_string()))
+}
+
+/// Removes the lookarounds that text around `alts` may decide (a
+/// one-character lookbehind, `(?!QQ)`) and one-character lookaheads;
+/// false if any other is left.
+fn strip_contextual(alts: &mut [Vec<Piece>]) -> bool {
+    alts.iter_mut().all(|alt| {
+        alt.retain(|p| match &p.atom {
+            Atom::Look(true, _, inner) => single_char(inner).is_none(),
+            Atom::Look(false, true, inner) => {
+                single_char(inner).is_none()
+                    && !matches!(inner.as_slice(),
+                        [a] if a.len() == 2 && literal_char(&a[0]).is_some()
+                            && literal_char(&a[0]) == literal_char(&a[1]))
+            }
+            _ => true,
+        });
+        alt.iter_mut().all(|p| match &mut p.atom {
+            Atom::Group(_, inner) => strip_contextual(inner),
+            Atom::Look(..) => false,
+            Atom::Char(_) | Atom::Other(_) => true,
+        })
+    })
 }
 
 /// Whether `re` has lookaround assertions.
@@ -712,6 +785,14 @@ mod tests {
         assert!(
             rewrite(r#"(?s:"(?!"").*?")"#).starts_with(r#"(?s:(?:\x{22}\x{22}(?P<maskparlook0>)|"#)
         );
+        // Joined parts: groups that change nothing are spliced in first.
+        assert_eq!(
+            rewrite(r#"(?:")(?:(?:.*?)(?:(?<!\\)(\\\\)*?))(?:")"#),
+            r#""(?:(?:[^\\\n]|\\.))*?""#
+        );
+        // A part alone: its lookbehind is left to the parts before it.
+        assert!(check(r"(?<!\\)(\\\\)*?").is_ok());
+        assert!(check(r"a(?=b)").is_err());
         assert!(rewritten(r"a(?=b)c").is_err());
         assert!(rewritten(r"(?=x)a").is_err());
         assert!(rewritten(r"a(?!é)").is_err());

@@ -613,6 +613,11 @@ fn cache_key(n: &Node, out: &mut String) {
     }
 }
 
+/// How errors name a lexeme: by its terminal's name, else by its regex.
+fn lexeme_name(re: &str, name: Option<&str>) -> String {
+    name.map_or_else(|| format!("/{re}/"), |n| format!("terminal {n}"))
+}
+
 /// `n`'s DFA from its regex (through the cache).
 fn regex_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
     cached(n, DFA_CACHE_ENTRY_BYTES, from_regex)
@@ -727,7 +732,10 @@ impl Lowerer<'_> {
                     "intersections and differences need all-splits lexing".into(),
                 ))
             }
-            Lexing::Longest => match super::lookaround::first_match(&re)? {
+            Lexing::Longest => match super::lookaround::first_match(&re).map_err(|e| match e {
+                Error::Compile(m) => Error::Compile(format!("{}: {m}", lexeme_name(&re, name))),
+                e => e,
+            })? {
                 Some((dfa, forbid)) => {
                     end_forbid = forbid;
                     Some(Arc::new(dfa))
@@ -737,7 +745,7 @@ impl Lowerer<'_> {
         };
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
-            let what = name.map_or_else(|| format!("/{re}/"), |n| format!("terminal {n}"));
+            let what = lexeme_name(&re, name);
             return Err(Error::Compile(format!("{what} matches the empty string")));
         }
         let id = self.lexemes.len() as u32;
