@@ -155,9 +155,9 @@ pub struct RuleDef {
 pub enum Lexing {
     /// Every split the grammar allows (character-level CFG semantics; GBNF).
     AllSplits,
-    /// Longest match over the lexemes the parser expects, ties broken by
-    /// terminal priority (Lark's semantics); `%ignore`d lexemes may appear
-    /// between any two lexemes.
+    /// Over the lexemes the parser expects, the first match in Lark's order
+    /// (priority, then maximum width: see `larkorder`), then the longest;
+    /// `%ignore`d lexemes may appear between any two lexemes.
     Longest,
 }
 

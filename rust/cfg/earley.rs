@@ -19,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::ast::Lexing;
 use super::indent::Layout;
+use super::larkorder::Rank;
 use super::lower::{Cfg, Sym};
 use super::setnames::SetName;
 use crate::error::{Error, Result};
@@ -697,16 +698,14 @@ impl Cfg {
     /// Longest-match lexing with back-off: one byte for the scans and
     /// guards `(lexeme, state)` of one branch (see `LongestStep`).
     ///
-    /// Lark tries terminals by priority first: once a lexeme matches, no
-    /// lexeme of lower priority may, whatever its length. So the scans of
-    /// lower priority than one that may end before the byte stop there, and
-    /// the scans that go on past an end all have at least its priority:
-    /// each of them that accepts later is a match Lark would prefer.
+    /// Lark tries terminals in order of rank (priority, then maximum width:
+    /// see `larkorder`): once a lexeme matches, no lexeme of lower rank may,
+    /// whatever its length. So the scans of lower rank than one that may end
+    /// before the byte stop there, and the scans that go on past an end all
+    /// have at least its rank: each of them that accepts later is a match
+    /// Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
-        let (mut ends, width, floor) = self.longest_ends(
-            pairs.iter().copied().filter(|&(id, _)| id & GUARD == 0),
-            Some(byte),
-        );
+        let (mut ends, width, floor) = self.longest_ends(pairs, Some(byte));
         let mut next = Vec::new();
         let mut carried = Vec::new();
         let mut longer = false;
@@ -731,7 +730,7 @@ impl Cfg {
                     return LongestStep::default();
                 }
                 carried.push((id, q2));
-            } else if floor.is_none_or(|p| lexeme.priority >= p) {
+            } else if floor.is_none_or(|p| self.rank(id, pairs) >= p) {
                 longer |= matched;
                 next.push((id, q2));
             }
@@ -765,6 +764,23 @@ impl Cfg {
         }
     }
 
+    /// Lexeme `l`'s rank in Lark's order while the scans of `pairs` (which
+    /// started where it did; guards, of an earlier lexeme, are left out)
+    /// are alive: its own, or that of a live pattern it is embedded in.
+    #[inline]
+    pub fn rank(&self, l: u32, pairs: &[(u32, u32)]) -> Rank {
+        let lexeme = &self.lexemes[l as usize];
+        let mut rank = (lexeme.priority, lexeme.width);
+        for &p in &lexeme.embedded_in {
+            // A guard's id carries the GUARD bit, so it never equals p.
+            if pairs.iter().any(|&(id, _)| id == p) {
+                let pattern = &self.lexemes[p as usize];
+                rank = rank.max((pattern.priority, pattern.width));
+            }
+        }
+        rank
+    }
+
     /// Whether a guard of a longest-match branch `(lexeme, state)` matches
     /// if the text ends here (so the branch's end was not Lark's).
     pub fn guards_end(&self, branch: &[(u32, u32)]) -> bool {
@@ -787,23 +803,23 @@ impl Cfg {
             }
     }
 
-    /// Longest-match: of the scans `(lexeme, state)`, the lexemes that end
-    /// before `next` if it ends them: the highest priority among those that
-    /// may end there (returned last; None if none may), strings before
-    /// patterns. An indenter's newline ends alone, and its width comes with
+    /// Longest-match: of the scans `(lexeme, state)` of `pairs` (guards left
+    /// out), the lexemes that end before `next` if it ends them: the highest
+    /// rank among those that may end there (returned last; None if none
+    /// may), strings before patterns. An indenter's newline ends alone, and its width comes with
     /// it (else 0).
     pub fn longest_ends(
         &self,
-        scans: impl Iterator<Item = (u32, u32)> + Clone,
+        pairs: &[(u32, u32)],
         next: Option<u8>,
-    ) -> (Vec<u32>, u32, Option<i32>) {
-        let ending = scans.filter(|&(l, q)| self.may_end(l, q, next));
-        let best = ending
-            .clone()
-            .map(|(l, _)| self.lexemes[l as usize].priority)
-            .max();
+    ) -> (Vec<u32>, u32, Option<Rank>) {
+        let ending = pairs
+            .iter()
+            .copied()
+            .filter(|&(id, q)| id & GUARD == 0 && self.may_end(id, q, next));
+        let best = ending.clone().map(|(l, _)| self.rank(l, pairs)).max();
         let mut ends: Vec<(u32, u32)> = ending
-            .filter(|&(l, _)| Some(self.lexemes[l as usize].priority) == best)
+            .filter(|&(l, _)| Some(self.rank(l, pairs)) == best)
             .collect();
         // A string that ends with a pattern on the same text wins (Lark
         // retypes a name that spells a keyword the parser accepts here).
@@ -848,8 +864,7 @@ impl Cfg {
                 if self.guards_end(&group) {
                     continue;
                 }
-                let (lexemes, width, _) =
-                    self.longest_ends(group.into_iter().filter(|&(id, _)| id & GUARD == 0), None);
+                let (lexemes, width, _) = self.longest_ends(&group, None);
                 let ended: Vec<(u32, u32)> = lexemes.iter().map(|&l| (l, o)).collect();
                 if !ended.is_empty() && self.accepts_after(chart, st.sets, &ended, width)? {
                     return Ok(true);

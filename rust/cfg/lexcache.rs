@@ -472,14 +472,18 @@ impl LexCache {
                     // Where a scan ends depends on its residual automaton
                     // and on whether it ends greedily (not on what may follow
                     // it: the fill filters those ends), and on its end
-                    // conditions, which signatures leave out (not shared).
-                    let id = (lexeme.end_forbid.is_none())
+                    // conditions, which signatures leave out (not shared),
+                    // and for a string in a pattern, on that pattern's scan
+                    // (not shared either: see `larkorder`).
+                    let id = (lexeme.end_forbid.is_none() && lexeme.embedded_in.is_empty())
                         .then(|| dfa.residual_signature(q, MAX_SIGNATURE_WORDS))
                         .flatten()
                         .and_then(|mut sig| {
                             sig.push(lexeme.greedy as u32);
-                            // Longest-match walks stop where priorities differ.
+                            // Longest-match walks stop where ranks differ.
                             sig.push(lexeme.priority as u32);
+                            sig.push(lexeme.width as u32);
+                            sig.push((lexeme.width >> 32) as u32);
                             shared.residual_id(sig)
                         });
                     write(&self.residual).insert((l, q), id);
@@ -513,24 +517,25 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     // by lexemes with different followers, and the fill drops the ends that
     // no follower can read); longest-match ones where no scan takes the
     // byte, or where the scans that take it all stop accepting (back-off),
-    // or where one that accepted has a higher priority than one that takes
-    // the byte (which then stops: see `Cfg::longest_step`).
+    // or where one that accepted has a higher rank than one that takes the
+    // byte (which then stops: see `Cfg::longest_step`).
     let mut ends = false;
     let mut accepted_before = None;
     let mut accepting_after = false;
-    let mut lowest_after = i32::MAX;
+    let mut lowest_after = (i32::MAX, u64::MAX);
     for i in start..end {
         let (l, q) = pairs[i];
         let lexeme = &cfg.lexemes[l as usize];
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        let rank = cfg.rank(l, &pairs[start..end]);
         if dfa.is_accepting(q) {
-            accepted_before = accepted_before.max(Some(lexeme.priority));
+            accepted_before = accepted_before.max(Some(rank));
         }
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
             accepting_after |= lexeme.ends_unconditionally(dfa, q2);
-            lowest_after = lowest_after.min(lexeme.priority);
+            lowest_after = lowest_after.min(rank);
             pairs.push((l, q2));
         } else {
             ends |= lexeme.greedy && dfa.is_accepting(q);

@@ -707,6 +707,27 @@ fn strip_contextual(alts: &mut [Vec<Piece>]) -> bool {
     })
 }
 
+/// `re` without its lookarounds (for its width, where they count 0).
+pub fn without_lookarounds(re: &str) -> String {
+    fn strip(alts: &mut [Vec<Piece>]) {
+        for alt in alts.iter_mut() {
+            alt.retain(|p| !matches!(p.atom, Atom::Look(..)));
+            for p in alt.iter_mut() {
+                if let Atom::Group(_, inner) = &mut p.atom {
+                    strip(inner);
+                }
+            }
+        }
+    }
+    let Ok(mut alts) = parse(re) else {
+        return re.to_string();
+    };
+    strip(&mut alts);
+    let mut out = String::new();
+    render_alts(&alts, &mut out);
+    out
+}
+
 /// Whether `re` has lookaround assertions.
 pub fn has_lookaround(re: &str) -> bool {
     ["(?=", "(?!", "(?<=", "(?<!"]
@@ -851,6 +872,13 @@ mod tests {
         assert!(lexes(r"x(a(?!b)|ab)", "xa", Some(b'c')));
         assert!(!lexes(r"x(a(?!b)|ab)", "xa", Some(b'b')));
         assert!(lexes(r"a(?!b)|ab", "ab", None));
+        // A class of all non-ASCII characters or none: the next
+        // character's first byte decides.
+        assert!(!lexes("a(?![^a])", "a", Some(0xC3)));
+        assert!(lexes("a(?![^a])", "a", Some(b'a')));
+        assert!(lexes("a(?![^a])", "a", None));
+        assert!(lexes("a(?!b)", "a", Some(0xC3)));
+        assert!(first_match("a(?![^aé])").is_err());
         // Lark's own regex terminal: lazy, with a lookahead after its
         // opening slash.
         let regexp = r"\/(?!\/)(\\\/|\\\\|[^\/])*?\/[imslux]*";

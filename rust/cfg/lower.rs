@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use super::ast::{GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef};
 use super::greedy::greedy_lexemes;
 use super::indent::{self, Indenter};
+use super::larkorder;
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
 use super::setnames::SetNames;
 use crate::error::{Error, Result};
@@ -79,9 +80,11 @@ pub struct Rule {
 #[derive(Debug)]
 pub struct Lexeme {
     pub regex: String,
-    /// Longest-match lexing: the highest priority that matches wins, then
-    /// the longest match (see `Cfg::longest_step`).
+    /// Longest-match lexing: the highest rank (priority, then `width`) that
+    /// matches wins, then the longest match (see `Cfg::longest_step`).
     pub priority: i32,
+    /// Longest-match lexing: Lark's maximum width (see `larkorder`).
+    pub width: u64,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<Arc<ByteDfa>>,
     /// All-splits lexing only: the lexeme ends only where the next byte
@@ -99,6 +102,12 @@ pub struct Lexeme {
     /// terminal of the same priority on the same text, the string wins, as
     /// Lark retypes a name that spells a keyword.
     pub literal: bool,
+    /// A string's text as written (what Lark checks patterns against).
+    pub text: Option<String>,
+    /// Longest-match lexing, strings: the patterns of the same priority that
+    /// match this string whole. While one of them is alive the string ranks
+    /// with it (see `larkorder`).
+    pub embedded_in: Vec<u32>,
 }
 
 impl Lexeme {
@@ -192,29 +201,7 @@ struct Lowerer<'a> {
 /// Whether `n` is a Lark string: a literal, or a case-insensitive one
 /// (which the Lark front end writes as `(?i:` escaped characters `)`).
 fn is_string(n: &Node) -> bool {
-    match n {
-        Node::Literal(_) => true,
-        Node::Regex(r) => r
-            .strip_prefix("(?i:")
-            .and_then(|r| r.strip_suffix(')'))
-            .is_some_and(|body| {
-                let mut rest = body;
-                while !rest.is_empty() {
-                    if let Some(after) = rest.strip_prefix("\\x{") {
-                        match after.find('}') {
-                            Some(end) => rest = &after[end + 1..],
-                            None => return false,
-                        }
-                    } else if rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
-                        rest = &rest[1..];
-                    } else {
-                        return false;
-                    }
-                }
-                true
-            }),
-        _ => false,
-    }
+    larkorder::string_text(n).is_some()
 }
 
 /// Whether `d` matches `text` and nothing else.
@@ -713,8 +700,17 @@ impl Lowerer<'_> {
         cache_key(n, &mut re);
         let key = format!("{priority}\u{0}{re}");
         let literal = is_string(n);
+        let text = if literal {
+            larkorder::string_text(n)
+        } else {
+            None
+        };
         if let Some(&id) = self.lexeme_ids.get(&key) {
-            self.lexemes[id as usize].literal |= literal;
+            let lexeme = &mut self.lexemes[id as usize];
+            lexeme.literal |= literal;
+            if lexeme.text.is_none() {
+                lexeme.text = text;
+            }
             return Ok(Sym::T(id));
         }
         if self.lexemes.len() >= MAX_LEXEMES {
@@ -752,12 +748,15 @@ impl Lowerer<'_> {
         self.lexemes.push(Lexeme {
             regex: re,
             priority,
+            width: larkorder::max_width(n),
             dfa,
             greedy: false,
             follow: ByteSet::default(),
             end_forbid,
             declared: false,
             literal,
+            text,
+            embedded_in: Vec::new(),
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -942,12 +941,15 @@ impl Lowerer<'_> {
         self.lexemes.push(Lexeme {
             regex: format!("%declare {name}"),
             priority: 0,
+            width: 0,
             dfa: None,
             greedy: false,
             follow: ByteSet::default(),
             end_forbid: None,
             declared: true,
             literal: false,
+            text: None,
+            embedded_in: Vec::new(),
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -1313,6 +1315,9 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         )));
     }
     let mut lexemes = l.lexemes;
+    if lexing == Lexing::Longest {
+        embed_strings(&mut lexemes);
+    }
     if lexing == Lexing::AllSplits {
         let greedy = greedy_lexemes(&rules, &nullable, &lexemes);
         for (lexeme, (g, follow)) in lexemes.iter_mut().zip(greedy) {
@@ -1333,6 +1338,31 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         names: SetNames::default(),
     })
+}
+
+/// Fills each string's `embedded_in`: the patterns of its priority that
+/// match its text whole, as Python's `re.match` would (Lark's check).
+fn embed_strings(lexemes: &mut [Lexeme]) {
+    for s in 0..lexemes.len() {
+        let Some(text) = lexemes[s].text.as_deref() else {
+            continue;
+        };
+        let embedded_in: Vec<u32> = lexemes
+            .iter()
+            .enumerate()
+            .filter(|&(r, pattern)| {
+                r != s
+                    && !pattern.literal
+                    && pattern.priority == lexemes[s].priority
+                    && pattern.dfa.as_ref().is_some_and(|d| {
+                        let q = d.step_bytes(d.start(), text.as_bytes());
+                        q != DEAD && d.is_accepting(q)
+                    })
+            })
+            .map(|(r, _)| r as u32)
+            .collect();
+        lexemes[s].embedded_in = embedded_in;
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod gbnf;
 pub mod greedy;
 pub mod indent;
 pub mod lark;
+pub mod larkorder;
 pub mod lexcache;
 pub mod lookaround;
 pub mod lower;
