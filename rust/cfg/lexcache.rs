@@ -523,11 +523,17 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     let mut accepted_before = None;
     let mut accepting_after = false;
     let mut lowest_after = (i32::MAX, u64::MAX);
+    let longest = cfg.lexing == Lexing::Longest;
     for i in start..end {
         let (l, q) = pairs[i];
         let lexeme = &cfg.lexemes[l as usize];
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-        let rank = cfg.rank(l, &pairs[start..end]);
+        // Ranks order longest-match lexemes only.
+        let rank = if longest {
+            cfg.rank(l, &pairs[start..end])
+        } else {
+            (0, 0)
+        };
         if dfa.is_accepting(q) {
             accepted_before = accepted_before.max(Some(rank));
         }
