@@ -159,6 +159,22 @@ def test_lark_regex_terminals_read_like_lark(llama3, text):
     assert maskpar_accepts(g, enc.encode(text), EOS, check_mask=True) == want
 
 
+@pytest.mark.parametrize("path", lark_files(), ids=os.path.basename)
+def test_every_lark_grammar_of_the_corpus_compiles(llama3, path):
+    """Each corpus .lark file compiles from its start rule (`start`, else
+    Python's `file_input`); the libraries without rules (common.lark,
+    unicode.lark) compile with a start rule over all their terminals."""
+    _, tok = llama3
+    src = read(path)
+    rules = re.findall(r"^[?!]?([a-z_][a-z_0-9]*)\s*:", src, re.M)
+    if not rules:
+        terms = re.findall(r"^([A-Z][A-Z_0-9]*)(?:\.\d+)?\s*:", src, re.M)
+        src += "\nstart: (" + " | ".join(terms) + ")+\n"
+    start = "start" if "start" in rules or not rules else "file_input"
+    g = maskpar.compile_grammar(tok, src, syntax="lark", start=start)
+    maskpar.Matcher(g).fill_next_token_bitmask(maskpar.allocate_token_bitmask(1, tok.vocab_size))
+
+
 # Characters that matter to lark.lark's terminals: regex delimiters and
 # escapes, strings, operators, comments, newlines.
 LARK_EDITS = list('/\\"|?*+()[]~.%:#-> \n\tiaZ_0')
