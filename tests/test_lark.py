@@ -944,6 +944,13 @@ def test_priorities_decide_before_length_like_lark(llama3, src, text, accepted):
         ('start: (A | B)+\nA: /a+/\nB: "ab"', "aab"),
         ('start: (A | B)+\nA: /a{1,3}/\nB: "ab"', "ab"),
         ('start: (A | B)+\nA: /a{1,3}/\nB: "ab"', "aaab"),
+        # Then the longer pattern text first.
+        ('start: (A | B)+\nA: /a|bc/\nB: "ab"', "ab"),
+        # Alternatives inside a terminal: the longer first.
+        ('start: A "x"\nA: "ab" | "abcd"', "abcdx"),
+        ('start: A "x"\nA: ("a" | "ab") "c"?', "abcx"),
+        ('start: A "x"\nA: "a" ("b" | "bb")', "abbx"),
+        ('start: A "x"\nA: /ab|abcd/', "abcdx"),
         # A string a pattern matches whole ranks with that pattern.
         ('start: (NAME | IF | X)+\nNAME: /[a-z]+/\nIF: "if"\nX: /i[a-z]{1,3}/', "ifx"),
         ('start: (NAME | IF | X)+\nNAME: /[a-z]+/\nIF: "if"\nX: /i[a-z]{1,3}/', "ifif"),
@@ -959,12 +966,11 @@ def test_equal_priorities_follow_lark_order(llama3, src, text):
 
 
 def test_known_difference_from_lark(llama3):
-    """Documented: among terminals of equal priority and equal maximum width
-    lark tries the one with the longer pattern text first and keeps its
-    match, where maskpar takes the longest match. Pinned so a change on
-    either side is noticed."""
+    """Documented: among terminals tied on priority, maximum width and the
+    length of their pattern text, lark tries them by name, where maskpar
+    takes the longest match. Pinned so a change on either side is noticed."""
     enc, tok = llama3
-    src = 'start: (A | B)+\nA: /a|bc/\nB: "ab"'
+    src = "start: (A | B)+\nA: /a|bc/\nB: /a[b]/"
     assert not oracle_accepts(lark_oracle(src), "ab")  # lark: A "a", then "b" fails
     g = maskpar.compile_grammar(tok, src, syntax="lark")
     assert maskpar_accepts(g, enc.encode("ab"), EOS, check_mask=True)
@@ -1005,17 +1011,17 @@ def ranked_grammars(draw):
     share one), in slots as above: lark orders those of equal priority by
     maximum width."""
     n = draw(st.integers(2, 4))
-    bodies = draw(
-        st.lists(
-            st.one_of(
-                st.sampled_from(OVERLAPPING).map(lambda p: f"/{p}/"),
-                st.sampled_from(STRINGS).map(lambda t: f'"{t}"'),
-            ),
-            min_size=n,
-            max_size=n,
-            unique=True,
-        )
+    item = st.one_of(
+        st.sampled_from(OVERLAPPING).map(lambda p: f"/{p}/"),
+        st.sampled_from(STRINGS).map(lambda t: f'"{t}"'),
     )
+    # Mostly one item; else alternatives, which lark sorts by width.
+    body = st.one_of(
+        item,
+        item,
+        st.lists(item, min_size=2, max_size=3, unique=True).map(" | ".join),
+    )
+    bodies = draw(st.lists(body, min_size=n, max_size=n, unique=True))
     terms = [f"T{i}" for i in range(n)]
     slots = []
     for _ in range(draw(st.integers(1, 3))):
@@ -1077,15 +1083,19 @@ def test_generated_priorities_agree_with_lark(llama3, src, data):
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(src=ranked_grammars(), data=st.data())
 def test_generated_equal_priorities_agree_with_lark(llama3, src, data):
-    """Lark's order among equal priorities, by maximum width (as lark itself
-    computes it), strings ranking with a pattern that matches them whole.
-    Left out: a pattern tied with another terminal on priority and width,
-    which lark orders by the length of its regex text (the documented
+    """Lark's order among equal priorities, by maximum width and then the
+    length of the pattern's text (as lark itself computes them), strings
+    ranking with a pattern that matches them whole, and alternatives inside
+    a terminal sorted longer first. Left out: a pattern tied with another
+    terminal on all three, which lark orders by name (the documented
     difference)."""
     oracle = lalr_oracle(src)
-    ranks = [(t.priority, t.pattern.max_width, t.pattern.type) for t in oracle.terminals]
+    ranks = [
+        (t.priority, t.pattern.max_width, len(t.pattern.value), t.pattern.type)
+        for t in oracle.terminals
+    ]
     for a, b in itertools.combinations(ranks, 2):
-        assume(a[:2] != b[:2] or a[2] == b[2] == "str")
+        assume(a[:3] != b[:3] or a[3] == b[3] == "str")
     check_against_lark(llama3, src, oracle, data)
 
 

@@ -770,12 +770,12 @@ impl Cfg {
     #[inline]
     pub fn rank(&self, l: u32, pairs: &[(u32, u32)]) -> Rank {
         let lexeme = &self.lexemes[l as usize];
-        let mut rank = (lexeme.priority, lexeme.width);
+        let mut rank = lexeme.rank();
         for &p in &lexeme.embedded_in {
             // A guard's id carries the GUARD bit, so it never equals p.
             if pairs.iter().any(|&(id, _)| id == p) {
                 let pattern = &self.lexemes[p as usize];
-                rank = rank.max((pattern.priority, pattern.width));
+                rank = rank.max(pattern.rank());
             }
         }
         rank

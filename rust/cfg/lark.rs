@@ -22,8 +22,9 @@ pub const MAX_REPEAT: u32 = 10_000;
 /// Bound on nested template instantiations.
 pub const MAX_TEMPLATE_DEPTH: usize = 64;
 
-/// Definitions for `%import common.X`, written for maskpar (names as in
-/// Lark's `common` module).
+/// Definitions for `%import common.X`: Lark's `common` module as Lark
+/// writes it (so imported terminals rank and match as in Lark), without its
+/// comments.
 const COMMON: &str = r#"
 DIGIT: "0".."9"
 HEXDIGIT: "a".."f" | "A".."F" | DIGIT
@@ -35,7 +36,9 @@ FLOAT: INT _EXP | DECIMAL _EXP?
 SIGNED_FLOAT: ["+" | "-"] FLOAT
 NUMBER: FLOAT | INT
 SIGNED_NUMBER: ["+" | "-"] NUMBER
-ESCAPED_STRING: "\"" /([^"\\\n]|\\.)*/ "\""
+_STRING_INNER: /.*?/
+_STRING_ESC_INNER: _STRING_INNER /(?<!\\)(\\\\)*?/
+ESCAPED_STRING: "\"" _STRING_ESC_INNER "\""
 LCASE_LETTER: "a".."z"
 UCASE_LETTER: "A".."Z"
 LETTER: UCASE_LETTER | LCASE_LETTER
@@ -48,7 +51,7 @@ LF: /\n/
 NEWLINE: (CR? LF)+
 SH_COMMENT: /#[^\n]*/
 CPP_COMMENT: /\/\/[^\n]*/
-C_COMMENT: /\/\*([^*]|\*+[^*\/])*\*+\//
+C_COMMENT: "/*" /(.|\n)*?/ "*/"
 SQL_COMMENT: /--[^\n]*/
 "#;
 

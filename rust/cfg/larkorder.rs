@@ -4,10 +4,13 @@
 //! the first that matches, whatever its length. It sorts them by priority,
 //! then by maximum width (the longest text the pattern can match, as
 //! Python's `sre_parse` computes it: every unbounded pattern alike), then by
-//! the length of its pattern's text and by name. maskpar follows the first
-//! two keys (a terminal's `Rank`) and takes the longest match among
-//! terminals of equal rank, where Lark's last two keys depend on how it
-//! writes a terminal out as a regex.
+//! the length of its pattern's text, then by name. maskpar follows the
+//! first three keys (a terminal's `Rank`; the text as `LarkPattern` rebuilds
+//! it) and takes the longest match among terminals of equal rank.
+//!
+//! Lark also sorts the `|` alternatives inside a terminal by maximum width,
+//! minimum width and text length, so that Python's `re` tries the longer
+//! first (`lark_ordered`).
 //!
 //! A string that a pattern of its priority matches whole (`"if"` and
 //! `NAME`) is not tried on its own while that pattern is expected: the
@@ -18,8 +21,9 @@ use super::ast::Node;
 use super::lookaround;
 
 /// A terminal's place in Lark's order: priority, then maximum width in
-/// characters (`UNBOUNDED` for patterns without a bound). Greater first.
-pub type Rank = (i32, u64);
+/// characters (`UNBOUNDED` for patterns without a bound), then the length
+/// of its pattern's text (see `LarkPattern`). Greater first.
+pub type Rank = (i32, u64, usize);
 
 /// The width of an unbounded pattern (Python caps widths alike).
 pub const UNBOUNDED: u64 = u64::MAX;
@@ -27,17 +31,7 @@ pub const UNBOUNDED: u64 = u64::MAX;
 /// The longest text, in characters, that regular node `n` can match (as
 /// Python's `sre_parse` counts it: lookarounds are 0 wide).
 pub fn max_width(n: &Node) -> u64 {
-    match n {
-        Node::Empty => 0,
-        Node::Literal(s) => s.chars().count() as u64,
-        Node::Class { .. } | Node::AnyChar => 1,
-        Node::Regex(r) => regex_width(r),
-        Node::Seq(v) => v.iter().fold(0, |w, x| w.saturating_add(max_width(x))),
-        Node::Alt(v) => v.iter().map(max_width).max().unwrap_or(0),
-        Node::Repeat { node, max, .. } => times(max_width(node), *max),
-        // Not Lark terminals: ranked as unbounded.
-        _ => UNBOUNDED,
-    }
+    lark_pattern(n).max
 }
 
 /// `w` repeated at most `max` times (None: unbounded).
@@ -49,32 +43,48 @@ fn times(w: u64, max: Option<u32>) -> u64 {
     }
 }
 
-fn regex_width(re: &str) -> u64 {
+/// The shortest and longest text `re` can match, in characters.
+fn regex_widths(re: &str) -> (u64, u64) {
     let plain = lookaround::without_lookarounds(re);
     match regex_syntax::ParserBuilder::new()
         .utf8(false)
         .build()
         .parse(&plain)
     {
-        Ok(hir) => hir_width(&hir),
+        Ok(hir) => hir_widths(&hir),
         // Checked when the terminal was read; ranked as unbounded if not.
-        Err(_) => UNBOUNDED,
+        Err(_) => (0, UNBOUNDED),
     }
 }
 
-fn hir_width(h: &regex_syntax::hir::Hir) -> u64 {
+fn hir_widths(h: &regex_syntax::hir::Hir) -> (u64, u64) {
     use regex_syntax::hir::HirKind;
     match h.kind() {
-        HirKind::Empty | HirKind::Look(_) => 0,
-        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
-            Ok(s) => s.chars().count() as u64,
-            Err(_) => lit.0.len() as u64,
-        },
-        HirKind::Class(_) => 1,
-        HirKind::Repetition(r) => times(hir_width(&r.sub), r.max),
-        HirKind::Capture(c) => hir_width(&c.sub),
-        HirKind::Concat(v) => v.iter().fold(0, |w, x| w.saturating_add(hir_width(x))),
-        HirKind::Alternation(v) => v.iter().map(hir_width).max().unwrap_or(0),
+        HirKind::Empty | HirKind::Look(_) => (0, 0),
+        HirKind::Literal(lit) => {
+            let n = match std::str::from_utf8(&lit.0) {
+                Ok(s) => s.chars().count() as u64,
+                Err(_) => lit.0.len() as u64,
+            };
+            (n, n)
+        }
+        HirKind::Class(_) => (1, 1),
+        HirKind::Repetition(r) => {
+            let (lo, hi) = hir_widths(&r.sub);
+            (lo.saturating_mul(r.min as u64), times(hi, r.max))
+        }
+        HirKind::Capture(c) => hir_widths(&c.sub),
+        HirKind::Concat(v) => v.iter().fold((0, 0), |(a, b), x| {
+            let (lo, hi) = hir_widths(x);
+            (a.saturating_add(lo), b.saturating_add(hi))
+        }),
+        HirKind::Alternation(v) => {
+            let ws: Vec<(u64, u64)> = v.iter().map(hir_widths).collect();
+            (
+                ws.iter().map(|w| w.0).min().unwrap_or(0),
+                ws.iter().map(|w| w.1).max().unwrap_or(0),
+            )
+        }
     }
 }
 
@@ -108,6 +118,214 @@ pub fn string_text(n: &Node) -> Option<String> {
     }
 }
 
+/// A terminal body as Lark writes it out (its `TerminalTreeToPattern`):
+/// the pattern's text, whether it is a string, its flags and its widths.
+/// The text is what Lark orders alternatives and terminals by after their
+/// widths. Ours is rebuilt from the AST, so where the source spelled a
+/// character with an escape (`"\\x00".."\\x1f"`) or wrote `x~3` (`{3}`, not
+/// `{3,3}`), its length may differ from Lark's; only ties on both widths
+/// read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LarkPattern {
+    pub value: String,
+    pub string: bool,
+    pub flags: String,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl LarkPattern {
+    fn regexp(&self) -> String {
+        let mut v = if self.string {
+            re_escape(&self.value)
+        } else {
+            self.value.clone()
+        };
+        for f in self.flags.chars() {
+            v = format!("(?{f}:{v})");
+        }
+        v
+    }
+
+    fn joined(value: String, min: u64, max: u64) -> Self {
+        LarkPattern {
+            value,
+            string: false,
+            flags: String::new(),
+            min,
+            max,
+        }
+    }
+
+    /// Lark's order of alternatives: greater maximum, then minimum width,
+    /// then longer text first.
+    fn order_key(
+        &self,
+    ) -> (
+        std::cmp::Reverse<u64>,
+        std::cmp::Reverse<u64>,
+        std::cmp::Reverse<usize>,
+    ) {
+        use std::cmp::Reverse;
+        (
+            Reverse(self.max),
+            Reverse(self.min),
+            Reverse(self.value.chars().count()),
+        )
+    }
+}
+
+/// Python's `re.escape`.
+fn re_escape(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if "()[]{}?*+-|^$\\.&~# \t\n\r\x0B\x0C".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A Lark regex terminal's body and flags, from the text `lark` made of
+/// `/body/flags` (`(?flags:body)` when it has flags).
+fn regex_parts(r: &str) -> (String, String) {
+    if let Some(rest) = r.strip_prefix("(?") {
+        let flags: String = rest.chars().take_while(|c| "imsux".contains(*c)).collect();
+        if let Some(body) = rest[flags.len()..]
+            .strip_prefix(':')
+            .and_then(|b| b.strip_suffix(')'))
+        {
+            if !flags.is_empty() && lookaround::is_one_group(r) {
+                return (body.to_string(), flags);
+            }
+        }
+    }
+    (r.to_string(), String::new())
+}
+
+/// `n` (a terminal's body, references inlined) as Lark's pattern of it.
+pub fn lark_pattern(n: &Node) -> LarkPattern {
+    match n {
+        Node::Literal(s) => {
+            let w = s.chars().count() as u64;
+            LarkPattern {
+                value: s.clone(),
+                string: true,
+                flags: String::new(),
+                min: w,
+                max: w,
+            }
+        }
+        Node::Regex(_) if string_text(n).is_some() => {
+            let text = string_text(n).expect("checked");
+            let w = text.chars().count() as u64;
+            LarkPattern {
+                value: text,
+                string: true,
+                flags: "i".into(),
+                min: w,
+                max: w,
+            }
+        }
+        Node::Regex(r) => {
+            let (value, flags) = regex_parts(r);
+            let (min, max) = regex_widths(r);
+            LarkPattern {
+                value,
+                string: false,
+                flags,
+                min,
+                max,
+            }
+        }
+        Node::Class { ranges, negated } => {
+            let mut value = String::from("[");
+            if *negated {
+                value.push('^');
+            }
+            for &(lo, hi) in ranges {
+                value.push(lo);
+                if hi != lo {
+                    value.push('-');
+                    value.push(hi);
+                }
+            }
+            value.push(']');
+            LarkPattern::joined(value, 1, 1)
+        }
+        Node::AnyChar => LarkPattern::joined(".".into(), 1, 1),
+        Node::Empty => LarkPattern {
+            value: String::new(),
+            string: true,
+            flags: String::new(),
+            min: 0,
+            max: 0,
+        },
+        Node::Seq(v) if v.len() == 1 => lark_pattern(&v[0]),
+        Node::Seq(v) => {
+            let parts: Vec<LarkPattern> = v.iter().map(lark_pattern).collect();
+            let value = parts.iter().map(LarkPattern::regexp).collect();
+            let min = parts.iter().fold(0u64, |w, p| w.saturating_add(p.min));
+            let max = parts.iter().fold(0u64, |w, p| w.saturating_add(p.max));
+            LarkPattern::joined(value, min, max)
+        }
+        Node::Alt(v) if v.len() == 1 => lark_pattern(&v[0]),
+        Node::Alt(v) => {
+            let mut parts: Vec<LarkPattern> = v.iter().map(lark_pattern).collect();
+            parts.sort_by_key(LarkPattern::order_key);
+            let texts: Vec<String> = parts.iter().map(LarkPattern::regexp).collect();
+            let min = parts.iter().map(|p| p.min).min().unwrap_or(0);
+            let max = parts.iter().map(|p| p.max).max().unwrap_or(0);
+            LarkPattern::joined(format!("(?:{})", texts.join("|")), min, max)
+        }
+        Node::Repeat { node, min, max } => {
+            let inner = lark_pattern(node);
+            let op = match (*min, *max) {
+                (0, None) => "*".to_string(),
+                (1, None) => "+".to_string(),
+                (0, Some(1)) => "?".to_string(),
+                (n, Some(m)) if n == m => format!("{{{n}}}"),
+                (n, Some(m)) => format!("{{{n},{m}}}"),
+                (n, None) => format!("{{{n},}}"),
+            };
+            LarkPattern {
+                value: format!("(?:{}){op}", inner.regexp()),
+                string: false,
+                flags: inner.flags.clone(),
+                min: inner.min.saturating_mul(*min as u64),
+                max: times(inner.max, *max),
+            }
+        }
+        // Not Lark terminal bodies.
+        _ => LarkPattern::joined(String::new(), 0, UNBOUNDED),
+    }
+}
+
+/// `n` with every alternation's alternatives in Lark's order (see
+/// `LarkPattern::order_key`): Lark sorts a terminal's `|` alternatives so
+/// that Python's `re` tries the longer first (`"<" | "<="` reads `<=`).
+/// A stable sort, as Python's: ties keep the written order.
+pub fn lark_ordered(n: &Node) -> Node {
+    match n {
+        Node::Seq(v) => Node::Seq(v.iter().map(lark_ordered).collect()),
+        Node::Alt(v) => {
+            let mut alts: Vec<(LarkPattern, Node)> = v
+                .iter()
+                .map(|x| (lark_pattern(x), lark_ordered(x)))
+                .collect();
+            alts.sort_by_key(|(p, _)| p.order_key());
+            Node::Alt(alts.into_iter().map(|(_, x)| x).collect())
+        }
+        Node::Repeat { node, min, max } => Node::Repeat {
+            node: Box::new(lark_ordered(node)),
+            min: *min,
+            max: *max,
+        },
+        _ => n.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +352,39 @@ mod tests {
             },
         ]);
         assert_eq!(max_width(&seq), 6);
+    }
+
+    /// The pattern text and widths Lark 1.3.1 prints for these terminals
+    /// (`Lark(src).terminals`), alternatives sorted as Lark sorts them.
+    #[test]
+    fn patterns_are_written_out_as_lark_writes_them() {
+        let src = r#"
+start: A B C D E F
+A: "ab" | /c+/i | ("x" "y")~2..3
+B: "a".."z" "-"?
+C: ("if"i | "a b")+
+D: /[0-9]+/ "." /[0-9]*/
+E: "<" | "<=" | "="
+F: ["x"] "y"+
+"#;
+        let ast = super::super::lark::parse(src).unwrap();
+        let want = [
+            ("A", r"(?:(?i:c+)|(?:xy){2,3}|ab)", 1, UNBOUNDED),
+            ("B", r"[a-z](?:\-)?", 1, 2),
+            ("C", r"(?:(?:a\ b|(?i:if)))+", 2, UNBOUNDED),
+            ("D", r"[0-9]+\.[0-9]*", 2, UNBOUNDED),
+            ("E", r"(?:<=|<|=)", 1, 2),
+            ("F", r"(?:x)?(?:y)+", 1, UNBOUNDED),
+        ];
+        for (name, value, min, max) in want {
+            let t = ast.terminals.iter().find(|t| t.name == name).unwrap();
+            let p = lark_pattern(&t.body);
+            assert_eq!(
+                (p.value.as_str(), p.min, p.max),
+                (value, min, max),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -484,6 +484,7 @@ impl LexCache {
                             sig.push(lexeme.priority as u32);
                             sig.push(lexeme.width as u32);
                             sig.push((lexeme.width >> 32) as u32);
+                            sig.push(lexeme.text_len as u32);
                             shared.residual_id(sig)
                         });
                     write(&self.residual).insert((l, q), id);
@@ -522,7 +523,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
     let mut ends = false;
     let mut accepted_before = None;
     let mut accepting_after = false;
-    let mut lowest_after = (i32::MAX, u64::MAX);
+    let mut lowest_after = (i32::MAX, u64::MAX, usize::MAX);
     let longest = cfg.lexing == Lexing::Longest;
     for i in start..end {
         let (l, q) = pairs[i];
@@ -532,7 +533,7 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
         let rank = if longest {
             cfg.rank(l, &pairs[start..end])
         } else {
-            (0, 0)
+            (0, 0, 0)
         };
         if dfa.is_accepting(q) {
             accepted_before = accepted_before.max(Some(rank));

@@ -728,6 +728,13 @@ pub fn without_lookarounds(re: &str) -> String {
     out
 }
 
+/// Whether `re` is one group, with nothing after it (`(?i:a)`, not
+/// `(?i:a)(b)`).
+pub fn is_one_group(re: &str) -> bool {
+    matches!(parse(re).as_deref(), Ok([alt]) if alt.len() == 1
+        && matches!(alt[0].atom, Atom::Group(..)) && alt[0].quant.is_empty())
+}
+
 /// Whether `re` has lookaround assertions.
 pub fn has_lookaround(re: &str) -> bool {
     ["(?=", "(?!", "(?<=", "(?<!"]

@@ -80,11 +80,15 @@ pub struct Rule {
 #[derive(Debug)]
 pub struct Lexeme {
     pub regex: String,
-    /// Longest-match lexing: the highest rank (priority, then `width`) that
-    /// matches wins, then the longest match (see `Cfg::longest_step`).
+    /// Longest-match lexing: the highest rank (priority, `width`, then
+    /// `text_len`) that matches wins, then the longest match (see
+    /// `Cfg::longest_step`).
     pub priority: i32,
     /// Longest-match lexing: Lark's maximum width (see `larkorder`).
     pub width: u64,
+    /// Longest-match lexing: the length of Lark's pattern text (see
+    /// `larkorder`), its order's next key after the width.
+    pub text_len: usize,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<Arc<ByteDfa>>,
     /// All-splits lexing only: the lexeme ends only where the next byte
@@ -111,6 +115,12 @@ pub struct Lexeme {
 }
 
 impl Lexeme {
+    /// Its own place in Lark's order (see `larkorder`).
+    #[inline]
+    pub fn rank(&self) -> larkorder::Rank {
+        (self.priority, self.width, self.text_len)
+    }
+
     /// Whether a scan of this lexeme in DFA state `q`, which `byte` kills,
     /// ends before the byte: greedy lexemes do where they accept, if
     /// something after them can read the byte.
@@ -692,6 +702,15 @@ impl Lowerer<'_> {
 
     /// The lexeme for regular node `n` (distinct per priority).
     fn lexeme_with(&mut self, n: &Node, priority: i32, name: Option<&str>) -> Result<Sym> {
+        // Lark terminals: alternatives in Lark's order (leftmost-first
+        // matching tries them in that order).
+        let ordered;
+        let n = if self.lexing == Lexing::Longest {
+            ordered = larkorder::lark_ordered(n);
+            &ordered
+        } else {
+            n
+        };
         let boolean = matches!(
             n,
             Node::Intersect(_) | Node::Minus(..) | Node::DecimalMultiples(_)
@@ -745,10 +764,12 @@ impl Lowerer<'_> {
             return Err(Error::Compile(format!("{what} matches the empty string")));
         }
         let id = self.lexemes.len() as u32;
+        let pattern = larkorder::lark_pattern(n);
         self.lexemes.push(Lexeme {
             regex: re,
             priority,
-            width: larkorder::max_width(n),
+            width: pattern.max,
+            text_len: pattern.value.chars().count(),
             dfa,
             greedy: false,
             follow: ByteSet::default(),
@@ -942,6 +963,7 @@ impl Lowerer<'_> {
             regex: format!("%declare {name}"),
             priority: 0,
             width: 0,
+            text_len: 0,
             dfa: None,
             greedy: false,
             follow: ByteSet::default(),
