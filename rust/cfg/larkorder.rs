@@ -28,12 +28,6 @@ pub type Rank = (i32, u64, usize);
 /// The width of an unbounded pattern (Python caps widths alike).
 pub const UNBOUNDED: u64 = u64::MAX;
 
-/// The longest text, in characters, that regular node `n` can match (as
-/// Python's `sre_parse` counts it: lookarounds are 0 wide).
-pub fn max_width(n: &Node) -> u64 {
-    lark_pattern(n).max
-}
-
 /// `w` repeated at most `max` times (None: unbounded).
 fn times(w: u64, max: Option<u32>) -> u64 {
     match max {
@@ -332,6 +326,10 @@ mod tests {
 
     fn re(r: &str) -> Node {
         Node::Regex(r.into())
+    }
+
+    fn max_width(n: &Node) -> u64 {
+        lark_pattern(n).max
     }
 
     #[test]
