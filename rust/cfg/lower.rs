@@ -764,12 +764,18 @@ impl Lowerer<'_> {
             return Err(Error::Compile(format!("{what} matches the empty string")));
         }
         let id = self.lexemes.len() as u32;
-        let pattern = larkorder::lark_pattern(n);
+        // Lark's order, for Lark terminals only (it costs a regex parse).
+        let (width, text_len) = if self.lexing == Lexing::Longest {
+            let pattern = larkorder::lark_pattern(n);
+            (pattern.max, pattern.value.chars().count())
+        } else {
+            (0, 0)
+        };
         self.lexemes.push(Lexeme {
             regex: re,
             priority,
-            width: pattern.max,
-            text_len: pattern.value.chars().count(),
+            width,
+            text_len,
             dfa,
             greedy: false,
             follow: ByteSet::default(),
