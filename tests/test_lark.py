@@ -951,6 +951,14 @@ def test_priorities_decide_before_length_like_lark(llama3, src, text, accepted):
         ('start: A "x"\nA: ("a" | "ab") "c"?', "abcx"),
         ('start: A "x"\nA: "a" ("b" | "bb")', "abbx"),
         ('start: A "x"\nA: /ab|abcd/', "abcdx"),
+        # A string that a pattern with its flags matches whole is read only
+        # as that pattern's match: at the pattern's rank, not its own.
+        ('start: S | H "b" | P "x"\nS: "aaaaaaaaa"\nP: /a{9}/\nH: /a{8}b?/', "aaaaaaaaa"),
+        # A case-insensitive regex is a pattern, not a string.
+        ('start: A X | NAME Y\nA: /if/i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "if x"),
+        ('start: A X | NAME Y\nA: /if/i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "if y"),
+        ('start: A X | NAME Y\nA: "if"i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "if x"),
+        ('start: A X | NAME Y\nA: "if"i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "IF x"),
         # A string a pattern matches whole ranks with that pattern.
         ('start: (NAME | IF | X)+\nNAME: /[a-z]+/\nIF: "if"\nX: /i[a-z]{1,3}/', "ifx"),
         ('start: (NAME | IF | X)+\nNAME: /[a-z]+/\nIF: "if"\nX: /i[a-z]{1,3}/', "ifif"),

@@ -766,19 +766,28 @@ impl Cfg {
 
     /// Lexeme `l`'s rank in Lark's order while the scans of `pairs` (which
     /// started where it did; guards, of an earlier lexeme, are left out)
-    /// are alive: its own, or that of a live pattern it is embedded in.
+    /// are alive: its own, or for a string, that of the live patterns it is
+    /// embedded in. Lark takes such a string out of its list when one of
+    /// them has its flags (it is then read only as their match, at their
+    /// rank); else the string keeps its own place too.
     #[inline]
     pub fn rank(&self, l: u32, pairs: &[(u32, u32)]) -> Rank {
         let lexeme = &self.lexemes[l as usize];
-        let mut rank = lexeme.rank();
-        for &p in &lexeme.embedded_in {
+        let own = lexeme.rank();
+        let mut removed = false;
+        let mut via: Option<Rank> = None;
+        for &(p, removes) in &lexeme.embedded_in {
             // A guard's id carries the GUARD bit, so it never equals p.
             if pairs.iter().any(|&(id, _)| id == p) {
-                let pattern = &self.lexemes[p as usize];
-                rank = rank.max(pattern.rank());
+                removed |= removes;
+                via = via.max(Some(self.lexemes[p as usize].rank()));
             }
         }
-        rank
+        match via {
+            None => own,
+            Some(v) if removed => v,
+            Some(v) => own.max(v),
+        }
     }
 
     /// Whether a guard of a longest-match branch `(lexeme, state)` matches

@@ -532,15 +532,19 @@ impl<'a> Parser<'a> {
         };
         if lookaround::has_lookaround(&body) {
             // Rewritten when the terminal is lowered (see `lookaround`).
-            return match lookaround::check(&probe) {
-                Ok(()) => Ok(probe),
-                Err(e) => Err(Error::Compile(format!("regex /{body}/ at {start}: {e}"))),
-            };
-        }
-        if let Err(e) = regex_automata::util::syntax::parse(&probe) {
+            if let Err(e) = lookaround::check(&probe) {
+                return Err(Error::Compile(format!("regex /{body}/ at {start}: {e}")));
+            }
+        } else if let Err(e) = regex_automata::util::syntax::parse(&probe) {
             return Err(Error::Compile(format!("regex /{body}/ at {start}: {e}")));
         }
-        Ok(probe)
+        // The body in a group of its own, so no regex reads as a string
+        // (`/if/i` is not `"if"i`: see `larkorder::string_text`).
+        Ok(if flags.is_empty() {
+            format!("(?:{body})")
+        } else {
+            format!("(?{flags}:(?:{body}))")
+        })
     }
 }
 

@@ -13,9 +13,10 @@
 //! first (`lark_ordered`).
 //!
 //! A string that a pattern of its priority matches whole (`"if"` and
-//! `NAME`) is not tried on its own while that pattern is expected: the
-//! pattern matches, and Lark retypes its match when it spells the string.
-//! So while such a pattern is still alive, the string ranks with it.
+//! `NAME`) is not tried on its own while that pattern is expected (if the
+//! pattern's flags hold the string's): the pattern matches, and Lark
+//! retypes its match when it spells the string. So while such a pattern is
+//! still alive, the string ranks as that pattern (see `Cfg::rank`).
 
 use super::ast::Node;
 use super::lookaround;
@@ -182,20 +183,26 @@ fn re_escape(s: &str) -> String {
 }
 
 /// A Lark regex terminal's body and flags, from the text `lark` made of
-/// `/body/flags` (`(?flags:body)` when it has flags).
+/// `/body/flags`: `(?:body)`, or `(?flags:(?:body))` with flags.
 fn regex_parts(r: &str) -> (String, String) {
+    let unwrap = |g: &str| -> Option<String> {
+        let inner = g.strip_prefix("(?:")?.strip_suffix(')')?;
+        lookaround::is_one_group(g).then(|| inner.to_string())
+    };
     if let Some(rest) = r.strip_prefix("(?") {
         let flags: String = rest.chars().take_while(|c| "imsux".contains(*c)).collect();
-        if let Some(body) = rest[flags.len()..]
+        if let Some(group) = rest[flags.len()..]
             .strip_prefix(':')
             .and_then(|b| b.strip_suffix(')'))
         {
             if !flags.is_empty() && lookaround::is_one_group(r) {
-                return (body.to_string(), flags);
+                if let Some(body) = unwrap(group) {
+                    return (body, flags);
+                }
             }
         }
     }
-    (r.to_string(), String::new())
+    (unwrap(r).unwrap_or_else(|| r.to_string()), String::new())
 }
 
 /// `n` (a terminal's body, references inlined) as Lark's pattern of it.

@@ -108,10 +108,13 @@ pub struct Lexeme {
     pub literal: bool,
     /// A string's text as written (what Lark checks patterns against).
     pub text: Option<String>,
+    /// Longest-match lexing: Lark's flags of the terminal (see `larkorder`).
+    pub flags: String,
     /// Longest-match lexing, strings: the patterns of the same priority that
-    /// match this string whole. While one of them is alive the string ranks
-    /// with it (see `larkorder`).
-    pub embedded_in: Vec<u32>,
+    /// match this string whole, and whether each takes it out of Lark's
+    /// list (its flags hold the string's). While one of them is alive the
+    /// string ranks with it (see `Cfg::rank`).
+    pub embedded_in: Vec<(u32, bool)>,
 }
 
 impl Lexeme {
@@ -765,11 +768,11 @@ impl Lowerer<'_> {
         }
         let id = self.lexemes.len() as u32;
         // Lark's order, for Lark terminals only (it costs a regex parse).
-        let (width, text_len) = if self.lexing == Lexing::Longest {
+        let (width, text_len, flags) = if self.lexing == Lexing::Longest {
             let pattern = larkorder::lark_pattern(n);
-            (pattern.max, pattern.value.chars().count())
+            (pattern.max, pattern.value.chars().count(), pattern.flags)
         } else {
-            (0, 0)
+            (0, 0, String::new())
         };
         self.lexemes.push(Lexeme {
             regex: re,
@@ -783,6 +786,7 @@ impl Lowerer<'_> {
             declared: false,
             literal,
             text,
+            flags,
             embedded_in: Vec::new(),
         });
         self.lexeme_ids.insert(key, id);
@@ -977,6 +981,7 @@ impl Lowerer<'_> {
             declared: true,
             literal: false,
             text: None,
+            flags: String::new(),
             embedded_in: Vec::new(),
         });
         self.lexeme_ids.insert(key, id);
@@ -1369,13 +1374,15 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
 }
 
 /// Fills each string's `embedded_in`: the patterns of its priority that
-/// match its text whole, as Python's `re.match` would (Lark's check).
+/// match its text whole, as Python's `re.match` would (Lark's check in
+/// `_create_unless`), and whether their flags hold the string's.
 fn embed_strings(lexemes: &mut [Lexeme]) {
     for s in 0..lexemes.len() {
         let Some(text) = lexemes[s].text.as_deref() else {
             continue;
         };
-        let embedded_in: Vec<u32> = lexemes
+        let string_flags = &lexemes[s].flags;
+        let embedded_in: Vec<(u32, bool)> = lexemes
             .iter()
             .enumerate()
             .filter(|&(r, pattern)| {
@@ -1387,7 +1394,10 @@ fn embed_strings(lexemes: &mut [Lexeme]) {
                         q != DEAD && d.is_accepting(q)
                     })
             })
-            .map(|(r, _)| r as u32)
+            .map(|(r, pattern)| {
+                let removes = string_flags.chars().all(|f| pattern.flags.contains(f));
+                (r as u32, removes)
+            })
             .collect();
         lexemes[s].embedded_in = embedded_in;
     }
