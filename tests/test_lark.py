@@ -954,6 +954,12 @@ def test_priorities_decide_before_length_like_lark(llama3, src, text, accepted):
         # A string that a pattern with its flags matches whole is read only
         # as that pattern's match: at the pattern's rank, not its own.
         ('start: S | H "b" | P "x"\nS: "aaaaaaaaa"\nP: /a{9}/\nH: /a{8}b?/', "aaaaaaaaa"),
+        # ... so it ends only where that pattern may: not where the
+        # pattern's lookahead refuses and Python's match is shorter.
+        ('start: P B | "ab" "d"\nP: /ab(?!c)|a/\nB: "bc"', "abc"),
+        ('start: P B | "ab" "d"\nP: /ab(?!c)|a/\nB: "bc"', "abd"),
+        ('start: (P | "ab" | C)+\nP: /ab(?!c)|a/\nC: /c/', "abab"),
+        ('start: (P | "ab" | C)+\nP: /ab(?!c)|a/\nC: /c/', "abc"),
         # A case-insensitive regex is a pattern, not a string.
         ('start: A X | NAME Y\nA: /if/i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "if x"),
         ('start: A X | NAME Y\nA: /if/i\nNAME: /[a-z]+/\nX: "x"\nY: "y"\n%ignore " "', "if y"),

@@ -713,6 +713,15 @@ impl Cfg {
             let lexeme = self.scan_lexeme(id);
             let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
             let guard = id & GUARD != 0;
+            if guard
+                && self
+                    .removed_by(id & !GUARD, pairs, GUARD, |_, _| true)
+                    .is_some()
+            {
+                // A string read only as a pattern's match: that pattern's
+                // guard decides.
+                continue;
+            }
             if guard && self.may_end(id & !GUARD, q, Some(byte)) {
                 // A longer match, once its trailing lookahead passed: the end
                 // this branch took was not the one Lark takes.
@@ -724,7 +733,8 @@ impl Cfg {
             }
             // Where a lexeme accepts only if the next byte allows it, the
             // guards decide at that byte (above, or `guards_end` at the end).
-            let matched = lexeme.ends_unconditionally(dfa, q2);
+            let matched = lexeme.ends_unconditionally(dfa, q2)
+                && (guard || self.removed_ends_unconditionally(id, pairs, byte) != Some(false));
             if guard {
                 if matched {
                     return LongestStep::default();
@@ -790,12 +800,62 @@ impl Cfg {
         }
     }
 
+    /// For a string lexeme `l` that a live pattern of `pairs` (ids tagged
+    /// `tag`: 0 for scans, GUARD for guards) takes out of Lark's list (see
+    /// `rank`): whether `ok(pattern, state)` holds for one of those
+    /// patterns. None when no live pattern takes it out. Such a string is
+    /// read only as the pattern's match, so it ends only where the pattern
+    /// may (its trailing lookahead may refuse).
+    pub fn removed_by(
+        &self,
+        l: u32,
+        pairs: &[(u32, u32)],
+        tag: u32,
+        ok: impl Fn(u32, u32) -> bool,
+    ) -> Option<bool> {
+        let mut removed = None;
+        for &(p, removes) in &self.lexemes[l as usize].embedded_in {
+            if !removes {
+                continue;
+            }
+            for &(id, q) in pairs {
+                if id == p | tag {
+                    if ok(p, q) {
+                        return Some(true);
+                    }
+                    removed = Some(false);
+                }
+            }
+        }
+        removed
+    }
+
+    /// `removed_by` for a scan of `l` that reads `byte`: whether one of the
+    /// patterns that take it out ends unconditionally after the byte.
+    pub fn removed_ends_unconditionally(
+        &self,
+        l: u32,
+        pairs: &[(u32, u32)],
+        byte: u8,
+    ) -> Option<bool> {
+        self.removed_by(l, pairs, 0, |p, q| {
+            let pattern = &self.lexemes[p as usize];
+            let dfa = pattern.dfa.as_ref().expect("scans have DFAs");
+            let q2 = dfa.step(q, byte);
+            q2 != DEAD && pattern.ends_unconditionally(dfa, q2)
+        })
+    }
+
     /// Whether a guard of a longest-match branch `(lexeme, state)` matches
     /// if the text ends here (so the branch's end was not Lark's).
     pub fn guards_end(&self, branch: &[(u32, u32)]) -> bool {
-        branch
-            .iter()
-            .any(|&(id, q)| id & GUARD != 0 && self.may_end(id & !GUARD, q, None))
+        branch.iter().any(|&(id, q)| {
+            id & GUARD != 0
+                && self.may_end(id & !GUARD, q, None)
+                && self
+                    .removed_by(id & !GUARD, branch, GUARD, |_, _| true)
+                    .is_none()
+        })
     }
 
     /// Whether a longest-match scan of lexeme `l` in state `q` may end
@@ -822,10 +882,11 @@ impl Cfg {
         pairs: &[(u32, u32)],
         next: Option<u8>,
     ) -> (Vec<u32>, u32, Option<Rank>) {
-        let ending = pairs
-            .iter()
-            .copied()
-            .filter(|&(id, q)| id & GUARD == 0 && self.may_end(id, q, next));
+        let ending = pairs.iter().copied().filter(|&(id, q)| {
+            id & GUARD == 0
+                && self.may_end(id, q, next)
+                && self.removed_by(id, pairs, 0, |p, qp| self.may_end(p, qp, next)) != Some(false)
+        });
         let best = ending.clone().map(|(l, _)| self.rank(l, pairs)).max();
         let mut ends: Vec<(u32, u32)> = ending
             .filter(|&(l, _)| Some(self.rank(l, pairs)) == best)

@@ -541,7 +541,10 @@ fn step_scans(cfg: &Cfg, pairs: &mut Vec<(u32, u32)>, start: usize, byte: u8) ->
         let q2 = dfa.step(q, byte);
         if q2 != DEAD {
             ends |= !lexeme.greedy && dfa.is_accepting(q2);
-            accepting_after |= lexeme.ends_unconditionally(dfa, q2);
+            accepting_after |= lexeme.ends_unconditionally(dfa, q2)
+                && (!longest
+                    || cfg.removed_ends_unconditionally(l, &pairs[start..end], byte)
+                        != Some(false));
             lowest_after = lowest_after.min(rank);
             pairs.push((l, q2));
         } else {
