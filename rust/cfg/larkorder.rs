@@ -10,7 +10,7 @@
 //!
 //! Lark also sorts the `|` alternatives inside a terminal by maximum width,
 //! minimum width and text length, so that Python's `re` tries the longer
-//! first (`lark_ordered`).
+//! first (`lark_terminal`).
 //!
 //! A string that a pattern of its priority matches whole (`"if"` and
 //! `NAME`) is not tried on its own while that pattern is expected (if the
@@ -207,38 +207,52 @@ fn regex_parts(r: &str) -> (String, String) {
 
 /// `n` (a terminal's body, references inlined) as Lark's pattern of it.
 pub fn lark_pattern(n: &Node) -> LarkPattern {
+    lark_terminal(n).1
+}
+
+/// `n` with every alternation's alternatives in Lark's order (see
+/// `LarkPattern::order_key`), and Lark's pattern of it. Lark sorts a
+/// terminal's `|` alternatives so that Python's `re` tries the longer first
+/// (`"<" | "<="` reads `<=`); a stable sort, as Python's: ties keep the
+/// written order.
+pub fn lark_terminal(n: &Node) -> (Node, LarkPattern) {
     match n {
         Node::Literal(s) => {
             let w = s.chars().count() as u64;
-            LarkPattern {
+            let p = LarkPattern {
                 value: s.clone(),
                 string: true,
                 flags: String::new(),
                 min: w,
                 max: w,
-            }
-        }
-        Node::Regex(_) if string_text(n).is_some() => {
-            let text = string_text(n).expect("checked");
-            let w = text.chars().count() as u64;
-            LarkPattern {
-                value: text,
-                string: true,
-                flags: "i".into(),
-                min: w,
-                max: w,
-            }
+            };
+            (n.clone(), p)
         }
         Node::Regex(r) => {
-            let (value, flags) = regex_parts(r);
-            let (min, max) = regex_widths(r);
-            LarkPattern {
-                value,
-                string: false,
-                flags,
-                min,
-                max,
-            }
+            let p = match string_text(n) {
+                Some(text) => {
+                    let w = text.chars().count() as u64;
+                    LarkPattern {
+                        value: text,
+                        string: true,
+                        flags: "i".into(),
+                        min: w,
+                        max: w,
+                    }
+                }
+                None => {
+                    let (value, flags) = regex_parts(r);
+                    let (min, max) = regex_widths(r);
+                    LarkPattern {
+                        value,
+                        string: false,
+                        flags,
+                        min,
+                        max,
+                    }
+                }
+            };
+            (n.clone(), p)
         }
         Node::Class { ranges, negated } => {
             let mut value = String::from("[");
@@ -253,35 +267,47 @@ pub fn lark_pattern(n: &Node) -> LarkPattern {
                 }
             }
             value.push(']');
-            LarkPattern::joined(value, 1, 1)
+            (n.clone(), LarkPattern::joined(value, 1, 1))
         }
-        Node::AnyChar => LarkPattern::joined(".".into(), 1, 1),
-        Node::Empty => LarkPattern {
-            value: String::new(),
-            string: true,
-            flags: String::new(),
-            min: 0,
-            max: 0,
-        },
-        Node::Seq(v) if v.len() == 1 => lark_pattern(&v[0]),
+        Node::AnyChar => (n.clone(), LarkPattern::joined(".".into(), 1, 1)),
+        Node::Empty => {
+            let p = LarkPattern {
+                value: String::new(),
+                string: true,
+                flags: String::new(),
+                min: 0,
+                max: 0,
+            };
+            (n.clone(), p)
+        }
+        Node::Seq(v) if v.len() == 1 => {
+            let (x, p) = lark_terminal(&v[0]);
+            (Node::Seq(vec![x]), p)
+        }
         Node::Seq(v) => {
-            let parts: Vec<LarkPattern> = v.iter().map(lark_pattern).collect();
+            let (nodes, parts): (Vec<Node>, Vec<LarkPattern>) = v.iter().map(lark_terminal).unzip();
             let value = parts.iter().map(LarkPattern::regexp).collect();
             let min = parts.iter().fold(0u64, |w, p| w.saturating_add(p.min));
             let max = parts.iter().fold(0u64, |w, p| w.saturating_add(p.max));
-            LarkPattern::joined(value, min, max)
+            (Node::Seq(nodes), LarkPattern::joined(value, min, max))
         }
-        Node::Alt(v) if v.len() == 1 => lark_pattern(&v[0]),
         Node::Alt(v) => {
-            let mut parts: Vec<LarkPattern> = v.iter().map(lark_pattern).collect();
-            parts.sort_by_key(LarkPattern::order_key);
-            let texts: Vec<String> = parts.iter().map(LarkPattern::regexp).collect();
-            let min = parts.iter().map(|p| p.min).min().unwrap_or(0);
-            let max = parts.iter().map(|p| p.max).max().unwrap_or(0);
-            LarkPattern::joined(format!("(?:{})", texts.join("|")), min, max)
+            let mut alts: Vec<(Node, LarkPattern)> = v.iter().map(lark_terminal).collect();
+            alts.sort_by_key(|(_, p)| p.order_key());
+            let (nodes, parts): (Vec<Node>, Vec<LarkPattern>) = alts.into_iter().unzip();
+            let p = match parts.as_slice() {
+                [one] => one.clone(),
+                _ => {
+                    let texts: Vec<String> = parts.iter().map(LarkPattern::regexp).collect();
+                    let min = parts.iter().map(|p| p.min).min().unwrap_or(0);
+                    let max = parts.iter().map(|p| p.max).max().unwrap_or(0);
+                    LarkPattern::joined(format!("(?:{})", texts.join("|")), min, max)
+                }
+            };
+            (Node::Alt(nodes), p)
         }
         Node::Repeat { node, min, max } => {
-            let inner = lark_pattern(node);
+            let (x, inner) = lark_terminal(node);
             let op = match (*min, *max) {
                 (0, None) => "*".to_string(),
                 (1, None) => "+".to_string(),
@@ -290,40 +316,22 @@ pub fn lark_pattern(n: &Node) -> LarkPattern {
                 (n, Some(m)) => format!("{{{n},{m}}}"),
                 (n, None) => format!("{{{n},}}"),
             };
-            LarkPattern {
+            let p = LarkPattern {
                 value: format!("(?:{}){op}", inner.regexp()),
                 string: false,
                 flags: inner.flags.clone(),
                 min: inner.min.saturating_mul(*min as u64),
                 max: times(inner.max, *max),
-            }
+            };
+            let node = Node::Repeat {
+                node: Box::new(x),
+                min: *min,
+                max: *max,
+            };
+            (node, p)
         }
         // Not Lark terminal bodies.
-        _ => LarkPattern::joined(String::new(), 0, UNBOUNDED),
-    }
-}
-
-/// `n` with every alternation's alternatives in Lark's order (see
-/// `LarkPattern::order_key`): Lark sorts a terminal's `|` alternatives so
-/// that Python's `re` tries the longer first (`"<" | "<="` reads `<=`).
-/// A stable sort, as Python's: ties keep the written order.
-pub fn lark_ordered(n: &Node) -> Node {
-    match n {
-        Node::Seq(v) => Node::Seq(v.iter().map(lark_ordered).collect()),
-        Node::Alt(v) => {
-            let mut alts: Vec<(LarkPattern, Node)> = v
-                .iter()
-                .map(|x| (lark_pattern(x), lark_ordered(x)))
-                .collect();
-            alts.sort_by_key(|(p, _)| p.order_key());
-            Node::Alt(alts.into_iter().map(|(_, x)| x).collect())
-        }
-        Node::Repeat { node, min, max } => Node::Repeat {
-            node: Box::new(lark_ordered(node)),
-            min: *min,
-            max: *max,
-        },
-        _ => n.clone(),
+        _ => (n.clone(), LarkPattern::joined(String::new(), 0, UNBOUNDED)),
     }
 }
 

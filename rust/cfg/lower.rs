@@ -211,12 +211,6 @@ struct Lowerer<'a> {
     declared: Vec<String>,
 }
 
-/// Whether `n` is a Lark string: a literal, or a case-insensitive one
-/// (which the Lark front end writes as `(?i:` escaped characters `)`).
-fn is_string(n: &Node) -> bool {
-    larkorder::string_text(n).is_some()
-}
-
 /// Whether `d` matches `text` and nothing else.
 fn matches_only(d: &ByteDfa, text: &[u8]) -> bool {
     let mut q = d.start();
@@ -706,13 +700,15 @@ impl Lowerer<'_> {
     /// The lexeme for regular node `n` (distinct per priority).
     fn lexeme_with(&mut self, n: &Node, priority: i32, name: Option<&str>) -> Result<Sym> {
         // Lark terminals: alternatives in Lark's order (leftmost-first
-        // matching tries them in that order).
+        // matching tries them in that order), and Lark's pattern of it (its
+        // widths and text rank it). Not for others: it costs a regex parse.
         let ordered;
-        let n = if self.lexing == Lexing::Longest {
-            ordered = larkorder::lark_ordered(n);
-            &ordered
+        let (n, pattern) = if self.lexing == Lexing::Longest {
+            let (node, pattern) = larkorder::lark_terminal(n);
+            ordered = node;
+            (&ordered, Some(pattern))
         } else {
-            n
+            (n, None)
         };
         let boolean = matches!(
             n,
@@ -721,12 +717,8 @@ impl Lowerer<'_> {
         let mut re = String::new();
         cache_key(n, &mut re);
         let key = format!("{priority}\u{0}{re}");
-        let literal = is_string(n);
-        let text = if literal {
-            larkorder::string_text(n)
-        } else {
-            None
-        };
+        let text = larkorder::string_text(n);
+        let literal = text.is_some();
         if let Some(&id) = self.lexeme_ids.get(&key) {
             let lexeme = &mut self.lexemes[id as usize];
             lexeme.literal |= literal;
@@ -767,12 +759,9 @@ impl Lowerer<'_> {
             return Err(Error::Compile(format!("{what} matches the empty string")));
         }
         let id = self.lexemes.len() as u32;
-        // Lark's order, for Lark terminals only (it costs a regex parse).
-        let (width, text_len, flags) = if self.lexing == Lexing::Longest {
-            let pattern = larkorder::lark_pattern(n);
-            (pattern.max, pattern.value.chars().count(), pattern.flags)
-        } else {
-            (0, 0, String::new())
+        let (width, text_len, flags) = match pattern {
+            Some(p) => (p.max, p.value.chars().count(), p.flags),
+            None => (0, 0, String::new()),
         };
         self.lexemes.push(Lexeme {
             regex: re,
