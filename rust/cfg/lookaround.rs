@@ -688,41 +688,41 @@ fn check_syntax(re: &str) -> Result<()> {
 /// one-character lookbehind, `(?!QQ)`) and one-character lookaheads;
 /// false if any other is left.
 fn strip_contextual(alts: &mut [Vec<Piece>]) -> bool {
-    alts.iter_mut().all(|alt| {
-        alt.retain(|p| match &p.atom {
-            Atom::Look(true, _, inner) => single_char(inner).is_none(),
-            Atom::Look(false, true, inner) => {
-                single_char(inner).is_none()
-                    && !matches!(inner.as_slice(),
-                        [a] if a.len() == 2 && literal_char(&a[0]).is_some()
-                            && literal_char(&a[0]) == literal_char(&a[1]))
-            }
-            _ => true,
-        });
-        alt.iter_mut().all(|p| match &mut p.atom {
-            Atom::Group(_, inner) => strip_contextual(inner),
-            Atom::Look(..) => false,
-            Atom::Char(_) | Atom::Other(_) => true,
-        })
+    strip_looks(alts, &|behind, negated, inner| {
+        let single = single_char(inner).is_some();
+        let qq = matches!(inner, [a] if a.len() == 2 && literal_char(&a[0]).is_some()
+            && literal_char(&a[0]) == literal_char(&a[1]));
+        if behind {
+            single
+        } else {
+            negated && (single || qq)
+        }
     })
+}
+
+/// Removes, at every depth of `alts`, the lookarounds (behind?, negated?,
+/// alternatives) that `drop` picks; whether none is left.
+fn strip_looks(alts: &mut [Vec<Piece>], drop: &impl Fn(bool, bool, &[Vec<Piece>]) -> bool) -> bool {
+    let mut none_left = true;
+    for alt in alts.iter_mut() {
+        alt.retain(|p| !matches!(&p.atom, Atom::Look(b, n, inner) if drop(*b, *n, inner)));
+        for p in alt.iter_mut() {
+            match &mut p.atom {
+                Atom::Group(_, inner) => none_left &= strip_looks(inner, drop),
+                Atom::Look(..) => none_left = false,
+                Atom::Char(_) | Atom::Other(_) => {}
+            }
+        }
+    }
+    none_left
 }
 
 /// `re` without its lookarounds (for its width, where they count 0).
 pub fn without_lookarounds(re: &str) -> String {
-    fn strip(alts: &mut [Vec<Piece>]) {
-        for alt in alts.iter_mut() {
-            alt.retain(|p| !matches!(p.atom, Atom::Look(..)));
-            for p in alt.iter_mut() {
-                if let Atom::Group(_, inner) = &mut p.atom {
-                    strip(inner);
-                }
-            }
-        }
-    }
     let Ok(mut alts) = parse(re) else {
         return re.to_string();
     };
-    strip(&mut alts);
+    strip_looks(&mut alts, &|_, _, _| true);
     let mut out = String::new();
     render_alts(&alts, &mut out);
     out
