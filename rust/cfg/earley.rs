@@ -698,12 +698,12 @@ impl Cfg {
     /// Longest-match lexing with back-off: one byte for the scans and
     /// guards `(lexeme, state)` of one branch (see `LongestStep`).
     ///
-    /// Lark tries terminals in order of rank (priority, then maximum width:
-    /// see `larkorder`): once a lexeme matches, no lexeme of lower rank may,
-    /// whatever its length. So the scans of lower rank than one that may end
-    /// before the byte stop there, and the scans that go on past an end all
-    /// have at least its rank: each of them that accepts later is a match
-    /// Lark would prefer.
+    /// Lark tries terminals in order of rank (priority, maximum width, then
+    /// pattern text length: see `larkorder`): once a lexeme matches, no
+    /// lexeme of lower rank may, whatever its length. So the scans of lower
+    /// rank than one that may end before the byte stop there, and the scans
+    /// that go on past an end all have at least its rank: each of them that
+    /// accepts later is a match Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
         let (mut ends, width, floor) = self.longest_ends(pairs, Some(byte));
         let mut next = Vec::new();
