@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use crate::bitmask::{set_bit, words_for};
+use crate::budget;
 use crate::cfg::ast::{GrammarAst, Lexing};
 use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
 use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
@@ -99,8 +100,10 @@ impl CompiledGrammar {
         }
     }
 
+    /// Compiles a regex (within the compile work budget: the caller's, or
+    /// `budget::DEFAULT_COMPILE_STEPS`).
     pub fn from_regex(vocab: Arc<Vocab>, pattern: &str) -> Result<Self> {
-        let dfa = ByteDfa::new(pattern)?;
+        let dfa = budget::with_budget(budget::DEFAULT_COMPILE_STEPS, || ByteDfa::new(pattern))?;
         // The mask cache has a slot per state (or per class of states).
         if dfa.num_states() > MAX_REGEX_STATES {
             return Err(Error::LimitExceeded(format!(
@@ -116,16 +119,21 @@ impl CompiledGrammar {
         ))
     }
 
-    /// Compiles a parsed grammar (`kind` names its syntax, e.g. "gbnf").
+    /// Compiles a parsed grammar (`kind` names its syntax, e.g. "gbnf"),
+    /// within the compile work budget.
     pub fn from_ast(
         vocab: Arc<Vocab>,
         ast: &GrammarAst,
         kind: &'static str,
         source: &str,
     ) -> Result<Self> {
-        let cfg = lower(ast)?;
-        let mut initial_chart = Chart::new();
-        let initial = cfg.initial(&mut initial_chart)?;
+        let (cfg, initial_chart, initial) =
+            budget::with_budget(budget::DEFAULT_COMPILE_STEPS, || {
+                let cfg = lower(ast)?;
+                let mut initial_chart = Chart::new();
+                let initial = cfg.initial(&mut initial_chart)?;
+                Ok((cfg, initial_chart, initial))
+            })?;
         let lex_cache = Box::new(LexCache::new(DEFAULT_MASK_CACHE_BYTES));
         let engine = Engine::Cfg {
             cfg: Arc::new(cfg),

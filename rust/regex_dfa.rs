@@ -117,6 +117,7 @@ impl ByteDfa {
         while next < order.len() {
             let s = order[next];
             next += 1;
+            crate::budget::charge_n(stride)?;
             for &rep in &representative {
                 let t = dfa.next_state(s, rep);
                 let id = intern(t, &mut order);
@@ -173,6 +174,7 @@ impl ByteDfa {
         while next < order.len() {
             let (qa, qb) = order[next];
             next += 1;
+            crate::budget::charge_n(stride)?;
             for &rep in &representative {
                 let t = intern((a.step(qa, rep), b.step(qb, rep)), &mut order);
                 trans.push(t);
@@ -300,6 +302,7 @@ impl ByteDfa {
         let mut next = 1;
         while next < order.len() {
             let (q, v) = order[next];
+            crate::budget::charge_n(stride)?;
             for (c, &b) in representative.iter().enumerate() {
                 let q2 = self.step(q, b);
                 if q2 == DEAD {
@@ -442,6 +445,7 @@ impl ByteDfa {
         let n = offset[k];
         check_size(n, stride)?;
         check_states(n + block_part.map_or(0, |i| parts[i].block().states()))?;
+        crate::budget::charge_n(n * stride)?;
         let id = |i: usize, s: u32| match s as usize {
             0 => DEAD,
             s if s < rows(i) => (offset[i] + s - 1) as u32,

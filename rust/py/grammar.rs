@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 
 use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
+use crate::budget;
 use crate::cfg::{gbnf, lark};
 use crate::grammar::CompiledGrammar;
 use rustc_hash::FxHashMap as HashMap;
@@ -69,15 +70,32 @@ impl PyGrammar {
     }
 }
 
+/// The compile work budget a call asked for (`max_compile_steps`), or the default.
+fn steps(max_compile_steps: Option<u64>) -> PyResult<u64> {
+    match max_compile_steps {
+        Some(0) => Err(PyValueError::new_err(
+            "max_compile_steps must be a positive number of steps",
+        )),
+        Some(n) => Ok(n),
+        None => Ok(budget::DEFAULT_COMPILE_STEPS),
+    }
+}
+
 /// Compiles a regular expression (Rust `regex` syntax) for full-match use.
 #[pyfunction]
+#[pyo3(signature = (tokenizer, pattern, *, max_compile_steps=None))]
 pub fn compile_regex(
     py: Python<'_>,
     tokenizer: &PyTokenizer,
     pattern: &str,
+    max_compile_steps: Option<u64>,
 ) -> PyResult<PyGrammar> {
     let vocab = tokenizer.vocab.clone();
-    let g = detached(py, || CompiledGrammar::from_regex(vocab, pattern))?.map_err(to_py_err)?;
+    let limit = steps(max_compile_steps)?;
+    let g = detached(py, || {
+        budget::with_budget(limit, || CompiledGrammar::from_regex(vocab, pattern))
+    })?
+    .map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
 }
 
@@ -86,14 +104,16 @@ pub fn compile_regex(
 /// takes text with `::=` rules for GBNF and anything else for Lark. `start`
 /// names another start rule (Lark's `start=` option).
 #[pyfunction]
-#[pyo3(signature = (tokenizer, source, syntax="auto", *, start=None))]
+#[pyo3(signature = (tokenizer, source, syntax="auto", *, start=None, max_compile_steps=None))]
 pub fn compile_grammar(
     py: Python<'_>,
     tokenizer: &PyTokenizer,
     source: &str,
     syntax: &str,
     start: Option<&str>,
+    max_compile_steps: Option<u64>,
 ) -> PyResult<PyGrammar> {
+    let limit = steps(max_compile_steps)?;
     let syntax: &'static str = match syntax {
         "auto" if source.contains("::=") => "gbnf",
         "auto" | "lark" => "lark",
@@ -106,15 +126,17 @@ pub fn compile_grammar(
     };
     let vocab = tokenizer.vocab.clone();
     let g = detached(py, || {
-        let mut ast = if syntax == "gbnf" {
-            gbnf::parse(source)?
-        } else {
-            lark::parse(source)?
-        };
-        if let Some(start) = start {
-            ast.start = start.to_string();
-        }
-        CompiledGrammar::from_ast(vocab, &ast, syntax, source)
+        budget::with_budget(limit, || {
+            let mut ast = if syntax == "gbnf" {
+                gbnf::parse(source)?
+            } else {
+                lark::parse(source)?
+            };
+            if let Some(start) = start {
+                ast.start = start.to_string();
+            }
+            CompiledGrammar::from_ast(vocab, &ast, syntax, source)
+        })
     })?
     .map_err(to_py_err)?;
     Ok(PyGrammar { inner: Arc::new(g) })
@@ -214,7 +236,7 @@ fn check_separator(which: &str, sep: &str, mark: char) -> PyResult<()> {
 
 /// Compiles a JSON Schema (a dict or JSON text) to a grammar over JSON text.
 #[pyfunction]
-#[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true))]
+#[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true, max_compile_steps=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_json_schema(
     py: Python<'_>,
@@ -225,7 +247,9 @@ pub fn compile_json_schema(
     separators: Option<(String, String)>,
     strict_properties: bool,
     assert_formats: bool,
+    max_compile_steps: Option<u64>,
 ) -> PyResult<PyGrammar> {
+    let limit = steps(max_compile_steps)?;
     let text: String = if schema.is_instance_of::<PyString>() {
         schema.extract()?
     } else if schema.is_instance_of::<PyDict>() || schema.is_instance_of::<PyBool>() {
@@ -274,8 +298,10 @@ pub fn compile_json_schema(
     }
     let source = key.1.clone();
     let g = detached(py, || {
-        let ast = schema::compile(&source, &opts)?;
-        CompiledGrammar::from_ast(vocab, &ast, "json_schema", &source)
+        budget::with_budget(limit, || {
+            let ast = schema::compile(&source, &opts)?;
+            CompiledGrammar::from_ast(vocab, &ast, "json_schema", &source)
+        })
     })?
     .map_err(to_py_err)?;
     let g = Arc::new(g);

@@ -38,6 +38,10 @@ pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) ->
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("MAX_INDENT_DEPTH", crate::schema::MAX_INDENT_DEPTH)?;
+    m.add(
+        "DEFAULT_COMPILE_STEPS",
+        crate::budget::DEFAULT_COMPILE_STEPS,
+    )?;
     m.add_class::<tokenizer::PyTokenizer>()?;
     m.add_class::<grammar::PyGrammar>()?;
     m.add_class::<matcher::PyMatcher>()?;

@@ -9,13 +9,16 @@
 //! Repetitions whose copies overlap (JSON text: `\s` and `\S` both start
 //! with `\` for escapes) are built the same way, over (copy, state) pairs.
 
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use super::{refined_classes, ByteDfa, Result, Table, DEAD, DFA_SIZE_LIMIT};
 
 /// Bound on the sets built before giving up (the caller then builds the
 /// pattern whole).
 const MAX_SETS: usize = 1 << 16;
+
+/// Budget steps per pair of a set built: closed, sorted, hashed, stored.
+const SET_STEPS: usize = 16;
 
 /// A set of (part, state) pairs, sorted.
 type Set = Vec<(u32, u32)>;
@@ -34,7 +37,7 @@ pub(super) fn concat_overlapping(parts: &[&ByteDfa]) -> Result<Option<ByteDfa>> 
     };
     let ends = |(p, q): (u32, u32)| p as usize == last && parts[last].is_accepting(q);
     let start = (0, parts[0].start);
-    Ok(determinize(start, step, follow, ends, &representative)
+    Ok(determinize(start, step, follow, ends, &representative)?
         .map(|(trans, accepting)| Table {
             classes,
             class_size,
@@ -69,7 +72,7 @@ pub(super) fn repeat_overlapping(
     };
     let ends = |(i, q): (u32, u32)| y.is_accepting(q) && i + 1 >= min;
     let Some((trans, mut accepting)) =
-        determinize((0, y.start), step, follow, ends, &representative)
+        determinize((0, y.start), step, follow, ends, &representative)?
     else {
         return Ok(None);
     };
@@ -89,19 +92,35 @@ pub(super) fn repeat_overlapping(
 /// The subset construction from `start`: each set is closed under
 /// `follow` (a pair that may also begin the next part or copy), and
 /// accepts where some pair `ends`. The table's rows and acceptance, state
-/// 1 the start; None past `MAX_SETS` sets or the table size bound.
+/// 1 the start; None past `MAX_SETS` sets or the table size bound. Each set
+/// charges the compile budget for the pairs it steps: sets of nested counts
+/// (`((a{1,100}){1,100}){1,100}`) hold thousands of pairs.
 fn determinize(
     start: (u32, u32),
     step: impl Fn((u32, u32), u8) -> (u32, u32),
     follow: impl Fn((u32, u32)) -> Option<(u32, u32)>,
     ends: impl Fn((u32, u32)) -> bool,
     representative: &[u8],
-) -> Option<(Vec<u32>, Vec<bool>)> {
-    let close = |set: &mut Set| {
+) -> Result<Option<(Vec<u32>, Vec<bool>)>> {
+    // Closes `set` under `follow`; small sets (the usual two or three
+    // pairs) are searched in place, large ones through a hash set.
+    let mut seen: HashSet<(u32, u32)> = HashSet::default();
+    let mut close = |set: &mut Set| {
+        seen.clear();
+        let mut hashed = false;
         let mut i = 0;
         while i < set.len() {
+            if !hashed && set.len() > 16 {
+                seen.extend(set.iter().copied());
+                hashed = true;
+            }
             if let Some(next) = follow(set[i]) {
-                if !set.contains(&next) {
+                let new = if hashed {
+                    seen.insert(next)
+                } else {
+                    !set.contains(&next)
+                };
+                if new {
                     set.push(next);
                 }
             }
@@ -120,6 +139,7 @@ fn determinize(
     while next < sets.len() {
         let set = sets[next].clone();
         next += 1;
+        crate::budget::charge_n(set.len() * (representative.len() + 1))?;
         accepting.push(set.iter().any(|&e| ends(e)));
         for &byte in representative {
             let mut to: Set = set
@@ -132,6 +152,8 @@ fn determinize(
                 continue;
             }
             close(&mut to);
+            // Closing, sorting, hashing and storing the new set.
+            crate::budget::charge_n(to.len() * SET_STEPS)?;
             let id = match ids.get(&to) {
                 Some(&id) => id,
                 None => {
@@ -144,8 +166,8 @@ fn determinize(
             trans.push(id);
         }
         if sets.len() > MAX_SETS || trans.len() * 4 > DFA_SIZE_LIMIT {
-            return None;
+            return Ok(None);
         }
     }
-    Some((trans, accepting))
+    Ok(Some((trans, accepting)))
 }

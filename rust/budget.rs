@@ -1,0 +1,138 @@
+//! The compile work budget: one count of steps for everything a compile does.
+//!
+//! Size bounds alone do not bound time: `((a{1,100}){1,100}){1,100}` never
+//! builds a large automaton, yet determinizing it copy by copy visits
+//! billions of (copy, state) pairs, and a 50,000-rule chain is small but a
+//! naive fixpoint over it is quadratic. So every loop whose trip count an
+//! input can drive (determinization, products, counted repetitions,
+//! minimization, lowering, fixpoints, schema merges) *charges* the steps it
+//! is about to take against one budget, and a compile that runs out stops
+//! with `Error::LimitExceeded` naming the bound.
+//!
+//! Steps are units of work (a transition computed, a symbol lowered, a pair
+//! compared), not time, so whether a compile fits does not depend on the
+//! machine or its load. The default, `DEFAULT_COMPILE_STEPS`, is about one
+//! second of work on a 2-core cloud machine and lets every grammar of the
+//! test corpora and MaskBench compile; a caller may tighten it (a server that
+//! wants 100 ms compiles passes a tenth) or loosen it.
+//!
+//! The budget is per thread: a compile runs on the thread that called it
+//! (the Python layer releases the GIL but does not hand work to other
+//! threads), and `with_budget` installs the budget for that call. Nested
+//! installs keep the outermost one, so a compile that calls another (a
+//! schema's `pattern` compiled as a regex) draws on the same count. Code run
+//! outside any compile (mask fills, tests of one module) is not charged.
+
+use std::cell::Cell;
+
+use crate::error::{Error, Result};
+
+/// Steps a compile may take unless its caller says otherwise.
+pub const DEFAULT_COMPILE_STEPS: u64 = 400_000_000;
+
+thread_local! {
+    /// (steps left, the limit) of the compile running on this thread.
+    static BUDGET: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with a budget of `limit` steps on this thread, unless a budget
+/// is installed already (then `f` draws on that one).
+pub fn with_budget<T>(limit: u64, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if BUDGET.with(Cell::get).is_some() {
+        return f();
+    }
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BUDGET.with(|b| b.set(None));
+        }
+    }
+    BUDGET.with(|b| b.set(Some((limit, limit))));
+    let _reset = Reset; // also on unwind, so a caught panic leaves no budget behind
+    f()
+}
+
+/// Takes `steps` from the running compile's budget; past it, an error
+/// naming the bound. Free outside a compile.
+#[inline]
+pub fn charge(steps: u64) -> Result<()> {
+    BUDGET.with(|b| match b.get() {
+        None => Ok(()),
+        Some((left, limit)) if left >= steps => {
+            b.set(Some((left - steps, limit)));
+            Ok(())
+        }
+        Some((_, limit)) => {
+            b.set(Some((0, limit)));
+            Err(exhausted(limit))
+        }
+    })
+}
+
+/// `charge` for counts held in `usize`.
+#[inline]
+pub fn charge_n(steps: usize) -> Result<()> {
+    charge(u64::try_from(steps).unwrap_or(u64::MAX))
+}
+
+/// Whether the running compile has run out (for loops that cannot return an
+/// error where they stand; they stop early and the caller charges again).
+pub fn exhausted_now() -> bool {
+    BUDGET.with(|b| matches!(b.get(), Some((0, _))))
+}
+
+fn exhausted(limit: u64) -> Error {
+    Error::LimitExceeded(format!(
+        "compiling this grammar takes more than {limit} steps of work \
+         (the compile work budget; see max_compile_steps)"
+    ))
+}
+
+/// The steps taken so far by the running compile (None outside one).
+pub fn used() -> Option<u64> {
+    BUDGET.with(|b| b.get().map(|(left, limit)| limit - left))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_stop_at_the_limit_and_name_it() {
+        let r = with_budget(10, || {
+            charge(4)?;
+            charge(6)?;
+            assert_eq!(used(), Some(10));
+            charge(1)
+        });
+        let Err(Error::LimitExceeded(msg)) = r else {
+            panic!("expected the budget to run out, got {r:?}");
+        };
+        assert!(msg.contains("10 steps"), "{msg}");
+        assert_eq!(used(), None, "the budget is removed after the compile");
+    }
+
+    #[test]
+    fn nested_compiles_draw_on_the_outer_budget() {
+        let r = with_budget(10, || {
+            charge(8)?;
+            with_budget(1_000, || charge(5))
+        });
+        assert!(matches!(r, Err(Error::LimitExceeded(_))));
+    }
+
+    #[test]
+    fn charges_outside_a_compile_are_free() {
+        assert!(charge(u64::MAX).is_ok());
+        assert!(!exhausted_now());
+    }
+
+    #[test]
+    fn a_panic_inside_a_compile_removes_its_budget() {
+        let r = std::panic::catch_unwind(|| {
+            with_budget(10, || -> Result<()> { panic!("boom") }).ok();
+        });
+        assert!(r.is_err());
+        assert_eq!(used(), None);
+    }
+}
