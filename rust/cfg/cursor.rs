@@ -1,5 +1,12 @@
 //! A cursor over grammar source text with line/column positions, shared by
 //! the GBNF and Lark parsers (each derefs to it).
+//!
+//! Parsers ask for the position of every rule and symbol, so `here` must not
+//! count lines from the start of the text each time (a 50,000-rule grammar
+//! would take quadratic time): the last position counted is kept, and the
+//! next one counts on from it when the cursor has moved forward.
+
+use std::cell::Cell;
 
 use super::ast::Pos;
 use crate::error::{Error, Result};
@@ -9,7 +16,17 @@ pub struct Cursor<'a> {
     pub pos: usize,
     /// Names the syntax in error messages ("GBNF", "Lark").
     syntax: &'static str,
+    /// The last position `here` counted: (byte offset, line, column).
+    counted: Cell<(usize, u32, u32)>,
+    /// Groups open around the cursor (see `MAX_NESTING`).
+    depth: u32,
 }
+
+/// Bound on groups nested in one another in grammar text (`(`, `[` and
+/// the like). The parsers, lowering and every later walk of a rule body
+/// recurse once per level, so this bounds their stack use; real grammars
+/// nest a handful of levels.
+pub const MAX_NESTING: u32 = 200;
 
 impl<'a> Cursor<'a> {
     pub fn new(src: &'a str, syntax: &'static str) -> Self {
@@ -17,13 +34,40 @@ impl<'a> Cursor<'a> {
             src,
             pos: 0,
             syntax,
+            counted: Cell::new((0, 1, 1)),
+            depth: 0,
         }
     }
 
+    /// Opens a nested group, refusing past `MAX_NESTING` levels (a parse
+    /// that fails is abandoned, so only successful groups `leave`).
+    pub fn enter(&mut self) -> Result<()> {
+        if self.depth >= MAX_NESTING {
+            return self.err(format!("groups nest deeper than {MAX_NESTING} levels"));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Closes the group `enter` opened.
+    pub fn leave(&mut self) {
+        self.depth -= 1;
+    }
+
     pub fn here(&self) -> Pos {
-        let before = &self.src[..self.pos];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+        let (mut at, mut line, mut col) = self.counted.get();
+        if at > self.pos {
+            (at, line, col) = (0, 1, 1);
+        }
+        for c in self.src[at..self.pos].chars() {
+            if c == '\n' {
+                line = line.saturating_add(1);
+                col = 1;
+            } else {
+                col = col.saturating_add(1);
+            }
+        }
+        self.counted.set((self.pos, line, col));
         Pos { line, col }
     }
 

@@ -134,11 +134,13 @@ impl<'a> Parser<'a> {
                 }
                 Some('(') => {
                     self.bump();
+                    self.enter()?;
                     self.space(true);
                     let inner = self.alternatives(true)?;
                     if self.bump() != Some(')') {
                         return self.err("expected ')'");
                     }
+                    self.leave();
                     inner
                 }
                 Some('<') | Some('!') => {
@@ -158,6 +160,7 @@ impl<'a> Parser<'a> {
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
+        let mut applied = 0;
         loop {
             let (min, max) = if let Some(q) = self.eat_quantifier() {
                 q
@@ -165,8 +168,12 @@ impl<'a> Parser<'a> {
                 self.space(false);
                 self.counts()? // consumes the closing '}'
             } else {
+                (0..applied).for_each(|_| self.leave());
                 return Ok(item);
             };
+            // Each operator wraps the item once more: a level of nesting.
+            self.enter()?;
+            applied += 1;
             self.space(nested);
             item = Node::repeat(item, min, max);
         }

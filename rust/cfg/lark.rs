@@ -344,6 +344,7 @@ impl<'a> Parser<'a> {
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
+        let mut applied = 0;
         loop {
             let (min, max) = if let Some(q) = self.eat_quantifier() {
                 q
@@ -356,8 +357,12 @@ impl<'a> Parser<'a> {
                 }
                 (lo, Some(hi))
             } else {
+                (0..applied).for_each(|_| self.leave());
                 return Ok(item);
             };
+            // Each operator wraps the item once more: a level of nesting.
+            self.enter()?;
+            applied += 1;
             self.space(nested);
             item = Node::repeat(item, min, max);
         }
@@ -380,22 +385,26 @@ impl<'a> Parser<'a> {
         Ok(Some(match self.peek() {
             Some('(') => {
                 self.bump();
+                self.enter()?;
                 self.space(true);
                 let inner = self.expansions(true)?;
                 self.space(true);
                 if !self.eat(")") {
                     return self.err("expected ')'");
                 }
+                self.leave();
                 inner
             }
             Some('[') => {
                 self.bump();
+                self.enter()?;
                 self.space(true);
                 let inner = self.expansions(true)?;
                 self.space(true);
                 if !self.eat("]") {
                     return self.err("expected ']'");
                 }
+                self.leave();
                 Node::repeat(inner, 0, Some(1))
             }
             Some('"') => {
@@ -435,6 +444,7 @@ impl<'a> Parser<'a> {
                     return Ok(None);
                 }
                 if self.eat("{") {
+                    self.enter()?;
                     let mut args = Vec::new();
                     loop {
                         self.space(true);
@@ -447,6 +457,7 @@ impl<'a> Parser<'a> {
                             return self.err("expected ',' or '}' in template arguments");
                         }
                     }
+                    self.leave();
                     Node::Call(name, args, pos)
                 } else {
                     Node::Ref(name, pos)
