@@ -11,7 +11,9 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::ast::{GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef};
+use super::cursor::MAX_NESTING;
 use super::greedy::greedy_lexemes;
+use super::horn::Horn;
 use super::indent::{self, Indenter};
 use super::larkorder;
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
@@ -782,6 +784,42 @@ impl Lowerer<'_> {
         Ok(Sym::T(id))
     }
 
+    /// A rule `lhs -> a` for each alternative `a`. With all-splits lexing
+    /// the alternatives that are fixed strings (literals, sequences and
+    /// alternations of them: string and number `enum`s, keyword lists) make
+    /// one lexeme together, a trie of their words, so a 100,000-word
+    /// alternation costs one lexeme and one rule, and its masks cost what
+    /// a small one's do. Only the language matters under all-splits
+    /// lexing, so grouping them changes nothing else; Lark's longest-match
+    /// lexing ranks each string terminal on its own, so there every
+    /// alternative stays a rule of its own.
+    fn alternatives(&mut self, lhs: u32, alts: &[Node], hint: &str) -> Result<()> {
+        let mut words: Vec<Node> = Vec::new();
+        let mut others: Vec<&Node> = Vec::new();
+        for a in alts {
+            crate::budget::charge(1)?;
+            // Empty words stay rules: keep lexemes non-empty.
+            match literal_words(a) {
+                Some(w) if self.lexing == Lexing::AllSplits && !w.iter().any(String::is_empty) => {
+                    words.extend(w.into_iter().map(Node::Literal));
+                }
+                _ => others.push(a),
+            }
+        }
+        if words.len() > 1 {
+            let rhs = vec![self.lexeme(&Node::Alt(words))?];
+            self.add_rule(lhs, rhs)?;
+        } else if let Some(one) = words.pop() {
+            let rhs = self.lower(&one, hint)?;
+            self.add_rule(lhs, rhs)?;
+        }
+        for a in others {
+            let rhs = self.lower(a, hint)?;
+            self.add_rule(lhs, rhs)?;
+        }
+        Ok(())
+    }
+
     /// Lowers `n` to a sequence of symbols, adding rules as needed.
     fn lower(&mut self, n: &Node, hint: &str) -> Result<Vec<Sym>> {
         if matches!(n, Node::Empty) {
@@ -834,14 +872,14 @@ impl Lowerer<'_> {
             }
             Node::Alt(alts) => {
                 let nt = self.fresh(hint)?;
-                for a in alts {
-                    let rhs = self.lower(a, hint)?;
-                    self.add_rule(nt, rhs)?;
-                }
+                self.alternatives(nt, alts, hint)?;
                 Ok(vec![Sym::N(nt)])
             }
             Node::Repeat { node, min, max } => {
                 let body = self.lower(node, hint)?;
+                if body.is_empty() {
+                    return Ok(body); // repeating the empty string
+                }
                 let mut out = Vec::new();
                 for _ in 0..*min {
                     out.extend_from_slice(&body);
@@ -1072,7 +1110,8 @@ impl Lowerer<'_> {
             return Ok(Sym::T(id));
         }
         let def = self.terminals[name];
-        let body = self.inline_terminals(&def.body, &mut vec![name.to_string()])?;
+        let mut size = 0;
+        let body = self.inline_terminals(&def.body, &mut vec![name.to_string()], &mut size)?;
         let sym = self.lexeme_with(&body, def.priority, Some(name))?;
         if let Sym::T(id) = sym {
             self.terminal_ids.insert(name.to_string(), id);
@@ -1080,9 +1119,28 @@ impl Lowerer<'_> {
         Ok(sym)
     }
 
-    fn inline_terminals(&self, n: &Node, stack: &mut Vec<String>) -> Result<Node> {
-        let all = |v: &[Node], stack: &mut Vec<String>| -> Result<Vec<Node>> {
-            v.iter().map(|x| self.inline_terminals(x, stack)).collect()
+    /// `n` with its terminal references replaced by their bodies. A chain
+    /// of references is at most `MAX_NESTING` deep (each level recurses),
+    /// and the result at most `MAX_RHS_SYMBOLS` nodes (`A: B B`, `B: C C`,
+    /// ... doubles at every level); `size` counts the nodes made.
+    fn inline_terminals(
+        &self,
+        n: &Node,
+        stack: &mut Vec<String>,
+        size: &mut usize,
+    ) -> Result<Node> {
+        *size += 1;
+        if *size > MAX_RHS_SYMBOLS {
+            return Err(Error::LimitExceeded(format!(
+                "terminal {} expands to more than {MAX_RHS_SYMBOLS} parts",
+                stack[0]
+            )));
+        }
+        crate::budget::charge(1)?;
+        let mut all = |v: &[Node], stack: &mut Vec<String>| -> Result<Vec<Node>> {
+            v.iter()
+                .map(|x| self.inline_terminals(x, stack, size))
+                .collect()
         };
         Ok(match n {
             Node::Ref(name, pos) => {
@@ -1097,15 +1155,21 @@ impl Lowerer<'_> {
                         "terminal {name} is defined in terms of itself (at {pos})"
                     )));
                 }
+                if stack.len() >= MAX_NESTING as usize {
+                    return Err(Error::LimitExceeded(format!(
+                        "terminal {} refers to terminals nested more than {MAX_NESTING} deep",
+                        stack[0]
+                    )));
+                }
                 stack.push(name.clone());
-                let body = self.inline_terminals(&def.body, stack)?;
+                let body = self.inline_terminals(&def.body, stack, size)?;
                 stack.pop();
                 body
             }
             Node::Seq(v) => Node::Seq(all(v, stack)?),
             Node::Alt(v) => Node::Alt(all(v, stack)?),
             Node::Repeat { node, min, max } => Node::Repeat {
-                node: Box::new(self.inline_terminals(node, stack)?),
+                node: Box::new(self.inline_terminals(node, stack, size)?),
                 min: *min,
                 max: *max,
             },
@@ -1158,12 +1222,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     for r in &ast.rules {
         let lhs = l.names[&r.name];
         match &r.body {
-            Node::Alt(alts) => {
-                for a in alts {
-                    let rhs = l.lower(a, &r.name)?;
-                    l.add_rule(lhs, rhs)?;
-                }
-            }
+            Node::Alt(alts) => l.alternatives(lhs, alts, &r.name)?,
             body => {
                 let rhs = l.lower(body, &r.name)?;
                 l.add_rule(lhs, rhs)?;
@@ -1227,7 +1286,6 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
     let lexing = l.lexing;
     let n = l.nonterminals.len();
     // Productive symbols: those that derive at least one string.
-    let mut productive = vec![false; n];
     let lex_ok: Vec<bool> = l
         .lexemes
         .iter()
@@ -1268,27 +1326,29 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         }
         l.member_rules[set].live_members(addable, extra, close)
     };
+    // Ordinary nonterminals by propagation (linear in the grammar); each
+    // round of member sets that become productive propagates again.
+    let skip = |x: u32| is_member_set[x as usize];
+    let mut horn = Horn::new(
+        n,
+        l.rules.iter().map(|r| (r.lhs, r.rhs.as_slice())),
+        |t| lex_ok[t as usize],
+        skip,
+    )?;
     loop {
         let mut changed = false;
-        for r in &l.rules {
-            if !productive[r.lhs as usize]
-                && !is_member_set[r.lhs as usize]
-                && r.rhs.iter().all(|s| sym_ok(s, &productive))
-            {
-                productive[r.lhs as usize] = true;
-                changed = true;
-            }
-        }
         for (set, &after) in l.member_sets.iter().enumerate() {
-            if !productive[after as usize] && live_members(set, &productive).is_some() {
-                productive[after as usize] = true;
+            if !horn.holds()[after as usize] && live_members(set, horn.holds()).is_some() {
+                horn.set(after, &skip);
                 changed = true;
             }
         }
         if !changed {
             break;
         }
+        crate::budget::charge_n(member_rules.values().map(Vec::len).sum::<usize>())?;
     }
+    let productive = horn.into_holds();
     // Members whose dependencies can never be added cannot be added either.
     let can_add: Vec<MemberSet> = (0..l.member_sets.len())
         .map(|set| live_members(set, &productive).unwrap_or(0))
@@ -1310,24 +1370,13 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         by_lhs[r.lhs as usize].push(i as u32);
     }
     let lex_nullable: Vec<bool> = l.lexemes.iter().map(Lexeme::nullable).collect();
-    let mut nullable = vec![false; n];
-    loop {
-        let mut changed = false;
-        for r in &rules {
-            if !nullable[r.lhs as usize]
-                && r.rhs.iter().all(|s| match *s {
-                    Sym::T(t) => lex_nullable[t as usize],
-                    Sym::N(x) | Sym::P(x, _) => nullable[x as usize],
-                })
-            {
-                nullable[r.lhs as usize] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let nullable = Horn::new(
+        n,
+        rules.iter().map(|r| (r.lhs, r.rhs.as_slice())),
+        |t| lex_nullable[t as usize],
+        |_| false,
+    )?
+    .into_holds();
     // The parser advances over nullable nonterminals whatever the member
     // set, which is exact only if member-set nonterminals are not nullable.
     if let Some(&after) = l.member_sets.iter().find(|a| nullable[**a as usize]) {

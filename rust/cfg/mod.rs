@@ -9,6 +9,7 @@ pub mod fillmemo;
 pub mod firstmatch;
 pub mod gbnf;
 pub mod greedy;
+pub mod horn;
 pub mod indent;
 pub mod lark;
 pub mod larkorder;
