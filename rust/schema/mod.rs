@@ -7,6 +7,7 @@
 
 mod check;
 pub(crate) mod decimals;
+mod layout;
 mod merge;
 mod negate;
 mod numbers;
@@ -33,15 +34,13 @@ mod test_regex {
     }
 }
 
-use rustc_hash::FxHashMap as HashMap;
-
-use serde_json::{Map, Value};
-
 use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
 use crate::regex_dfa::ByteDfa;
 use decimals::Cmp;
+use rustc_hash::FxHashMap as HashMap;
+use serde_json::{Map, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Whitespace {
@@ -198,78 +197,6 @@ struct Compiler<'a> {
 }
 
 impl<'a> Compiler<'a> {
-    /// Whitespace allowed between any two tokens (flexible layout only).
-    fn ws(&self) -> Node {
-        match (
-            &self.opts.separators,
-            &self.opts.whitespace,
-            &self.opts.indent,
-        ) {
-            (None, Whitespace::Flexible, None) => re("[ \\t\\n\\r]*"),
-            _ => Node::Empty,
-        }
-    }
-
-    /// The indented layout's line break before a line at nesting `level`.
-    fn newline(&self, level: usize) -> Option<String> {
-        (self.opts.indent.as_ref()).map(|step| format!("\n{}", step.repeat(level)))
-    }
-
-    /// Between two items (or members) at `self.nest`.
-    fn item_sep(&self) -> Node {
-        let given = self.opts.separators.as_ref().map(|(item, _)| item.as_str());
-        match (self.newline(self.nest), given) {
-            (Some(line), item) => lit(&format!("{}{line}", item.unwrap_or(","))),
-            (None, Some(item)) => lit(item),
-            (None, None) => Node::seq(vec![self.ws(), lit(","), self.ws()]),
-        }
-    }
-
-    fn key_sep(&self) -> Node {
-        match (&self.opts.separators, &self.opts.indent) {
-            (Some((_, key)), _) => lit(key),
-            (None, Some(_)) => lit(": "),
-            (None, None) => Node::seq(vec![self.ws(), lit(":"), self.ws()]),
-        }
-    }
-
-    /// The indented layout's line breaks around the items at `self.nest`:
-    /// before the first and before the closing bracket.
-    fn item_lines(&self) -> Option<(String, String)> {
-        let first = self.newline(self.nest)?;
-        let last = self.newline(self.nest.saturating_sub(1))?;
-        Some((first, last))
-    }
-
-    /// `open body close`: a container whose items (in `body`, at
-    /// `self.nest`) are written as the layout writes them; with `optional`
-    /// it may also be empty.
-    fn container(&self, open: &str, body: Node, optional: bool, close: &str) -> Node {
-        let (lead, inner) = match self.item_lines() {
-            Some((first, last)) => (Node::Empty, Node::seq(vec![lit(&first), body, lit(&last)])),
-            None => (self.ws(), Node::seq(vec![body, self.ws()])),
-        };
-        let inner = if optional {
-            Node::repeat(inner, 0, Some(1))
-        } else {
-            inner
-        };
-        Node::seq(vec![lit(open), lead, inner, lit(close)])
-    }
-
-    /// What `f` compiles one container deeper (its items).
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
-        self.nest += 1;
-        let made = f(self);
-        self.nest -= 1;
-        made
-    }
-
-    /// Past `MAX_INDENT_DEPTH` the indented layout has no rules: no value.
-    fn too_deep(&self) -> bool {
-        self.opts.indent.is_some() && self.nest > MAX_INDENT_DEPTH
-    }
-
     /// The rule for the schema at `ptr` (memoized, so `$ref` cycles recurse).
     fn rule_for(&mut self, ptr: &str, schema: &'a Value) -> Result<String> {
         self.rule_keyed(ptr.to_string(), ptr, schema)
