@@ -11,6 +11,7 @@ mod layout;
 mod merge;
 mod negate;
 mod numbers;
+mod refs;
 pub mod strings;
 mod time_dfa;
 
@@ -39,6 +40,7 @@ use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
 use crate::regex_dfa::ByteDfa;
 use decimals::Cmp;
+use refs::{declares, has_nested_id};
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
 
@@ -650,80 +652,6 @@ impl<'a> Compiler<'a> {
                 ),
             },
         }
-    }
-
-    fn reference(&mut self, target: Option<&str>, ptr: &str) -> Result<Node> {
-        let (resolved, node) = self.resolve(target, ptr)?;
-        let name = self.rule_for(&resolved, node)?;
-        Ok(Node::Ref(name, Pos::default()))
-    }
-
-    /// The target of the `$ref` in the schema at `ptr`, and its pointer.
-    fn resolve(&self, target: Option<&str>, ptr: &str) -> Result<(String, &'a Value)> {
-        let here = format!("{ptr}/$ref");
-        let Some(target) = target else {
-            return refuse(&here, "`$ref` must be a string");
-        };
-        let Some(frag) = target.strip_prefix('#') else {
-            return refuse(
-                &here,
-                format!("only local references (\"#...\") are supported, got {target:?}"),
-            );
-        };
-        // "#..." is relative to the schema resource holding the reference.
-        let (base_ptr, base) = self.resource_of(ptr);
-        let (resolved, node) = if frag.is_empty() || frag.starts_with('/') {
-            let mut node = base;
-            let mut resolved = base_ptr;
-            for part in frag.split('/').skip(1) {
-                let key = percent_decode(part).replace("~1", "/").replace("~0", "~");
-                let next = match node {
-                    Value::Object(o) => o.get(&key),
-                    Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
-                    _ => None,
-                };
-                let Some(next) = next else {
-                    return refuse(&here, format!("{target:?} does not resolve"));
-                };
-                node = next;
-                resolved.push('/');
-                resolved.push_str(&pointer_part(&key));
-            }
-            (resolved, node)
-        } else {
-            let mut found = Vec::new();
-            find_anchor(base, &base_ptr, frag, &mut found);
-            match found.len() {
-                1 => found.pop().expect("one"),
-                0 => return refuse(&here, format!("no `$anchor` named {frag:?}")),
-                _ => return refuse(&here, format!("the anchor {frag:?} is defined twice")),
-            }
-        };
-        Ok((resolved, node))
-    }
-
-    /// The schema resource (the nearest enclosing schema with an `$id`, else
-    /// the document) of the schema at `ptr`, and its pointer.
-    fn resource_of(&self, ptr: &str) -> (String, &'a Value) {
-        let mut node = self.root;
-        let mut at = String::new();
-        let mut best = (String::new(), self.root);
-        for part in ptr.split('/').skip(1) {
-            let key = part.replace("~1", "/").replace("~0", "~");
-            let next = match node {
-                Value::Object(o) => o.get(&key),
-                Value::Array(a) => key.parse::<usize>().ok().and_then(|i| a.get(i)),
-                _ => None,
-            };
-            let Some(next) = next else { break };
-            node = next;
-            at.push('/');
-            at.push_str(part);
-            if node.get("$id").is_some_and(Value::is_string) {
-                best = (at.clone(), node);
-            }
-        }
-        best
     }
 
     fn branches(&self, v: &'a Value, k: &str, ptr: &str) -> Result<&'a Vec<Value>> {
@@ -1923,12 +1851,6 @@ pub(crate) fn decimal_text(n: &serde_json::Number) -> String {
     }
 }
 
-/// Whether the document's `$schema` names one of `drafts`.
-fn declares(root: &Value, drafts: &[&str]) -> bool {
-    let meta = root.get("$schema").and_then(Value::as_str);
-    meta.is_some_and(|s| drafts.iter().any(|d| s.contains(d)))
-}
-
 /// Bound on `patternProperties` entries per object: members come in one kind
 /// per set of patterns a key matches.
 /// Bound on the member schemas `Compiler::disjoint` descends into.
@@ -2112,22 +2034,6 @@ fn pinned_values(m: &Map<String, Value>) -> Option<Vec<&Value>> {
     }
 }
 
-/// Whether any schema below `v` (or `v` itself unless `top`) has an `$id`
-/// (values of `enum`/`const`/`default`/`examples` are data, not schemas).
-fn has_nested_id(v: &Value, top: bool) -> bool {
-    match v {
-        Value::Object(o) => {
-            (!top && o.get("$id").is_some_and(Value::is_string))
-                || o.iter().any(|(k, x)| {
-                    !matches!(k.as_str(), "enum" | "const" | "default" | "examples")
-                        && has_nested_id(x, false)
-                })
-        }
-        Value::Array(a) => a.iter().any(|x| has_nested_id(x, false)),
-        _ => false,
-    }
-}
-
 const TYPE_KEYWORDS: &[&str] = &[
     "type",
     "properties",
@@ -2198,55 +2104,6 @@ fn count(obj: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u32>> {
             format!("`{k}` must be a non-negative integer, got {v}"),
         ),
     }
-}
-
-/// Schemas under `node` (pointer `ptr`) whose `$anchor` or `$dynamicAnchor`
-/// is `name`, not looking into nested resources (`$id`).
-fn find_anchor<'v>(node: &'v Value, ptr: &str, name: &str, out: &mut Vec<(String, &'v Value)>) {
-    match node {
-        Value::Object(o) => {
-            let named = |k: &str| o.get(k).and_then(Value::as_str) == Some(name);
-            if named("$anchor") || named("$dynamicAnchor") {
-                out.push((ptr.to_string(), node));
-            }
-            for (k, v) in o {
-                if v.get("$id").is_some() || k == "enum" || k == "const" {
-                    continue;
-                }
-                find_anchor(v, &format!("{ptr}/{}", pointer_part(k)), name, out);
-            }
-        }
-        Value::Array(a) => {
-            for (i, v) in a.iter().enumerate() {
-                find_anchor(v, &format!("{ptr}/{i}"), name, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Undoes URI percent-encoding in a `$ref` fragment (`%25` is `%`).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(v)) => {
-                out.push(v);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
 }
 
 /// A number equal to `n`, as json.dumps writes ints and floats: an integral
