@@ -8,6 +8,7 @@
 mod check;
 pub(crate) mod decimals;
 mod layout;
+mod literals;
 mod merge;
 mod negate;
 mod numbers;
@@ -813,74 +814,6 @@ impl<'a> Compiler<'a> {
             }
         }
         Ok(None)
-    }
-
-    /// `enum` / `const`: the texts of the values that also satisfy the
-    /// schema's other keywords.
-    fn enumeration(
-        &mut self,
-        schema: &Value,
-        obj: &'a Map<String, Value>,
-        ptr: &str,
-    ) -> Result<Node> {
-        let Some(values) = pinned_values(obj) else {
-            return refuse(&format!("{ptr}/enum"), "`enum` must be an array");
-        };
-        let mut rest = schema.clone();
-        if let Value::Object(o) = &mut rest {
-            o.remove("enum");
-            o.remove("const");
-        }
-        let mut alts = Vec::new();
-        for v in values {
-            if check::satisfies(v, &rest, ptr, self.opts.assert_formats)? {
-                alts.push(self.literal(v, ptr)?);
-            }
-        }
-        if alts.is_empty() {
-            return Ok(self.never());
-        }
-        Ok(Node::alt(alts))
-    }
-
-    /// The text of one JSON value, as json.dumps writes it (object keys in
-    /// the order given).
-    fn literal(&mut self, v: &Value, ptr: &str) -> Result<Node> {
-        Ok(match v {
-            Value::Null => lit("null"),
-            Value::Bool(b) => lit(if *b { "true" } else { "false" }),
-            Value::Number(n) => number_literal(n),
-            Value::String(s) => lit(&format!("\"{}\"", strings::encode(s))),
-            Value::Array(a) if a.is_empty() => Node::seq(vec![lit("["), self.ws(), lit("]")]),
-            Value::Array(a) => self.nested(|c| {
-                let mut items = Vec::new();
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        items.push(c.item_sep());
-                    }
-                    items.push(c.literal(x, ptr)?);
-                }
-                Ok(c.container("[", Node::seq(items), false, "]"))
-            })?,
-            Value::Object(o) if o.len() <= MAX_MEMBERS => self.nested(|c| {
-                // Equal objects may list their keys in any order.
-                let listed = o
-                    .iter()
-                    .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
-                    .collect::<Result<Vec<(String, Node, bool)>>>()?;
-                c.members(&listed, None, MemberCounts::default(), ptr)
-            })?,
-            Value::Object(o) => {
-                return refuse(
-                    ptr,
-                    format!(
-                        "an `enum`/`const` object with {} keys: at most \
-                         {MAX_MEMBERS} (its keys may come in any order)",
-                        o.len()
-                    ),
-                )
-            }
-        })
     }
 
     /// The values of JSON type `t` that `obj` validates (None: none do).
@@ -2103,78 +2036,5 @@ fn count(obj: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u32>> {
             &format!("{ptr}/{k}"),
             format!("`{k}` must be a non-negative integer, got {v}"),
         ),
-    }
-}
-
-/// A number equal to `n`, as json.dumps writes ints and floats: an integral
-/// value may be written as an int or as a float (`2`, `2.0`, Python's repr).
-fn number_literal(n: &serde_json::Number) -> Node {
-    let repr = python_number(n);
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    let int_text = if n.is_i64() || n.is_u64() {
-        Some(n.to_string())
-    } else if f.fract() == 0.0 && f.abs() < 1e300 {
-        Some(format!("{f:.0}"))
-    } else {
-        None
-    };
-    let Some(int_text) = int_text else {
-        return lit(&repr);
-    };
-    let digits = int_text.trim_start_matches('-');
-    let sign = if f == 0.0 {
-        "-?"
-    } else if int_text.starts_with('-') {
-        "-"
-    } else {
-        ""
-    };
-    let mut alts = vec![re(&format!(
-        "{sign}{}(?:\\.0+)?",
-        regex_syntax::escape(digits)
-    ))];
-    if repr.contains('e') {
-        alts.push(lit(&repr));
-    }
-    Node::alt(alts)
-}
-
-/// The text Python's json.dumps writes for a number from the schema.
-fn python_number(n: &serde_json::Number) -> String {
-    if n.is_i64() || n.is_u64() {
-        return n.to_string();
-    }
-    let f = n.as_f64().unwrap_or(0.0);
-    // Shortest round-trip digits, then Python's repr layout.
-    let sci = format!("{:e}", f.abs());
-    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("exponent");
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if (-4..16).contains(&exp) {
-        let point = exp + 1;
-        let s = if point <= 0 {
-            format!("0.{}{}", "0".repeat((-point) as usize), digits)
-        } else if point as usize >= digits.len() {
-            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
-        } else {
-            format!(
-                "{}.{}",
-                &digits[..point as usize],
-                &digits[point as usize..]
-            )
-        };
-        format!("{sign}{s}")
-    } else {
-        let m = if digits.len() > 1 {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        } else {
-            digits
-        };
-        format!(
-            "{sign}{m}e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        )
     }
 }
