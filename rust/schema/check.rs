@@ -105,7 +105,7 @@ fn keyword(
                     Some(strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?)
                 }
                 ("format", Some(_)) => {
-                    super::asserted_format(Some(s), formats, ptr)?.map(|pieces| pieces.concat())
+                    super::scalars::asserted_format(Some(s), formats, ptr)?.map(|pieces| pieces.concat())
                 }
                 _ => return refuse(ptr, format!("`{k}` must be a string")),
             };
