@@ -8,6 +8,7 @@
 mod arrays;
 mod check;
 pub(crate) mod decimals;
+mod keys;
 mod layout;
 mod literals;
 mod merge;
@@ -41,7 +42,7 @@ mod test_regex {
 use crate::cfg::ast::{GrammarAst, Lexing, Members, Node, Pos, RuleDef};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::{Error, Result};
-use crate::regex_dfa::ByteDfa;
+use keys::{matching, KeyPattern};
 use refs::{declares, has_nested_id};
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
@@ -1057,130 +1058,6 @@ impl<'a> Compiler<'a> {
         Ok(Some(self.members(&listed, extra, counts, ptr)?))
     }
 
-    /// The keys a `propertyNames` schema allows, as a quoted string node
-    /// (None: no key). Its string keywords only (keys are strings);
-    /// others are refused.
-    fn key_strings(&mut self, rule: &'a Value, ptr: &str) -> Result<Option<Node>> {
-        let Some(o) = self.branch_view(rule, ptr)? else {
-            return Ok(None); // `false` (`true` never gets here)
-        };
-        const STRING_KEYWORDS: [&str; 7] = [
-            "type",
-            "pattern",
-            "minLength",
-            "maxLength",
-            "format",
-            "enum",
-            "const",
-        ];
-        if let Some(k) = o
-            .keys()
-            .find(|k| is_constraint(k) && !STRING_KEYWORDS.contains(&k.as_str()))
-        {
-            return refuse(
-                &format!("{ptr}/{k}"),
-                format!("`propertyNames` with `{k}` is not supported yet"),
-            );
-        }
-        if let Some(t) = o.get("type") {
-            let names = type_names(t).map_or_else(
-                || refuse(ptr, "`type` must be a string or an array of strings"),
-                Ok,
-            )?;
-            if !names.contains(&"string") {
-                return Ok(None);
-            }
-        }
-        if let Some(values) = pinned_values(o) {
-            let mut keys = Vec::new();
-            let resolved = Value::Object(o.clone());
-            for v in values {
-                if let Value::String(k) = v {
-                    if check::satisfies(v, &resolved, ptr, self.opts.assert_formats)? {
-                        keys.push(lit(&format!("\"{}\"", strings::encode(k))));
-                    }
-                }
-            }
-            return Ok((!keys.is_empty()).then(|| Node::alt(keys)));
-        }
-        self.string(o, ptr)
-    }
-
-    /// The internal `SOME_MEMBER` keyword: a member that must be present,
-    /// with a key none of `names`, matching every regex of `matching` and
-    /// none of `except`, and a value `value` accepts.
-    fn witness(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Option<Witness<'a>>> {
-        let Some(spec) = obj.get(SOME_MEMBER) else {
-            return Ok(None);
-        };
-        let at = format!("{ptr}/(some member)");
-        let list = |k: &str| -> Vec<String> {
-            spec.get(k)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let regexes = |sources: Vec<String>| -> Result<Vec<(String, ByteDfa)>> {
-            sources
-                .iter()
-                .map(|p| {
-                    let r = strings::pattern_regex(p).or_else(|e| refuse(&at, e))?;
-                    let dfa = ByteDfa::new(&r)?;
-                    Ok((r, dfa))
-                })
-                .collect()
-        };
-        let (matching, matching_dfas) = regexes(list("matching"))?.into_iter().unzip();
-        let (except, except_dfas) = regexes(list("except"))?.into_iter().unzip();
-        Ok(Some(Witness {
-            names: list("names"),
-            matching,
-            except,
-            matching_dfas,
-            except_dfas,
-            value: spec.get("value").unwrap_or(&Value::Bool(true)),
-            pointer: format!("{at}/value"),
-        }))
-    }
-
-    /// `patternProperties`, in schema order (at most `MAX_KEY_PATTERNS`).
-    fn key_patterns(&self, obj: &'a Map<String, Value>, ptr: &str) -> Result<Vec<KeyPattern<'a>>> {
-        let at = format!("{ptr}/patternProperties");
-        let patterns = match obj.get("patternProperties") {
-            None => return Ok(Vec::new()),
-            Some(Value::Object(p)) => p,
-            Some(_) => return refuse(&at, "`patternProperties` must be an object"),
-        };
-        if patterns.len() > MAX_KEY_PATTERNS {
-            return refuse(
-                &at,
-                format!(
-                    "{} patterns: at most {MAX_KEY_PATTERNS} (one kind of member per set of \
-                     patterns a key matches)",
-                    patterns.len()
-                ),
-            );
-        }
-        patterns
-            .iter()
-            .map(|(source, schema)| {
-                let pointer = format!("{at}/{}", pointer_part(source));
-                let content = strings::pattern_regex(source).or_else(|e| refuse(&pointer, e))?;
-                let dfa = ByteDfa::new(&content)?;
-                Ok(KeyPattern {
-                    pointer,
-                    content,
-                    dfa,
-                    schema,
-                })
-            })
-            .collect()
-    }
-
     /// The value every one of `schemas` validates (each with its pointer).
     fn all_of(&mut self, mut schemas: Vec<(String, &'a Value)>, ptr: &str) -> Result<Node> {
         let name = if schemas.len() == 1 {
@@ -1200,44 +1077,6 @@ impl<'a> Compiler<'a> {
             self.rule_keyed(key, &at, both)?
         };
         Ok(Node::Ref(name, Pos::default()))
-    }
-
-    /// `before`, a key that matches every regex of `yes` and none of `no`
-    /// and is none of `names`, then the key separator: one lexeme.
-    fn other_key(
-        &self,
-        before: &Node,
-        names: &[&str],
-        (yes, no): (&[String], &[String]),
-        allowed: Option<&Node>,
-    ) -> Node {
-        let quoted = |content: Node| {
-            Node::seq(vec![
-                before.clone(),
-                lit("\""),
-                content,
-                lit("\""),
-                self.key_sep(),
-            ])
-        };
-        // The quotes delimit the key, so intersections and differences of
-        // `before "content" sep` are those of the contents, quoted.
-        let mut wanted: Vec<Node> = yes.iter().map(|r| quoted(re(r))).collect();
-        if let Some(a) = allowed {
-            // `propertyNames`: a quoted string node of the keys it allows.
-            wanted.push(Node::seq(vec![before.clone(), a.clone(), self.key_sep()]));
-        }
-        let key = match wanted.len() {
-            0 => quoted(re(strings::any_content())),
-            1 => wanted.pop().expect("one pattern"),
-            _ => Node::Intersect(wanted),
-        };
-        let mut unwanted: Vec<Node> = names.iter().map(|k| lit(&strings::encode(k))).collect();
-        unwanted.extend(no.iter().map(|r| re(r)));
-        if unwanted.is_empty() {
-            return key;
-        }
-        Node::Minus(Box::new(key), Box::new(quoted(Node::alt(unwanted))))
     }
 
     /// `{ ... }` with each listed member at most once, in any order, all
@@ -1359,33 +1198,6 @@ struct MemberCounts {
 /// Schemas a value must satisfy, each with its pointer.
 type Schemas<'a> = Vec<(String, &'a Value)>;
 
-/// What `SOME_MEMBER` asks for (see `Compiler::witness`).
-struct Witness<'a> {
-    names: Vec<String>,
-    /// Regexes over encoded key contents (search semantics), and their DFAs.
-    matching: Vec<String>,
-    except: Vec<String>,
-    matching_dfas: Vec<ByteDfa>,
-    except_dfas: Vec<ByteDfa>,
-    value: &'a Value,
-    pointer: String,
-}
-
-impl Witness<'_> {
-    /// Whether a member named `key` may be the witness (its value aside).
-    fn admits(&self, key: &str) -> bool {
-        !self.names.iter().any(|n| n == key)
-            && self
-                .matching_dfas
-                .iter()
-                .all(|d| strings::encoded_match(d, key))
-            && !self
-                .except_dfas
-                .iter()
-                .any(|d| strings::encoded_match(d, key))
-    }
-}
-
 /// The schemas of the value of a member named `name` that `properties` does
 /// not list (or lists as `false`): those of the patterns it matches, else the
 /// additional-properties one. None: no such member may appear.
@@ -1425,8 +1237,6 @@ pub(crate) fn decimal_text(n: &serde_json::Number) -> String {
     }
 }
 
-/// Bound on `patternProperties` entries per object: members come in one kind
-/// per set of patterns a key matches.
 /// Bound on the member schemas `Compiler::disjoint` descends into.
 const MAX_DISJOINT_DEPTH: usize = 4;
 /// An internal keyword: `contains` in every draft (`not` of `items` makes
@@ -1447,25 +1257,6 @@ pub const NOT_MULTIPLE_OF: &str = "$maskpar:not-multiple-of";
 /// An internal keyword: more `pattern`s a string matches (merges of two
 /// patterns make it).
 pub const MORE_PATTERNS: &str = "$maskpar:patterns";
-const MAX_KEY_PATTERNS: usize = 4;
-
-/// One `patternProperties` entry.
-struct KeyPattern<'a> {
-    pointer: String,
-    /// Regex over encoded key contents (search semantics).
-    content: String,
-    dfa: ByteDfa,
-    schema: &'a Value,
-}
-
-/// The (pointer, schema) of each pattern that `key` matches.
-fn matching<'a>(patterns: &[KeyPattern<'a>], key: &str) -> Vec<(String, &'a Value)> {
-    patterns
-        .iter()
-        .filter(|p| strings::encoded_match(&p.dfa, key))
-        .map(|p| (p.pointer.clone(), p.schema))
-        .collect()
-}
 
 /// Bound on schemas compiled one inside another (the stack is finite).
 const MAX_SCHEMA_DEPTH: usize = 100;
