@@ -11,7 +11,8 @@
 //! written through the same `members` as object schemas, with every member
 //! required, and has at most `MAX_MEMBERS` keys.
 
-use super::{check, lit, pinned_values, re, refuse, strings, Compiler, MemberCounts};
+use super::objects::MemberCounts;
+use super::{check, lit, pinned_values, re, refuse, strings, Compiler};
 use crate::cfg::ast::Node;
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;
