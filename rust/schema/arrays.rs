@@ -15,7 +15,8 @@
 //! `MAX_CONTAINS_UNROLL` of them. `minContains` may be 0 or 1 and
 //! `maxContains` is refused; `uniqueItems: true` is refused (in `value`).
 
-use super::{count, lit, refuse, Compiler, SOME_ITEM};
+use super::keywords::{count, SOME_ITEM};
+use super::{lit, refuse, Compiler};
 use crate::cfg::ast::{Node, Pos};
 use crate::error::Result;
 use serde_json::{Map, Value};

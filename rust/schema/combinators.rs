@@ -14,7 +14,8 @@
 //! lists of schemas the compiler puts together (a property's schema and
 //! those of the patterns its name matches, an item's and `contains`).
 
-use super::{has_type, merge, pinned_values, refuse, type_names, Compiler, TYPES};
+use super::keywords::{has_type, pinned_values, type_names, TYPES};
+use super::{merge, refuse, Compiler};
 use crate::cfg::ast::{Node, Pos};
 use crate::error::Result;
 use rustc_hash::FxHashMap as HashMap;

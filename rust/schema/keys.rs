@@ -13,10 +13,8 @@
 //! `patternProperties`) asks for a member of a given kind, the witness:
 //! `witness` reads it and `Witness::admits` says which keys qualify.
 
-use super::{
-    check, is_constraint, lit, pinned_values, pointer_part, re, refuse, strings, type_names,
-    Compiler, SOME_MEMBER,
-};
+use super::keywords::{is_constraint, pinned_values, type_names, SOME_MEMBER};
+use super::{check, lit, pointer_part, re, refuse, strings, Compiler};
 use crate::cfg::ast::Node;
 use crate::error::Result;
 use crate::regex_dfa::ByteDfa;

@@ -11,8 +11,9 @@
 //! written through the same `members` as object schemas, with every member
 //! required, and has at most `MAX_MEMBERS` keys.
 
+use super::keywords::pinned_values;
 use super::objects::MemberCounts;
-use super::{check, lit, pinned_values, re, refuse, strings, Compiler};
+use super::{check, lit, re, refuse, strings, Compiler};
 use crate::cfg::ast::Node;
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;

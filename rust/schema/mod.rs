@@ -4,12 +4,30 @@
 //! is loosened or tightened silently. The grammar generates the text
 //! `json.dumps(value, ensure_ascii=False)` writes (with flexible whitespace
 //! by default), for exactly the values the schema validates.
+//!
+//! How the compiler is laid out. `compile` walks the document from its root
+//! with one `Compiler`. `rule_for` gives each schema one grammar rule,
+//! memoized by its JSON pointer, so a `$ref` cycle becomes a recursive rule
+//! and the recursion the compiler itself does is bounded (`MAX_SCHEMA_DEPTH`).
+//! `value` compiles one schema: it refuses unsupported keywords, rewrites
+//! negations (`negations`), hands `$ref` (`refs`), `anyOf`/`oneOf`/`allOf`
+//! (`combinators`, `merge`) and `enum`/`const` (`literals`) to their parts,
+//! and otherwise takes the union over the JSON types the schema allows of
+//! `typed`, which dispatches to `scalars` (strings, numbers), `arrays` and
+//! `objects` (with `keys` for the keys `properties` does not list). `layout`
+//! writes the text between tokens; `keywords` says what each keyword is
+//! (constraint, annotation, unsupported) and holds the internal keywords
+//! that derived schemas use. Beside the compiler: `merge` (intersections on
+//! the schema JSON), `negate` (complements on the schema JSON), `check`
+//! (does a given value satisfy a schema), and the regex builders `strings`,
+//! `numbers`, `decimals` and `time_dfa`.
 
 mod arrays;
 mod check;
 mod combinators;
 pub(crate) mod decimals;
 mod keys;
+mod keywords;
 mod layout;
 mod literals;
 mod merge;
@@ -44,6 +62,8 @@ mod test_regex {
 
 use crate::cfg::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
 use crate::error::{Error, Result};
+use keywords::{is_constraint, type_names, TYPES, UNSUPPORTED};
+pub use keywords::{MORE_PATTERNS, NON_INTEGER, NOT_MULTIPLE_OF, SOME_ITEM, SOME_MEMBER};
 use refs::{declares, has_nested_id};
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
@@ -84,16 +104,6 @@ impl Default for SchemaOptions {
         }
     }
 }
-
-/// Keywords that only annotate (or that maskpar treats as annotations per the
-/// specification, like unknown `format`s); everything else listed in
-/// `CONSTRAINING` must be compiled or refused.
-const UNSUPPORTED: &[&str] = &[
-    "unevaluatedProperties",
-    "unevaluatedItems",
-    "$dynamicRef",
-    "$recursiveRef",
-];
 
 /// Compiles `schema` (JSON text) to a grammar whose start rule is `root`.
 pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
@@ -166,10 +176,6 @@ fn re(s: &str) -> Node {
 fn pointer_part(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
-
-const TYPES: [&str; 7] = [
-    "null", "boolean", "object", "array", "string", "number", "integer",
-];
 
 struct Compiler<'a> {
     root: &'a Value,
@@ -463,25 +469,6 @@ pub(crate) fn decimal_text(n: &serde_json::Number) -> String {
     }
 }
 
-/// An internal keyword: `contains` in every draft (`not` of `items` makes
-/// it; draft 4 reads a `contains` as an annotation).
-pub const SOME_ITEM: &str = "$maskpar:contains";
-/// An internal keyword: a number that is not an integer (`not` of
-/// `integer` makes it). Like integers, such numbers are written without an
-/// exponent from draft 6 on (where `1.0` is an integer).
-pub const NON_INTEGER: &str = "$maskpar:non-integer";
-/// An internal keyword: an object has a member whose key is none of
-/// `names`, matches every pattern of `matching` and none of `except`, and
-/// whose value `value` accepts (`not` of `additionalProperties` and of
-/// `patternProperties` make it).
-pub const SOME_MEMBER: &str = "$maskpar:some-member";
-/// An internal keyword: a number that is a multiple of none of these (`not`
-/// of `multipleOf` makes it).
-pub const NOT_MULTIPLE_OF: &str = "$maskpar:not-multiple-of";
-/// An internal keyword: more `pattern`s a string matches (merges of two
-/// patterns make it).
-pub const MORE_PATTERNS: &str = "$maskpar:patterns";
-
 /// Bound on schemas compiled one inside another (the stack is finite).
 const MAX_SCHEMA_DEPTH: usize = 100;
 /// The indented layout's rules are per nesting level (indentation depends
@@ -503,127 +490,3 @@ const NEVER: &str = "no_value";
 const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
 /// JSON numbers without an exponent.
 const PLAIN_NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?";
-
-/// Keywords that only annotate a schema.
-fn is_annotation(k: &str) -> bool {
-    matches!(
-        k,
-        "title"
-            | "description"
-            | "default"
-            | "examples"
-            | "$schema"
-            | "$id"
-            | "id"
-            | "$comment"
-            | "deprecated"
-            | "readOnly"
-            | "writeOnly"
-            | "$defs"
-            | "definitions"
-            | "$anchor"
-            | "$dynamicAnchor"
-            | "contentMediaType"
-            | "contentEncoding"
-    )
-}
-
-/// Keywords that constrain values (unknown keywords are annotations).
-fn is_constraint(k: &str) -> bool {
-    !is_annotation(k)
-        && (TYPE_KEYWORDS.contains(&k)
-            || k.starts_with('$')
-            || COMBINATORS.contains(&k)
-            || UNSUPPORTED.contains(&k))
-}
-
-/// The names a `type` keyword lists (None: not a string or an array of them).
-fn type_names(v: &Value) -> Option<Vec<&str>> {
-    match v {
-        Value::String(s) => Some(vec![s.as_str()]),
-        Value::Array(a) => a.iter().map(Value::as_str).collect(),
-        _ => None,
-    }
-}
-
-/// The values `const` (else `enum`) allows (None: neither, or an `enum`
-/// that is not an array).
-fn pinned_values(m: &Map<String, Value>) -> Option<Vec<&Value>> {
-    match (m.get("const"), m.get("enum")) {
-        (Some(c), _) => Some(vec![c]),
-        (None, Some(Value::Array(e))) => Some(e.iter().collect()),
-        _ => None,
-    }
-}
-
-const TYPE_KEYWORDS: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "patternProperties",
-    "minProperties",
-    "maxProperties",
-    "dependentRequired",
-    // A keyword in drafts 4-7 only (an annotation later), but merges keep it.
-    "dependencies",
-    "dependentSchemas",
-    "items",
-    "prefixItems",
-    "additionalItems",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "uniqueItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "multipleOf",
-    "propertyNames",
-];
-const COMBINATORS: &[&str] = &[
-    "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",
-];
-
-fn has_type(v: &Value, t: &str) -> bool {
-    match (v, t) {
-        (Value::Null, "null") | (Value::Bool(_), "boolean") => true,
-        (Value::Number(_), "number") => true,
-        (Value::Number(n), "integer") => {
-            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        (Value::String(_), "string")
-        | (Value::Array(_), "array")
-        | (Value::Object(_), "object") => true,
-        _ => false,
-    }
-}
-
-/// A non-negative integer keyword (`minLength`, ...), bounded to u32.
-fn count(obj: &Map<String, Value>, k: &str, ptr: &str) -> Result<Option<u32>> {
-    match obj.get(k) {
-        None => Ok(None),
-        Some(Value::Number(n)) => match n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                .map(|f| f as u64)
-        }) {
-            Some(v) if v <= u32::MAX as u64 => Ok(Some(v as u32)),
-            _ => refuse(
-                &format!("{ptr}/{k}"),
-                format!("`{k}` must be a non-negative integer, got {n}"),
-            ),
-        },
-        Some(v) => refuse(
-            &format!("{ptr}/{k}"),
-            format!("`{k}` must be a non-negative integer, got {v}"),
-        ),
-    }
-}

@@ -13,9 +13,8 @@
 //! the branches of what it is merged with), and negations need the document
 //! to be a single schema resource (see `refs`).
 
-use super::{
-    decimal_text, decimals, lit, negate, pinned_values, pointer_part, re, refuse, strings, Compiler,
-};
+use super::keywords::pinned_values;
+use super::{decimal_text, decimals, lit, negate, pointer_part, re, refuse, strings, Compiler};
 use crate::cfg::ast::Node;
 use crate::error::Result;
 use serde_json::{Map, Value};

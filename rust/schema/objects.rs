@@ -15,7 +15,8 @@
 //! `propertyNames`, or matching nothing) leaves no object (None).
 
 use super::keys::{matching, KeyPattern};
-use super::{check, count, lit, pointer_part, refuse, strings, Compiler};
+use super::keywords::count;
+use super::{check, lit, pointer_part, refuse, strings, Compiler};
 use crate::cfg::ast::{Members, Node};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;

@@ -20,10 +20,8 @@
 //!   integer) may be written with a `.0+` fraction.
 
 use super::decimals::Cmp;
-use super::{
-    count, decimal_text, decimals, numbers, re, refuse, strings, Compiler, MORE_PATTERNS,
-    NON_INTEGER, NOT_MULTIPLE_OF, NUMBER, PLAIN_NUMBER,
-};
+use super::keywords::{count, MORE_PATTERNS, NON_INTEGER, NOT_MULTIPLE_OF};
+use super::{decimal_text, decimals, numbers, re, refuse, strings, Compiler, NUMBER, PLAIN_NUMBER};
 use crate::cfg::ast::Node;
 use crate::error::Result;
 use serde_json::{Map, Value};
