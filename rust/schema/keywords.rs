@@ -14,9 +14,8 @@ use super::refuse;
 use crate::error::Result;
 use serde_json::{Map, Value};
 
-/// Keywords that only annotate (or that maskpar treats as annotations per the
-/// specification, like unknown `format`s); everything else listed in
-/// `CONSTRAINING` must be compiled or refused.
+/// Keywords maskpar does not compile yet: a schema that uses one is refused
+/// (never read as an annotation).
 pub(super) const UNSUPPORTED: &[&str] = &[
     "unevaluatedProperties",
     "unevaluatedItems",
@@ -24,6 +23,7 @@ pub(super) const UNSUPPORTED: &[&str] = &[
     "$recursiveRef",
 ];
 
+/// The JSON types, as `type` names them.
 pub(super) const TYPES: [&str; 7] = [
     "null", "boolean", "object", "array", "string", "number", "integer",
 ];
@@ -61,6 +61,7 @@ pub(super) fn is_constraint(k: &str) -> bool {
             || UNSUPPORTED.contains(&k))
 }
 
+/// Keywords that constrain the values of one JSON type.
 const TYPE_KEYWORDS: &[&str] = &[
     "type",
     "properties",
@@ -94,6 +95,7 @@ const TYPE_KEYWORDS: &[&str] = &[
     "propertyNames",
 ];
 
+/// Keywords that combine schemas or pin values.
 const COMBINATORS: &[&str] = &[
     "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "not", "if", "then", "else",
 ];
