@@ -1,11 +1,19 @@
 //! A tokenizer's vocabulary as maskpar sees it: exact bytes per token id, which
 //! ids are EOS or special, the model's logits width, and the token trie.
+//!
+//! The vocabulary sits below the engines: data flows grammar text -> AST ->
+//! compiled grammar -> matcher state -> bitmask row -> batch, and each of
+//! those reads the vocabulary, never the other way round. What an engine
+//! keeps per vocabulary (the CFG engine's lexer cache, shared by every
+//! grammar over it) lives in an opaque slot here whose type the engine
+//! owns (see `EngineSlot`).
 
-use crate::cfg::lexcache::SharedLexCache;
 use crate::error::{Error, Result};
 use crate::invalid;
 use crate::slices::TextSlices;
 use crate::trie::TokenTrie;
+use std::any::Any;
+use std::fmt;
 use std::sync::OnceLock;
 
 /// Largest logits width supported (token ids are u32 and bitmask words i32).
@@ -20,19 +28,40 @@ pub struct Vocab {
     eos: Vec<u32>,
     vocab_size: usize,
     trie: TokenTrie,
-    /// Lexer-only token sets shared by every grammar over this vocabulary.
-    lex_shared: SharedLexCache,
+    /// What the grammar engine keeps per vocabulary (`cfg::lexcache`).
+    engine: EngineSlot,
     /// Built on first use (string-like lexemes need them; regexes never).
     text_slices: OnceLock<TextSlices>,
 }
 
-/// Bound on the lexer-only cache shared by a vocabulary's grammars.
-pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
+/// State an engine above the vocabulary keeps for every grammar over it,
+/// made on first use. Type-erased so that the dependency goes one way: the
+/// engine (`cfg::lexcache`, whose shared lexer cache is kept here) names the
+/// vocabulary and its own type, the vocabulary names neither. A generic
+/// `Vocab<T>` would carry the engine's type through every user of the
+/// vocabulary, and a cache kept beside the vocabulary (a registry keyed by
+/// it) would need its own lifetime management; one slot that lives and dies
+/// with the vocabulary is all the one engine that keeps such state needs.
+pub struct EngineSlot(OnceLock<Box<dyn Any + Send + Sync>>);
+
+impl fmt::Debug for EngineSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = if self.0.get().is_some() {
+            "set"
+        } else {
+            "empty"
+        };
+        write!(f, "EngineSlot({state})")
+    }
+}
 
 impl Vocab {
-    /// The lexer-only cache shared by every grammar over this vocabulary.
-    pub fn lex_shared(&self) -> &SharedLexCache {
-        &self.lex_shared
+    /// The engine state of type `T` kept with this vocabulary, made by
+    /// `init` on first use. None if the slot already holds another type
+    /// (the caller then goes without: the state is a cache).
+    pub fn engine_state<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Option<&T> {
+        let state = self.engine.0.get_or_init(|| Box::new(init()));
+        state.downcast_ref::<T>()
     }
 
     /// The text tokens by length in characters (see `slices`).
@@ -101,7 +130,7 @@ impl Vocab {
             eos,
             vocab_size,
             trie,
-            lex_shared: SharedLexCache::new(SHARED_LEX_CACHE_BYTES),
+            engine: EngineSlot(OnceLock::new()),
             text_slices: OnceLock::new(),
         })
     }
@@ -210,6 +239,15 @@ mod tests {
         assert!(vocab.check_token_id(40).is_err());
         assert!(vocab.check_token_id(-1).is_err());
         assert_eq!(vocab.check_token_id(39).unwrap(), 39);
+    }
+
+    #[test]
+    fn the_engine_slot_keeps_one_state_of_one_type() {
+        let vocab = Vocab::new(v(&["a"]), &[], &[], None).unwrap();
+        let first = vocab.engine_state(|| 7u32).unwrap() as *const u32;
+        let again = vocab.engine_state(|| 8u32).unwrap();
+        assert_eq!((first, *again), (again as *const u32, 7));
+        assert!(vocab.engine_state(|| 1u64).is_none());
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub fn lex_key(frontier: &[Scan]) -> LexKey {
 /// Residual signatures longer than this (in words) are not shared.
 const MAX_SIGNATURE_WORDS: usize = 1 << 10;
 
+/// Bound on the lexer-only cache shared by a vocabulary's grammars.
+pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
+
 /// Lexer-only entries shared by every grammar over one vocabulary. A key is
 /// the lexing mode and the scans' residual automata (`residual_signature`),
 /// which is all a lexer-only walk depends on: the JSON string-content scan of
@@ -167,6 +170,13 @@ pub struct SharedLexCache {
 type SharedKey = (Vec<u32>, u32);
 
 impl SharedLexCache {
+    /// The cache shared by every grammar over `vocab`, kept in its engine
+    /// slot (the vocabulary does not know this type: see `EngineSlot`).
+    /// None only if another engine took the slot: then nothing is shared.
+    pub fn of(vocab: &Vocab) -> Option<&SharedLexCache> {
+        vocab.engine_state(|| SharedLexCache::new(SHARED_LEX_CACHE_BYTES))
+    }
+
     pub fn new(limit: usize) -> Self {
         SharedLexCache {
             residuals: RwLock::new(HashMap::default()),
@@ -446,7 +456,10 @@ impl LexCache {
         key: &LexKey,
         top: u32,
     ) -> Arc<LexEntry> {
-        let (trie, shared) = (vocab.trie(), vocab.lex_shared());
+        let trie = vocab.trie();
+        let Some(shared) = SharedLexCache::of(vocab) else {
+            return Arc::new(build(cfg, trie, words, key, top as usize));
+        };
         let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
         if let Some(e) = shared_key.as_ref().and_then(|k| shared.get(k)) {
             return e;

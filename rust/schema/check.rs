@@ -4,8 +4,9 @@
 
 use serde_json::{Map, Value};
 
+use super::keywords::is_annotation;
 use super::merge::json_equal;
-use super::{decimals, is_annotation, refuse, strings};
+use super::{decimals, refuse, strings};
 use crate::error::Result;
 use crate::regex_dfa::ByteDfa;
 
@@ -70,10 +71,10 @@ fn keyword(
     let len = |x: &Value| x.as_u64().map(|n| n as usize);
     Ok(match k {
         "type" => {
-            let Some(types) = super::type_names(s) else {
+            let Some(types) = super::keywords::type_names(s) else {
                 return refuse(ptr, "`type` must be a string or an array of strings");
             };
-            types.iter().any(|t| super::has_type(v, t))
+            types.iter().any(|t| super::keywords::has_type(v, t))
         }
         "enum" => s
             .as_array()
@@ -105,7 +106,7 @@ fn keyword(
                     Some(strings::pattern_regex(p).or_else(|e| refuse(ptr, e))?)
                 }
                 ("format", Some(_)) => {
-                    super::asserted_format(Some(s), formats, ptr)?.map(|pieces| pieces.concat())
+                    super::scalars::asserted_format(Some(s), formats, ptr)?.map(|pieces| pieces.concat())
                 }
                 _ => return refuse(ptr, format!("`{k}` must be a string")),
             };
@@ -296,7 +297,7 @@ fn keyword(
             }
         }
         "then" | "else" => true, // read with `if`
-        _ if !super::is_constraint(k) => true,
+        _ if !super::keywords::is_constraint(k) => true,
         _ => {
             return refuse(
                 ptr,

@@ -11,7 +11,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{decimals, is_constraint, refuse, type_names};
+use super::keywords::{is_constraint, type_names};
+use super::{decimals, refuse};
 use crate::error::Result;
 
 /// Bound on `$ref`s expanded and branches made while merging one schema.
@@ -599,7 +600,7 @@ fn excluded_values(v: &Value) -> Option<Vec<Value>> {
     let mut keys = o.keys().filter(|k| is_constraint(k));
     match (keys.next().map(String::as_str), keys.next()) {
         (Some("enum" | "const"), None) => {
-            super::pinned_values(o).map(|vs| vs.into_iter().cloned().collect())
+            super::keywords::pinned_values(o).map(|vs| vs.into_iter().cloned().collect())
         }
         _ => None,
     }

@@ -9,7 +9,8 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{is_constraint, pointer_part, refuse, strings};
+use super::keywords::is_constraint;
+use super::{pointer_part, refuse, strings};
 use crate::error::Result;
 
 /// Bound on `$ref`s followed inside one negation (a `not` of a recursive
@@ -176,7 +177,7 @@ impl Negator<'_> {
             let at = format!("{ptr}/{k}");
             out.push(match (k.as_str(), x) {
                 ("type", t) => {
-                    let names = super::type_names(t).map_or_else(
+                    let names = super::keywords::type_names(t).map_or_else(
                         || refuse(&at, "`type` must be a string or an array of strings"),
                         Ok,
                     )?;
@@ -257,7 +258,7 @@ impl Negator<'_> {
         };
         let branch = match k {
             "type" => {
-                let names = super::type_names(v).map_or_else(
+                let names = super::keywords::type_names(v).map_or_else(
                     || refuse(ptr, "`type` must be a string or an array of strings"),
                     Ok,
                 )?;

@@ -1,0 +1,163 @@
+//! `enum` and `const`: each allowed value that also satisfies the schema's
+//! other keywords (decided on the value by `check::satisfies`, not compiled)
+//! is written out as the exact text json.dumps writes for it, in the chosen
+//! layout; no such value gives the empty language (`never`).
+//!
+//! Strings take json.dumps's encoding (`strings::encode`). Numbers take
+//! Python's text for them (`python_number`); since JSON compares numbers by
+//! value, an integral one also takes its int and float forms (`2`, `2.0`,
+//! `-0` for zero). Arrays are written item by item. An object's members may
+//! come in any order (equal objects list their keys differently), so it is
+//! written through the same `members` as object schemas, with every member
+//! required, and has at most `MAX_MEMBERS` keys.
+
+use super::keywords::pinned_values;
+use super::objects::MemberCounts;
+use super::{check, lit, re, refuse, strings, Compiler};
+use crate::cfg::ast::Node;
+use crate::cfg::members::MAX_MEMBERS;
+use crate::error::Result;
+use serde_json::{Map, Value};
+
+impl<'a> Compiler<'a> {
+    /// `enum` / `const`: the texts of the values that also satisfy the
+    /// schema's other keywords.
+    pub(super) fn enumeration(
+        &mut self,
+        schema: &Value,
+        obj: &'a Map<String, Value>,
+        ptr: &str,
+    ) -> Result<Node> {
+        let Some(values) = pinned_values(obj) else {
+            return refuse(&format!("{ptr}/enum"), "`enum` must be an array");
+        };
+        let mut rest = schema.clone();
+        if let Value::Object(o) = &mut rest {
+            o.remove("enum");
+            o.remove("const");
+        }
+        let mut alts = Vec::new();
+        for v in values {
+            if check::satisfies(v, &rest, ptr, self.opts.assert_formats)? {
+                alts.push(self.literal(v, ptr)?);
+            }
+        }
+        if alts.is_empty() {
+            return Ok(self.never());
+        }
+        Ok(Node::alt(alts))
+    }
+
+    /// The text of one JSON value, as json.dumps writes it (object keys in
+    /// the order given).
+    fn literal(&mut self, v: &Value, ptr: &str) -> Result<Node> {
+        Ok(match v {
+            Value::Null => lit("null"),
+            Value::Bool(b) => lit(if *b { "true" } else { "false" }),
+            Value::Number(n) => number_literal(n),
+            Value::String(s) => lit(&format!("\"{}\"", strings::encode(s))),
+            Value::Array(a) if a.is_empty() => Node::seq(vec![lit("["), self.ws(), lit("]")]),
+            Value::Array(a) => self.nested(|c| {
+                let mut items = Vec::new();
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        items.push(c.item_sep());
+                    }
+                    items.push(c.literal(x, ptr)?);
+                }
+                Ok(c.container("[", Node::seq(items), false, "]"))
+            })?,
+            Value::Object(o) if o.len() <= MAX_MEMBERS => self.nested(|c| {
+                // Equal objects may list their keys in any order.
+                let listed = o
+                    .iter()
+                    .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
+                    .collect::<Result<Vec<(String, Node, bool)>>>()?;
+                c.members(&listed, None, MemberCounts::default(), ptr)
+            })?,
+            Value::Object(o) => {
+                return refuse(
+                    ptr,
+                    format!(
+                        "an `enum`/`const` object with {} keys: at most \
+                         {MAX_MEMBERS} (its keys may come in any order)",
+                        o.len()
+                    ),
+                )
+            }
+        })
+    }
+}
+
+/// A number equal to `n`, as json.dumps writes ints and floats: an integral
+/// value may be written as an int or as a float (`2`, `2.0`, Python's repr).
+fn number_literal(n: &serde_json::Number) -> Node {
+    let repr = python_number(n);
+    let f = n.as_f64().unwrap_or(f64::NAN);
+    let int_text = if n.is_i64() || n.is_u64() {
+        Some(n.to_string())
+    } else if f.fract() == 0.0 && f.abs() < 1e300 {
+        Some(format!("{f:.0}"))
+    } else {
+        None
+    };
+    let Some(int_text) = int_text else {
+        return lit(&repr);
+    };
+    let digits = int_text.trim_start_matches('-');
+    let sign = if f == 0.0 {
+        "-?"
+    } else if int_text.starts_with('-') {
+        "-"
+    } else {
+        ""
+    };
+    let mut alts = vec![re(&format!(
+        "{sign}{}(?:\\.0+)?",
+        regex_syntax::escape(digits)
+    ))];
+    if repr.contains('e') {
+        alts.push(lit(&repr));
+    }
+    Node::alt(alts)
+}
+
+/// The text Python's json.dumps writes for a number from the schema.
+fn python_number(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let f = n.as_f64().unwrap_or(0.0);
+    // Shortest round-trip digits, then Python's repr layout.
+    let sci = format!("{:e}", f.abs());
+    let (mant, exp) = sci.split_once('e').expect("{:e} has an exponent");
+    let exp: i32 = exp.parse().expect("exponent");
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if (-4..16).contains(&exp) {
+        let point = exp + 1;
+        let s = if point <= 0 {
+            format!("0.{}{}", "0".repeat((-point) as usize), digits)
+        } else if point as usize >= digits.len() {
+            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
+        } else {
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
+        };
+        format!("{sign}{s}")
+    } else {
+        let m = if digits.len() > 1 {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        } else {
+            digits
+        };
+        format!(
+            "{sign}{m}e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.abs()
+        )
+    }
+}
