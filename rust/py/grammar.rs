@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRecursionError, PyTypeError, PyValueError};
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
 use crate::schema::{self, SchemaOptions, Whitespace};
@@ -254,7 +254,16 @@ pub fn compile_json_schema(
         schema.extract()?
     } else if schema.is_instance_of::<PyDict>() || schema.is_instance_of::<PyBool>() {
         py.import("json")?
-            .call_method1("dumps", (schema,))?
+            .call_method1("dumps", (schema,))
+            .map_err(|e| {
+                // A dict nested past Python's recursion limit: bad content,
+                // not a crash of the caller's thread.
+                if e.is_instance_of::<PyRecursionError>(py) {
+                    PyValueError::new_err("the schema nests too deeply to be written as JSON")
+                } else {
+                    e
+                }
+            })?
             .extract()?
     } else {
         return Err(PyTypeError::new_err(format!(

@@ -40,6 +40,12 @@ impl<'a> Compiler<'a> {
                     )
                 }
             };
+        if prefix.len() > MAX_ARRAY_UNROLL {
+            return refuse(
+                &format!("{ptr}/{prefix_key}"),
+                format!("more than {MAX_ARRAY_UNROLL} positional item schemas"),
+            );
+        }
         let contains = self.contains(obj, ptr)?;
         let rest_schema: Option<&'a Value> = match rest {
             Some(Value::Bool(false)) => {
@@ -89,9 +95,45 @@ impl<'a> Compiler<'a> {
             ),
             _ => Node::Empty,
         };
-        let mut found: Vec<Option<Node>> = vec![None; settled + 1];
-        found[settled] = Some(tail_from(settled));
-        for i in (1..settled).rev() {
+        // Past the positional items and below `minItems` every item is a
+        // required rest item: those `settled - lo` items are one counted
+        // repetition, not a chain as deep as `minItems` (whose nodes every
+        // later walk would recurse through).
+        // Each positional item (and, with `contains`, each item below
+        // `minItems`) nests the rest of the array one level deeper.
+        let unrolled = if contains.is_some() {
+            settled
+        } else {
+            items.len()
+        };
+        if unrolled > MAX_ARRAY_UNROLL {
+            return refuse(
+                ptr,
+                format!(
+                    "an array schema that spells out more than {MAX_ARRAY_UNROLL} positions \
+                     (`prefixItems`, or `minItems` with `contains`) is not supported"
+                ),
+            );
+        }
+        let lo = if contains.is_some() {
+            settled
+        } else {
+            items.len().max(1).min(settled)
+        };
+        let mut found: Vec<Option<Node>> = vec![None; lo + 1];
+        found[lo] = match (&rest, settled - lo) {
+            (_, 0) => Some(tail_from(settled)),
+            (Some(r), k) => Some(Node::seq(vec![
+                Node::repeat(
+                    Node::seq(vec![sep.clone(), r.clone()]),
+                    k as u32,
+                    Some(k as u32),
+                ),
+                tail_from(settled),
+            ])),
+            (None, _) => None, // refused above: fewer items than minItems
+        };
+        for i in (1..lo).rev() {
             let step = match (item_at(i), &found[i + 1]) {
                 (Some(it), Some(t)) if fits(i) => Some(Node::seq(vec![sep.clone(), it, t.clone()])),
                 _ => None,
@@ -212,6 +254,9 @@ impl<'a> Compiler<'a> {
         }
     }
 }
+
+/// Bound on the positions an array schema spells out one by one.
+pub const MAX_ARRAY_UNROLL: usize = 256;
 
 /// Bound on the positions `contains` unrolls below a `maxItems`.
 const MAX_CONTAINS_UNROLL: usize = 64;

@@ -37,10 +37,27 @@ impl<'a> Compiler<'a> {
             o.remove("const");
         }
         let mut alts = Vec::new();
+        // Integral numbers share one node, so a large numeric enum is one
+        // trie of int texts followed by the optional float tail.
+        let mut ints = Vec::new();
         for v in values {
+            crate::budget::charge(1)?;
             if check::satisfies(v, &rest, ptr, self.opts.assert_formats)? {
-                alts.push(self.literal(v, ptr)?);
+                match v {
+                    Value::Number(n) if !python_number(n).contains('e') => {
+                        match integral_words(n) {
+                            Some(words) => ints.extend(words),
+                            None => alts.push(self.literal(v, ptr)?),
+                        }
+                    }
+                    _ => alts.push(self.literal(v, ptr)?),
+                }
             }
+        }
+        if !ints.is_empty() {
+            ints.sort_unstable();
+            ints.dedup();
+            alts.push(integral_forms(ints));
         }
         if alts.is_empty() {
             return Ok(self.never());
@@ -93,33 +110,39 @@ impl<'a> Compiler<'a> {
 /// value may be written as an int or as a float (`2`, `2.0`, Python's repr).
 fn number_literal(n: &serde_json::Number) -> Node {
     let repr = python_number(n);
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    let int_text = if n.is_i64() || n.is_u64() {
-        Some(n.to_string())
-    } else if f.fract() == 0.0 && f.abs() < 1e300 {
-        Some(format!("{f:.0}"))
-    } else {
-        None
-    };
-    let Some(int_text) = int_text else {
+    let Some(words) = integral_words(n) else {
         return lit(&repr);
     };
-    let digits = int_text.trim_start_matches('-');
-    let sign = if f == 0.0 {
-        "-?"
-    } else if int_text.starts_with('-') {
-        "-"
-    } else {
-        ""
-    };
-    let mut alts = vec![re(&format!(
-        "{sign}{}(?:\\.0+)?",
-        regex_syntax::escape(digits)
-    ))];
+    let mut alts = vec![integral_forms(words)];
     if repr.contains('e') {
         alts.push(lit(&repr));
     }
     Node::alt(alts)
+}
+
+/// The int texts of `n` if it is integral (`-0` too for zero), else None.
+fn integral_words(n: &serde_json::Number) -> Option<Vec<String>> {
+    let f = n.as_f64().unwrap_or(f64::NAN);
+    let int_text = if n.is_i64() || n.is_u64() {
+        n.to_string()
+    } else if f.fract() == 0.0 && f.abs() < 1e300 {
+        format!("{f:.0}")
+    } else {
+        return None;
+    };
+    let digits = int_text.trim_start_matches('-');
+    Some(if f == 0.0 {
+        vec![digits.to_string(), format!("-{digits}")]
+    } else {
+        vec![int_text.clone()]
+    })
+}
+
+/// Integral values written as ints or as floats: the words, then an
+/// optional `.0`, `.00`, ... (a trie of the words when there are many).
+fn integral_forms(words: Vec<String>) -> Node {
+    let words = Node::alt(words.into_iter().map(Node::Literal).collect());
+    Node::seq(vec![words, re("(?:\\.0+)?")])
 }
 
 /// The text Python's json.dumps writes for a number from the schema.

@@ -235,6 +235,7 @@ impl<'a> Compiler<'a> {
         if self.depth >= bound {
             return refuse(ptr, format!("the schema nests deeper than {bound} levels"));
         }
+        crate::budget::charge(SCHEMA_RULE_STEPS)?;
         let name = format!("s{}", self.by_pointer.len());
         self.by_pointer.insert(key, name.clone());
         self.depth += 1;
@@ -246,6 +247,7 @@ impl<'a> Compiler<'a> {
 
     /// Counts a schema made by a merge or a rewrite, refusing past the bound.
     fn derive(&mut self, ptr: &str) -> Result<()> {
+        crate::budget::charge(SCHEMA_RULE_STEPS)?;
         self.derived += 1;
         if self.derived > MAX_DERIVED {
             return refuse(
@@ -490,3 +492,7 @@ const NEVER: &str = "no_value";
 const NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?";
 /// JSON numbers without an exponent.
 const PLAIN_NUMBER: &str = "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?";
+
+/// Compile budget steps per schema compiled to a rule or derived by a merge
+/// (a rough cost of walking and lowering one schema's keywords).
+const SCHEMA_RULE_STEPS: u64 = 1_000;
