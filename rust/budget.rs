@@ -28,7 +28,16 @@ use std::cell::Cell;
 use crate::error::{Error, Result};
 
 /// Steps a compile may take unless its caller says otherwise.
-pub const DEFAULT_COMPILE_STEPS: u64 = 400_000_000;
+pub const DEFAULT_COMPILE_STEPS: u64 = 100_000_000;
+
+/// Steps for one automaton transition computed through a hash map (subset
+/// and product constructions, copying regex-automata's table): about 10 ns
+/// each on a 2-core cloud machine, so a step is about a nanosecond's work
+/// and the default budget about a second.
+pub const HASHED_TRANSITION: usize = 12;
+/// Steps for one transition read or written in a table pass (pruning,
+/// minimizing, joining tables).
+pub const TABLE_TRANSITION: usize = 2;
 
 thread_local! {
     /// (steps left, the limit) of the compile running on this thread.
@@ -75,10 +84,31 @@ pub fn charge_n(steps: usize) -> Result<()> {
     charge(u64::try_from(steps).unwrap_or(u64::MAX))
 }
 
+/// Takes `steps` where the work cannot stop with an error (a pass whose
+/// result type has no room for one): past the budget it leaves nothing, and
+/// the compile's next `charge` or its closing `check` reports it.
+pub fn charge_later(steps: usize) {
+    BUDGET.with(|b| {
+        if let Some((left, limit)) = b.get() {
+            let steps = u64::try_from(steps).unwrap_or(u64::MAX);
+            b.set(Some((left.saturating_sub(steps), limit)));
+        }
+    })
+}
+
 /// Whether the running compile has run out (for loops that cannot return an
 /// error where they stand; they stop early and the caller charges again).
 pub fn exhausted_now() -> bool {
     BUDGET.with(|b| matches!(b.get(), Some((0, _))))
+}
+
+/// An error if the running compile has used up its budget (see
+/// `charge_later`).
+pub fn check() -> Result<()> {
+    match BUDGET.with(Cell::get) {
+        Some((0, limit)) => Err(exhausted(limit)),
+        _ => Ok(()),
+    }
 }
 
 fn exhausted(limit: u64) -> Error {
@@ -86,6 +116,19 @@ fn exhausted(limit: u64) -> Error {
         "compiling this grammar takes more than {limit} steps of work \
          (the compile work budget; see max_compile_steps)"
     ))
+}
+
+/// The steps the running compile has left (None outside one).
+pub fn remaining() -> Option<u64> {
+    BUDGET.with(|b| b.get().map(|(left, _)| left))
+}
+
+/// The error for a compile out of budget, for work measured in other units
+/// (bytes of a determinized automaton) that ran out of its share.
+pub fn exhausted_error() -> Error {
+    let limit = BUDGET.with(|b| b.get().map_or(0, |(_, limit)| limit));
+    BUDGET.with(|b| b.set(b.get().map(|(_, limit)| (0, limit))));
+    exhausted(limit)
 }
 
 /// The steps taken so far by the running compile (None outside one).

@@ -103,7 +103,11 @@ impl CompiledGrammar {
     /// Compiles a regex (within the compile work budget: the caller's, or
     /// `budget::DEFAULT_COMPILE_STEPS`).
     pub fn from_regex(vocab: Arc<Vocab>, pattern: &str) -> Result<Self> {
-        let dfa = budget::with_budget(budget::DEFAULT_COMPILE_STEPS, || ByteDfa::new(pattern))?;
+        let dfa = budget::with_budget(budget::DEFAULT_COMPILE_STEPS, || {
+            let dfa = ByteDfa::new(pattern)?;
+            budget::check()?;
+            Ok(dfa)
+        })?;
         // The mask cache has a slot per state (or per class of states).
         if dfa.num_states() > MAX_REGEX_STATES {
             return Err(Error::LimitExceeded(format!(
@@ -132,6 +136,7 @@ impl CompiledGrammar {
                 let cfg = lower(ast)?;
                 let mut initial_chart = Chart::new();
                 let initial = cfg.initial(&mut initial_chart)?;
+                budget::check()?;
                 Ok((cfg, initial_chart, initial))
             })?;
         let lex_cache = Box::new(LexCache::new(DEFAULT_MASK_CACHE_BYTES));

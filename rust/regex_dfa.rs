@@ -117,7 +117,7 @@ impl ByteDfa {
         while next < order.len() {
             let s = order[next];
             next += 1;
-            crate::budget::charge_n(stride)?;
+            crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
             for &rep in &representative {
                 let t = dfa.next_state(s, rep);
                 let id = intern(t, &mut order);
@@ -174,7 +174,7 @@ impl ByteDfa {
         while next < order.len() {
             let (qa, qb) = order[next];
             next += 1;
-            crate::budget::charge_n(stride)?;
+            crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
             for &rep in &representative {
                 let t = intern((a.step(qa, rep), b.step(qb, rep)), &mut order);
                 trans.push(t);
@@ -302,7 +302,7 @@ impl ByteDfa {
         let mut next = 1;
         while next < order.len() {
             let (q, v) = order[next];
-            crate::budget::charge_n(stride)?;
+            crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
             for (c, &b) in representative.iter().enumerate() {
                 let q2 = self.step(q, b);
                 if q2 == DEAD {
@@ -358,6 +358,7 @@ impl ByteDfa {
         if n * stride > work_limit || self.periodic.is_some() {
             return None;
         }
+        crate::budget::charge_later(n * stride * crate::budget::TABLE_TRANSITION);
         let (class, count) =
             minimize::equivalence_classes(&self.trans, stride, &self.accepting, work_limit)?;
         let mut trans = vec![DEAD; count * stride];
@@ -445,7 +446,7 @@ impl ByteDfa {
         let n = offset[k];
         check_size(n, stride)?;
         check_states(n + block_part.map_or(0, |i| parts[i].block().states()))?;
-        crate::budget::charge_n(n * stride)?;
+        crate::budget::charge_n(n * stride * crate::budget::TABLE_TRANSITION)?;
         let id = |i: usize, s: u32| match s as usize {
             0 => DEAD,
             s if s < rows(i) => (offset[i] + s - 1) as u32,
@@ -1030,6 +1031,7 @@ impl Table {
         } = self;
         let stride = representative.len();
         let n = accepting.len();
+        crate::budget::charge_later(raw_trans.len() * crate::budget::TABLE_TRANSITION);
         let live = live_states(&raw_trans, stride, &accepting);
         if !live[start_id as usize] {
             return None;
@@ -1331,7 +1333,38 @@ fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
     }
 }
 
-fn dense_config(kind: MatchKind) -> dense::Config {
+/// Budget steps per byte of a DFA that regex-automata determinizes: it
+/// cannot charge as it goes, so its size bound is what the budget has left
+/// (about 12 MiB from the default budget, about a second of work here).
+const DETERMINIZED_BYTE: u64 = 8;
+
+/// The bound on regex-automata's determinization: `DFA_SIZE_LIMIT`, or less
+/// where the compile's budget has less left.
+fn determinize_limit() -> usize {
+    let by_budget = crate::budget::remaining().map_or(u64::MAX, |left| left / DETERMINIZED_BYTE);
+    DFA_SIZE_LIMIT.min(usize::try_from(by_budget).unwrap_or(usize::MAX))
+}
+
+/// Charges a DFA regex-automata built, or names the budget where the size
+/// bound it ran into was the budget's.
+fn charged(
+    built: std::result::Result<dense::DFA<Vec<u32>>, Error>,
+    limit: usize,
+) -> Result<dense::DFA<Vec<u32>>> {
+    match built {
+        Ok(dfa) => {
+            let bytes = dfa.memory_usage() as u64;
+            crate::budget::charge(bytes.saturating_mul(DETERMINIZED_BYTE))?;
+            Ok(dfa)
+        }
+        Err(Error::LimitExceeded(_)) if limit < DFA_SIZE_LIMIT => {
+            Err(crate::budget::exhausted_error())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn dense_config(kind: MatchKind, limit: usize) -> dense::Config {
     dense::Config::new()
         // All keeps every alternative alive (full-match semantics: `a|ab`
         // accepts "ab"); LeftmostFirst drops what a backtracking engine would
@@ -1340,8 +1373,8 @@ fn dense_config(kind: MatchKind) -> dense::Config {
         .start_kind(StartKind::Anchored)
         .byte_classes(true)
         .minimize(false)
-        .dfa_size_limit(Some(DFA_SIZE_LIMIT))
-        .determinize_size_limit(Some(DFA_SIZE_LIMIT))
+        .dfa_size_limit(Some(limit))
+        .determinize_size_limit(Some(limit))
 }
 
 fn thompson_config() -> thompson::Config {
@@ -1349,12 +1382,14 @@ fn thompson_config() -> thompson::Config {
 }
 
 fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
-    dense::Builder::new()
-        .configure(dense_config(kind))
+    let limit = determinize_limit();
+    let built = dense::Builder::new()
+        .configure(dense_config(kind, limit))
         .syntax(syntax::Config::new().unicode(true).utf8(true))
         .thompson(thompson_config())
         .build(pattern)
-        .map_err(|e| build_error(pattern, &e))
+        .map_err(|e| build_error(pattern, &e));
+    charged(built, limit)
 }
 
 /// `build_dense` (full-match semantics) from `pattern`'s syntax tree.
@@ -1363,10 +1398,12 @@ fn build_dense_from_hir(pattern: &str, hir: &Hir) -> Result<dense::DFA<Vec<u32>>
         .configure(thompson_config())
         .build_from_hir(hir)
         .map_err(|e| build_error(pattern, &e))?;
-    dense::Builder::new()
-        .configure(dense_config(MatchKind::All))
+    let limit = determinize_limit();
+    let built = dense::Builder::new()
+        .configure(dense_config(MatchKind::All, limit))
         .build_from_nfa(&nfa)
-        .map_err(|e| build_error(pattern, &e))
+        .map_err(|e| build_error(pattern, &e));
+    charged(built, limit)
 }
 
 fn build_error(pattern: &str, e: &dyn std::error::Error) -> Error {

@@ -139,7 +139,9 @@ fn determinize(
     while next < sets.len() {
         let set = sets[next].clone();
         next += 1;
-        crate::budget::charge_n(set.len() * (representative.len() + 1))?;
+        crate::budget::charge_n(
+            set.len() * (representative.len() + 1) * crate::budget::TABLE_TRANSITION,
+        )?;
         accepting.push(set.iter().any(|&e| ends(e)));
         for &byte in representative {
             let mut to: Set = set
