@@ -88,14 +88,21 @@ fuzz_target!(|data: &[u8]| {
             1 | 2 => {
                 // Half the time a token the reference allows, else any id.
                 let want_row = r.mask(&v, &model.text, model.terminated);
-                let allowed: Vec<u32> = (0..n).filter(|&t| maskpar_fuzz::bit(&want_row, t)).collect();
+                let allowed: Vec<u32> = (0..n)
+                    .filter(|&t| maskpar_fuzz::bit(&want_row, t))
+                    .collect();
                 let id = if op % 8 == 1 && !allowed.is_empty() {
                     allowed[arg as usize % allowed.len()]
                 } else {
                     arg as u32 % n
                 };
                 let want = model.consume(&mut r, id);
-                assert_eq!(m.consume_token(id).expect("consume"), want, "consume {id} in {pattern:?} after {:?}", model.text);
+                assert_eq!(
+                    m.consume_token(id).expect("consume"),
+                    want,
+                    "consume {id} in {pattern:?} after {:?}",
+                    model.text
+                );
             }
             3 => {
                 let k = arg as usize % (model.history.len() + 1);
@@ -116,10 +123,19 @@ fuzz_target!(|data: &[u8]| {
                     model = Model::default();
                 } else {
                     // validate_tokens and consume_tokens: the longest accepted prefix.
-                    let seq: Vec<u32> = (0..arg % 4).map(|j| (arg as u32).wrapping_mul(31 + j as u32) % n).collect();
+                    let seq: Vec<u32> = (0..arg % 4)
+                        .map(|j| (arg as u32).wrapping_mul(31 + j as u32) % n)
+                        .collect();
                     let mut probe = model.clone();
-                    let accepted = seq.iter().take_while(|&&t| probe.consume(&mut r, t)).count();
-                    assert_eq!(m.validate_tokens(&seq).expect("validate"), accepted, "validate {seq:?}");
+                    let accepted = seq
+                        .iter()
+                        .take_while(|&&t| probe.consume(&mut r, t))
+                        .count();
+                    assert_eq!(
+                        m.validate_tokens(&seq).expect("validate"),
+                        accepted,
+                        "validate {seq:?}"
+                    );
                     let all = accepted == seq.len();
                     assert_eq!(m.consume_tokens(&seq).expect("consume_tokens"), all);
                     if all {
@@ -134,7 +150,12 @@ fuzz_target!(|data: &[u8]| {
                 let mut s = model.text.clone();
                 s.extend_from_slice(&bytes);
                 let want = !model.terminated && r.live(&s);
-                assert_eq!(m.consume_bytes(&bytes).expect("consume_bytes"), want, "consume_bytes {bytes:?} after {:?} in {pattern:?}", model.text);
+                assert_eq!(
+                    m.consume_bytes(&bytes).expect("consume_bytes"),
+                    want,
+                    "consume_bytes {bytes:?} after {:?} in {pattern:?}",
+                    model.text
+                );
                 if want {
                     model.history.push((model.text.clone(), false));
                     model.text = s;

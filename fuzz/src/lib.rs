@@ -40,7 +40,17 @@ pub fn vocab() -> Arc<Vocab> {
 }
 
 const PIECES: &[&[u8]] = &[
-    b"ab", b"aaa", b"ba", b"\xc3\xa9", b"\xc3", b"\xa9a", b"{\"", b"\":", b"12", b"true", b" a",
+    b"ab",
+    b"aaa",
+    b"ba",
+    b"\xc3\xa9",
+    b"\xc3",
+    b"\xa9a",
+    b"{\"",
+    b"\":",
+    b"12",
+    b"true",
+    b" a",
 ];
 
 pub fn eos() -> u32 {
