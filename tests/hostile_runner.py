@@ -1,0 +1,1457 @@
+"""Runs one hostile-input case in this process and prints its outcome.
+
+``python hostile_runner.py CASE`` caps this process's address space, imports
+maskpar, runs the case and prints one line ``HOSTILE-RESULT {json}`` with
+``outcome`` ("ok" or "exception"), the exception's ``type`` and ``message``,
+whether it is ``clean`` (a ValueError or TypeError, subclasses included),
+the case's ``seconds`` and the peak resident memory ``max_rss_mib``.
+
+A crash (signal, abort), a hang or an allocation past the cap shows up in the
+parent (tests/test_hostile.py) as a return code or a timeout, never as a
+line here: that is why each case runs in its own process.
+
+Every case uses the public Python API only. A case is a function that runs
+the hostile call and returns a short JSON-able detail; it may assert what a
+correct answer must look like (an AssertionError is a failure, like any
+exception other than ValueError/TypeError).
+
+``CASES`` maps a case name to ``(function, expected outcomes)``: the outcomes
+each case may end with ("ok", "ValueError", "TypeError"), chosen by what the
+input deserves, not by what maskpar happens to do today.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+# The address-space cap every case runs under (the parent can override it).
+MEMORY_CAP_BYTES = 4 << 30
+
+OK = frozenset({"ok"})
+VALUE = frozenset({"ValueError"})
+TYPE = frozenset({"TypeError"})
+OK_OR_VALUE = frozenset({"ok", "ValueError"})
+CLEAN = frozenset({"ok", "ValueError", "TypeError"})
+
+CASES: dict[str, tuple[Callable[[], Any], frozenset[str], int]] = {}
+
+
+def case(name: str, expect: frozenset[str] = OK_OR_VALUE, cap: int = MEMORY_CAP_BYTES):
+    """Registers a case under ``name`` with the outcomes it may end with and
+    its address-space cap (torch alone maps more than 4 GiB of it)."""
+
+    def register(fn: Callable[[], Any]) -> Callable[[], Any]:
+        assert name not in CASES, name
+        CASES[name] = (fn, expect, cap)
+        return fn
+
+    return register
+
+
+# --------------------------------------------------------------------------
+# Shared inputs (built lazily: importing this module must stay cheap).
+
+BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
+EOS = 256
+DEEP = 100_000
+CHAIN = 50_000
+
+
+def mp():
+    import maskpar
+
+    return maskpar
+
+
+def tok():
+    return mp().Tokenizer.from_vocab(BYTES, [EOS])
+
+
+def bitmask(rows: int = 1, vocab_size: int = len(BYTES)):
+    import numpy as np
+
+    return np.zeros((rows, (vocab_size + 31) // 32), dtype=np.int32)
+
+
+def allowed(bm, row: int = 0) -> list[int]:
+    import numpy as np
+
+    bits = np.unpackbits(bm[row].view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def regex_grammar(pattern: str = "[ab]*c"):
+    return mp().compile_regex(tok(), pattern)
+
+
+def gbnf(src: str):
+    return mp().compile_grammar(tok(), src, "gbnf")
+
+
+def lark(src: str):
+    return mp().compile_grammar(tok(), src, "lark")
+
+
+def schema(s: Any, **kw: Any):
+    return mp().compile_json_schema(tok(), s, **kw)
+
+
+def matcher(pattern: str = "[ab]*c"):
+    return mp().Matcher(regex_grammar(pattern))
+
+
+def size(g) -> dict[str, Any]:
+    return {"kind": g.kind, "num_states": g.num_states}
+
+
+def nested_json(key: str, depth: int, leaf: str = '{"type": "string"}') -> str:
+    return f'{{"{key}": ' * depth + leaf + "}" * depth
+
+
+def ref_chain(n: int, link: Callable[[str], str], leaf: str = '{"type": "string"}') -> str:
+    """A flat ``$defs`` of n schemas, d_i built by ``link`` from d_{i+1}'s ref."""
+    defs = [f'"d{i}": {link(f"#/$defs/d{i + 1}")}' for i in range(n)]
+    defs.append(f'"d{n}": {leaf}')
+    return '{"$ref": "#/$defs/d0", "$defs": {' + ", ".join(defs) + "}}"
+
+
+# --------------------------------------------------------------------------
+# Text encodings: invalid UTF-8, NUL bytes, lone surrogates.
+
+
+@case("regex_nul_byte", OK)
+def _():
+    m = matcher("a\x00b")
+    return m.consume_bytes(b"a\x00b") and m.is_accepting()
+
+
+@case("regex_lone_surrogate", VALUE)
+def _():
+    return size(regex_grammar("a\ud800"))
+
+
+@case("regex_bytes_pattern", TYPE)
+def _():
+    return size(mp().compile_regex(tok(), b"\xff\xfe"))  # type: ignore[arg-type]
+
+
+@case("regex_byte_class_non_utf8")
+def _():
+    return size(regex_grammar(r"(?-u:\xff)+"))
+
+
+@case("gbnf_nul_in_literal", OK)
+def _():
+    g = gbnf('root ::= "a\x00b"')
+    m = mp().Matcher(g)
+    return m.consume_bytes(b"a\x00b") and m.is_accepting()
+
+
+@case("gbnf_hex_escape_non_utf8")
+def _():
+    return size(gbnf(r'root ::= "\xff\xfe" [\x80-\xff]'))
+
+
+@case("gbnf_lone_surrogate", VALUE)
+def _():
+    return size(gbnf('root ::= "\ud800"'))
+
+
+@case("gbnf_surrogate_escape")
+def _():
+    return size(gbnf(r'root ::= "\ud800" | [\ud800-\udfff]'))
+
+
+@case("lark_nul_in_literal", OK)
+def _():
+    return size(lark('start: "a\x00b"'))
+
+
+@case("lark_lone_surrogate", VALUE)
+def _():
+    return size(lark('start: "\udc80"'))
+
+
+@case("schema_nul_in_const", OK)
+def _():
+    return size(schema({"const": "a\x00b"}))
+
+
+@case("schema_lone_surrogate_key")
+def _():
+    return size(schema({"type": "object", "properties": {"\ud800": {"type": "string"}}}))
+
+
+@case("schema_text_lone_surrogate", VALUE)
+def _():
+    return size(schema('{"const": "\ud800"}'))
+
+
+@case("schema_escaped_lone_surrogate")
+def _():
+    return size(schema(r'{"const": "\ud800", "pattern": "\udfff"}'))
+
+
+@case("consume_bytes_invalid_utf8", OK)
+def _():
+    m = matcher(".*")
+    return [m.consume_bytes(b"\xff\xfe\xc0\x80"), m.consume_bytes(b"\xed\xa0\x80")]
+
+
+@case("consume_bytes_lone_surrogate_str", VALUE)
+def _():
+    return matcher(".*").consume_bytes("\ud800")
+
+
+@case("consume_bytes_wrong_type", TYPE)
+def _():
+    return matcher(".*").consume_bytes(12)  # type: ignore[arg-type]
+
+
+@case("tokenizer_invalid_utf8_tokens", OK)
+def _():
+    toks = [b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"<eos>"]
+    t = mp().Tokenizer.from_vocab(toks, [4])
+    g = mp().compile_regex(t, ".*")
+    m = mp().Matcher(g)
+    bm = bitmask(1, 5)
+    m.fill_next_token_bitmask(bm)
+    # None of these byte strings can start valid UTF-8 text.
+    assert allowed(bm) == [4], allowed(bm)
+    return allowed(bm)
+
+
+# --------------------------------------------------------------------------
+# Huge numbers and counts.
+
+
+@case("regex_count_2_pow_32", VALUE)
+def _():
+    return size(regex_grammar("a{1,4294967296}"))
+
+
+@case("regex_count_u32_max", VALUE)
+def _():
+    return size(regex_grammar("a{4294967295}"))
+
+
+@case("regex_count_million")
+def _():
+    return size(regex_grammar("a{1000000}"))
+
+
+@case("gbnf_count_2_pow_32", VALUE)
+def _():
+    return size(gbnf('root ::= "a"{1,4294967296}'))
+
+
+@case("gbnf_count_20_digits", VALUE)
+def _():
+    return size(gbnf('root ::= "a"{99999999999999999999}'))
+
+
+@case("lark_count_2_pow_32", VALUE)
+def _():
+    return size(lark('start: "a"~1..4294967296'))
+
+
+@case("lark_count_reversed", VALUE)
+def _():
+    return size(lark('start: "a"~10..1'))
+
+
+@case("schema_min_items_1e9")
+def _():
+    return size(schema({"type": "array", "minItems": 1000000000}))
+
+
+@case("schema_min_items_float_1e9")
+def _():
+    return size(schema('{"type": "array", "minItems": 1e9}'))
+
+
+@case("schema_max_items_2_pow_40")
+def _():
+    return size(schema({"type": "array", "maxItems": 2**40, "items": {"type": "integer"}}))
+
+
+@case("schema_max_length_2_pow_40")
+def _():
+    return size(schema({"type": "string", "maxLength": 2**40}))
+
+
+@case("schema_min_length_2_pow_40")
+def _():
+    return size(schema({"type": "string", "minLength": 2**40}))
+
+
+@case("schema_min_length_2_pow_64")
+def _():
+    return size(schema('{"type": "string", "minLength": 18446744073709551617}'))
+
+
+@case("schema_min_length_million")
+def _():
+    return size(schema({"type": "string", "minLength": 1_000_000}))
+
+
+@case("schema_min_properties_1e9")
+def _():
+    return size(schema({"type": "object", "minProperties": 1000000000}))
+
+
+@case("schema_nested_min_items_product")
+def _():
+    inner = {"type": "array", "items": {"type": "integer"}, "minItems": 1000}
+    return size(schema({"type": "array", "items": inner, "minItems": 1000}))
+
+
+@case("schema_minimum_10k_digits")
+def _():
+    big = "1" + "0" * 10_000
+    return size(schema(f'{{"type": "integer", "minimum": -{big}, "maximum": {big}}}'))
+
+
+@case("schema_number_bounds_10k_digits")
+def _():
+    big = "9" * 10_000
+    return size(schema(f'{{"type": "number", "exclusiveMinimum": -{big}.5}}'))
+
+
+@case("schema_const_1e10000")
+def _():
+    return size(schema('{"const": 1e10000}'))
+
+
+@case("schema_enum_10k_digit_number")
+def _():
+    return size(schema('{"enum": [%s, 1]}' % ("7" * 10_000)))
+
+
+@case("schema_multiple_of_1e-300")
+def _():
+    return size(schema({"type": "number", "multipleOf": 1e-300}))
+
+
+@case("schema_multiple_of_1e-300_bounded")
+def _():
+    return size(schema({"type": "number", "multipleOf": 1e-300, "minimum": 0, "maximum": 1}))
+
+
+@case("schema_integer_multiple_of_1e300")
+def _():
+    return size(schema({"type": "integer", "multipleOf": 1e300}))
+
+
+@case("schema_integer_range_1e300")
+def _():
+    return size(schema({"type": "integer", "minimum": -1e300, "maximum": 1e300}))
+
+
+@case("schema_integer_tiny_range_huge_offset")
+def _():
+    return size(schema({"type": "integer", "minimum": 10**300, "maximum": 10**300 + 7}))
+
+
+@case("schema_python_int_5000_digits")
+def _():
+    # json.dumps refuses ints past sys.get_int_max_str_digits: a ValueError.
+    return size(schema({"type": "integer", "maximum": 10**5000}))
+
+
+# --------------------------------------------------------------------------
+# Deep nesting (100,000 levels).
+
+
+@case("regex_nested_groups_100k", VALUE)
+def _():
+    return size(regex_grammar("(" * DEEP + "a" + ")" * DEEP))
+
+
+@case("regex_nested_noncapture_100k", VALUE)
+def _():
+    return size(regex_grammar("(?:" * DEEP + "a" + ")" * DEEP))
+
+
+@case("gbnf_nested_groups_100k")
+def _():
+    return size(gbnf("root ::= " + "(" * DEEP + '"a"' + ")" * DEEP))
+
+
+@case("gbnf_unclosed_groups_100k", VALUE)
+def _():
+    return size(gbnf("root ::= " + "(" * DEEP))
+
+
+@case("gbnf_nested_groups_1k")
+def _():
+    return size(gbnf("root ::= " + "(" * 1000 + '"a"' + ")" * 1000))
+
+
+@case("gbnf_nested_class_in_groups_10k")
+def _():
+    return size(gbnf("root ::= " + "(" * 10_000 + "[a-z]*" + ")*" * 10_000))
+
+
+@case("lark_nested_groups_100k")
+def _():
+    return size(lark("start: " + "(" * DEEP + '"a"' + ")" * DEEP))
+
+
+@case("lark_nested_optional_100k")
+def _():
+    return size(lark("start: " + "[" * DEEP + '"a"' + "]" * DEEP))
+
+
+@case("lark_nested_regex_groups_100k")
+def _():
+    return size(lark("start: /" + "(" * DEEP + "a" + ")" * DEEP + "/"))
+
+
+@case("schema_text_nested_items_100k", VALUE)
+def _():
+    return size(schema(nested_json("items", DEEP)))
+
+
+@case("schema_text_nested_anyof_100k", VALUE)
+def _():
+    return size(schema('{"anyOf": [' * DEEP + "{}" + "]}" * DEEP))
+
+
+@case("schema_text_nested_not_10k", VALUE)
+def _():
+    return size(schema(nested_json("not", 10_000)))
+
+
+@case("schema_text_nested_items_100")
+def _():
+    return size(schema(nested_json("items", 100)))
+
+
+@case("schema_text_nested_properties_60")
+def _():
+    leaf = '{"type": "integer"}'
+    text = '{"type": "object", "properties": {"a": ' * 60 + leaf + "}}" * 60
+    return size(schema(text))
+
+
+def nested_dict(key: str, depth: int) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        d = {key: d}
+    return d
+
+
+@case("schema_dict_nested_items_100k", VALUE)
+def _():
+    return size(schema(nested_dict("items", DEEP)))
+
+
+@case("schema_dict_nested_items_2k", VALUE)
+def _():
+    return size(schema(nested_dict("items", 2_000)))
+
+
+@case("schema_dict_cyclic", VALUE)
+def _():
+    d: dict[str, Any] = {"type": "array"}
+    d["items"] = d
+    return size(schema(d))
+
+
+@case("schema_dict_nan", VALUE)
+def _():
+    return size(schema({"type": "number", "maximum": float("nan")}))
+
+
+@case("schema_dict_unserialisable", TYPE)
+def _():
+    return size(schema({"enum": [{1, 2}]}))
+
+
+@case("schema_dict_non_str_keys")
+def _():
+    return size(schema({"type": "object", "properties": {1: {"type": "string"}}}))
+
+
+@case("schema_wrong_types", TYPE)
+def _():
+    return size(schema([{"type": "string"}]))  # type: ignore[arg-type]
+
+
+@case("schema_json_list_text", VALUE)
+def _():
+    return size(schema("[1, 2]"))
+
+
+# --------------------------------------------------------------------------
+# not / allOf / anyOf / $ref chains 10,000 long; $ref cycles.
+
+
+@case("schema_ref_chain_10k")
+def _():
+    return size(schema(ref_chain(10_000, lambda r: '{"$ref": "' + r + '"}')))
+
+
+@case("schema_allof_chain_10k")
+def _():
+    return size(schema(ref_chain(10_000, lambda r: '{"allOf": [{"$ref": "' + r + '"}]}')))
+
+
+@case("schema_anyof_chain_10k")
+def _():
+    link = '{"anyOf": [{"$ref": "%s"}, {"type": "null"}]}'
+    return size(schema(ref_chain(10_000, lambda r: link % r)))
+
+
+@case("schema_not_chain_10k")
+def _():
+    return size(schema(ref_chain(10_000, lambda r: '{"not": {"$ref": "' + r + '"}}')))
+
+
+@case("schema_items_chain_10k")
+def _():
+    link = '{"type": "array", "items": {"$ref": "%s"}}'
+    return size(schema(ref_chain(10_000, lambda r: link % r)))
+
+
+@case("schema_ref_self")
+def _():
+    return size(schema({"$ref": "#"}))
+
+
+@case("schema_ref_mutual_cycle")
+def _():
+    s = {
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+        "$ref": "#/$defs/a",
+    }
+    return size(schema(s))
+
+
+@case("schema_allof_self")
+def _():
+    return size(schema({"allOf": [{"$ref": "#"}], "type": "object"}))
+
+
+@case("schema_not_self")
+def _():
+    return size(schema({"not": {"$ref": "#"}}))
+
+
+@case("schema_anyof_self_only")
+def _():
+    return size(schema({"anyOf": [{"$ref": "#"}]}))
+
+
+@case("schema_recursive_array_walk", OK)
+def _():
+    g = schema({"type": "array", "items": {"$ref": "#"}}, whitespace="compact")
+    m = mp().Matcher(g)
+    text = "[" * 500 + "]" * 500
+    return m.consume_bytes(text.encode()) and m.is_accepting()
+
+
+@case("schema_ref_missing", VALUE)
+def _():
+    return size(schema({"$ref": "#/$defs/nowhere"}))
+
+
+@case("schema_ref_remote", VALUE)
+def _():
+    return size(schema({"$ref": "http://169.254.169.254/latest/meta-data"}))
+
+
+@case("schema_ref_pointer_garbage")
+def _():
+    return size(schema({"$ref": "#/../../~2~~/%zz/" + "a/" * 10_000}))
+
+
+# --------------------------------------------------------------------------
+# Exponential automata.
+
+
+@case("regex_exponential_ab_20")
+def _():
+    return size(regex_grammar("(a|b)*a(a|b){20}"))
+
+
+@case("regex_exponential_class_30")
+def _():
+    return size(regex_grammar("[ab]*a[ab]{30}"))
+
+
+@case("schema_pattern_exponential_30")
+def _():
+    return size(schema({"type": "string", "pattern": "^[ab]*a[ab]{30}$"}))
+
+
+@case("schema_pattern_unanchored_exponential")
+def _():
+    return size(schema({"type": "string", "pattern": "a[ab]{30}"}))
+
+
+@case("gbnf_exponential_30")
+def _():
+    return size(gbnf('root ::= [ab]* "a" [ab]{30}'))
+
+
+@case("lark_exponential_regex_30")
+def _():
+    return size(lark("start: /[ab]*a[ab]{30}/"))
+
+
+@case("regex_unicode_word_repeat")
+def _():
+    return size(regex_grammar(r"\w{100}"))
+
+
+@case("regex_unicode_any_repeat_1000")
+def _():
+    return size(regex_grammar(r"(?s:.){1000}"))
+
+
+# --------------------------------------------------------------------------
+# Nested counted repetitions.
+
+
+@case("regex_nested_counts_100")
+def _():
+    return size(regex_grammar("((a{1,100}){1,100}){1,100}"))
+
+
+@case("regex_nested_counts_20")
+def _():
+    return size(regex_grammar("((a{1,20}){1,20}){1,20}"))
+
+
+@case("schema_pattern_nested_counts_100")
+def _():
+    return size(schema({"type": "string", "pattern": "^((a{1,100}){1,100}){1,100}$"}))
+
+
+@case("gbnf_nested_counts_100")
+def _():
+    return size(gbnf('root ::= (("a"{1,100}){1,100}){1,100}'))
+
+
+@case("lark_nested_counts_100")
+def _():
+    return size(lark('start: (("a"~1..100)~1..100)~1..100'))
+
+
+@case("regex_nested_counts_alternation")
+def _():
+    return size(regex_grammar("((a|bc){1,50}(d|ef){1,50}){1,50}"))
+
+
+# --------------------------------------------------------------------------
+# Long rule chains (50,000 rules).
+
+
+@case("gbnf_rule_chain_50k")
+def _():
+    rules = [f"r{i} ::= r{i + 1}" for i in range(CHAIN)]
+    return size(gbnf("root ::= r0\n" + "\n".join(rules) + f'\nr{CHAIN} ::= "a"'))
+
+
+@case("gbnf_rule_chain_with_literals_50k")
+def _():
+    rules = [f'r{i} ::= "x" r{i + 1} | "y"' for i in range(CHAIN)]
+    return size(gbnf("root ::= r0\n" + "\n".join(rules) + f'\nr{CHAIN} ::= "a"'))
+
+
+@case("lark_rule_chain_50k")
+def _():
+    rules = [f"r{i}: r{i + 1}" for i in range(CHAIN)]
+    return size(lark("start: r0\n" + "\n".join(rules) + f'\nr{CHAIN}: "a"'))
+
+
+@case("lark_terminal_chain_10k")
+def _():
+    terms = [f"T{i}: T{i + 1}" for i in range(10_000)]
+    return size(lark("start: T0\n" + "\n".join(terms) + '\nT10000: "a"'))
+
+
+@case("gbnf_left_recursion_only")
+def _():
+    return size(gbnf("root ::= root"))
+
+
+@case("gbnf_undefined_rule", VALUE)
+def _():
+    return size(gbnf("root ::= missing"))
+
+
+# --------------------------------------------------------------------------
+# Huge alternations and enums.
+
+WORDS = 100_000
+
+
+@case("gbnf_alternation_100k")
+def _():
+    return size(gbnf("root ::= " + " | ".join(f'"w{i}"' for i in range(WORDS))))
+
+
+@case("lark_alternation_100k")
+def _():
+    return size(lark("start: " + " | ".join(f'"w{i}"' for i in range(WORDS))))
+
+
+@case("regex_alternation_100k")
+def _():
+    return size(regex_grammar("|".join(f"w{i}" for i in range(WORDS))))
+
+
+@case("schema_enum_strings_100k")
+def _():
+    return size(schema({"enum": [f"w{i}" for i in range(WORDS)]}))
+
+
+@case("schema_enum_numbers_100k")
+def _():
+    return size(schema({"enum": list(range(WORDS))}))
+
+
+@case("schema_enum_objects_10k")
+def _():
+    return size(schema({"enum": [{"k": i, "v": [i, str(i)]} for i in range(10_000)]}))
+
+
+@case("schema_many_properties_10k")
+def _():
+    props = {f"p{i}": {"type": "integer"} for i in range(10_000)}
+    return size(schema({"type": "object", "properties": props, "required": list(props)}))
+
+
+@case("schema_prefix_items_10k")
+def _():
+    return size(schema({"type": "array", "prefixItems": [{"const": i} for i in range(10_000)]}))
+
+
+# --------------------------------------------------------------------------
+# Ambiguous grammars walked for many tokens.
+
+
+def walk_a(g, steps: int) -> int:
+    """Consumes "a" ``steps`` times, filling the mask before each."""
+    m = mp().Matcher(g)
+    bm = bitmask(1, g.vocab_size)
+    for i in range(steps):
+        m.fill_next_token_bitmask(bm)
+        assert ord("a") in allowed(bm), f"'a' refused after {i} steps"
+        assert m.consume_token(ord("a")), i
+    assert m.is_accepting()
+    return m.num_consumed
+
+
+@case("gbnf_ambiguous_walk_2000", OK)
+def _():
+    return walk_a(gbnf('root ::= x*\nx ::= "a" | "a" "a" | x x'), 2000)
+
+
+@case("lark_ambiguous_walk_2000", OK)
+def _():
+    return walk_a(lark('start: x*\nx: "a" | "a" "a" | x x'), 2000)
+
+
+@case("gbnf_catalan_walk_2000", OK)
+def _():
+    return walk_a(gbnf('root ::= x\nx ::= x x | x x x | "a" | ""'), 2000)
+
+
+@case("gbnf_ambiguous_walk_rollback_fork", OK)
+def _():
+    g = gbnf('root ::= x*\nx ::= "a" | "aa" | x x')
+    m = mp().Matcher(g)
+    bm = bitmask(1, g.vocab_size)
+    for i in range(1000):
+        assert m.consume_token(ord("a"))
+        if i % 100 == 99:
+            f = m.fork()
+            f.rollback(50)
+            f.fill_next_token_bitmask(bm)
+    return m.num_consumed
+
+
+# --------------------------------------------------------------------------
+# Huge and negative token ids to every Matcher method and batch function.
+
+BAD_IDS = {"2_pow_31": 2**31, "minus_1": -1, "2_pow_63": 2**63, "257": 257, "2_pow_64": 2**64}
+
+
+def _id_cases() -> None:
+    for label, bad in BAD_IDS.items():
+        calls: dict[str, Callable[[Any, Any], Any]] = {
+            "consume_token": lambda m, b: m.consume_token(b),
+            "consume_tokens": lambda m, b: m.consume_tokens([ord("a"), b]),
+            "validate_tokens": lambda m, b: m.validate_tokens([ord("a"), b]),
+            "rollback": lambda m, b: m.rollback(b),
+            "fill_index": lambda m, b: m.fill_next_token_bitmask(bitmask(1), b),
+            "par_row": lambda m, b: mp().fill_next_token_bitmask_par([(m, b)], bitmask(1)),
+            "drafts": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tokens(
+                [(m, 0, [ord("a"), b])], bitmask(3)
+            ),
+            "draft_row": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tokens(
+                [(m, b, [ord("a")])], bitmask(2)
+            ),
+            "tree_tokens": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tree(
+                [(m, 0, ([0, b], [-1, 0]))], bitmask(2)
+            ),
+            "tree_parents": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tree(
+                [(m, 0, ([0, ord("a")], [-1, b]))], bitmask(2)
+            ),
+            "eagle_tokens": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tree(
+                [(m, 0, ([1, -1], [-1, -1], [0, b]))], bitmask(2)
+            ),
+            "eagle_next": lambda m, b: mp().fill_next_token_bitmask_par_with_draft_tree(
+                [(m, 0, ([b, -1], [-1, -1], [0, ord("a")]))], bitmask(2)
+            ),
+            "aware_drafts": lambda m, b: mp().grammar_aware_drafts([(m, [ord("a"), b])], 4),
+            "max_drafts": lambda m, b: mp().grammar_aware_drafts([(m, [ord("a")])], b),
+            "num_threads": lambda m, b: mp().fill_next_token_bitmask_par(
+                [(m, 0)], bitmask(1), num_threads=b
+            ),
+            "token_bytes": lambda m, b: tok().token_bytes(b),
+            "decode_bytes": lambda m, b: tok().decode_bytes([ord("a"), b]),
+        }
+        for method, call in calls.items():
+            expect = VALUE
+            if method == "max_drafts" and bad > 0:
+                expect = frozenset({"ok", "ValueError"})  # a huge cap is just a cap
+            if method == "num_threads" and bad == 257:
+                expect = OK
+
+            def run(call=call, bad=bad) -> Any:
+                m = matcher("[ab]*c")
+                m.consume_token(ord("a"))
+                before = m.num_consumed
+                try:
+                    return repr(call(m, bad))[:80]
+                finally:
+                    assert m.num_consumed == before, "state changed by a refused call"
+
+            case(f"token_id_{label}_{method}", expect)(run)
+
+
+_id_cases()
+
+
+@case("set_num_threads_zero", VALUE)
+def _():
+    return mp().set_num_threads(0)
+
+
+@case("set_num_threads_2_pow_63", VALUE)
+def _():
+    return mp().set_num_threads(2**63)
+
+
+@case("rollback_past_start", VALUE)
+def _():
+    m = matcher()
+    m.consume_token(ord("a"))
+    return m.rollback(2)
+
+
+@case("token_id_wrong_type", TYPE)
+def _():
+    return matcher().consume_token("a")  # type: ignore[arg-type]
+
+
+@case("token_id_float", TYPE)
+def _():
+    return matcher().consume_token(97.0)  # type: ignore[arg-type]
+
+
+@case("consume_tokens_huge_list", OK)
+def _():
+    m = matcher("a*")
+    return m.consume_tokens([ord("a")] * 1_000_000)
+
+
+@case("fork_wrong_grammar_vocab", VALUE)
+def _():
+    other = mp().Tokenizer.from_vocab([b"a", b"b", b"<eos>"], [2])
+    g = mp().compile_regex(other, "[ab]*c")
+    m = matcher()
+    m.consume_token(ord("a"))
+    return repr(m.fork(g))
+
+
+# --------------------------------------------------------------------------
+# Malformed bitmask buffers.
+
+
+def fill(bm: Any) -> Any:
+    return matcher().fill_next_token_bitmask(bm)
+
+
+def par_fill(bm: Any) -> Any:
+    return mp().fill_next_token_bitmask_par([(matcher(), 0)], bm)
+
+
+def _buffer_cases() -> None:
+    import numpy as np
+
+    w = (len(BYTES) + 31) // 32
+    buffers: dict[str, tuple[Callable[[], Any], frozenset[str]]] = {
+        "int64": (lambda: np.zeros((1, w), np.int64), TYPE),
+        "uint32": (lambda: np.zeros((1, w), np.uint32), TYPE),
+        "float32": (lambda: np.zeros((1, w), np.float32), TYPE),
+        "big_endian_int32": (lambda: np.zeros((1, w), ">i4"), TYPE),
+        "list": (lambda: [[0] * w], TYPE),
+        "none": (lambda: None, TYPE),
+        "bytearray": (lambda: bytearray(4 * w), TYPE),
+        "three_dims": (lambda: np.zeros((1, 1, w), np.int32), VALUE),
+        "zero_dims": (lambda: np.zeros((), np.int32), VALUE),
+        "too_narrow": (lambda: np.zeros((1, w - 1), np.int32), VALUE),
+        "too_wide": (lambda: np.zeros((1, w + 1), np.int32), VALUE),
+        "zero_rows": (lambda: np.zeros((0, w), np.int32), VALUE),
+        "non_contiguous": (lambda: np.zeros((2, 2 * w), np.int32)[:, ::2], VALUE),
+        "transposed": (lambda: np.zeros((w, 2), np.int32).T, VALUE),
+        "negative_stride": (lambda: np.zeros((2, w), np.int32)[::-1], VALUE),
+        "read_only": (lambda: _read_only(np.zeros((1, w), np.int32)), VALUE),
+        "misaligned": (lambda: _misaligned(w), VALUE),
+    }
+    for label, (make, expect) in buffers.items():
+        for how, run in (("fill", fill), ("par_fill", par_fill)):
+
+            def go(make=make, run=run) -> Any:
+                return run(make())
+
+            case(f"buffer_{label}_{how}", expect)(go)
+
+
+def _read_only(a: Any) -> Any:
+    a.setflags(write=False)
+    return a
+
+
+def _misaligned(w: int) -> Any:
+    import numpy as np
+
+    raw = np.zeros(4 * w + 1, np.uint8)[1:]
+    return raw.view(np.int32).reshape(1, w)
+
+
+_buffer_cases()
+
+
+@case("buffer_torch_variants", OK, cap=32 << 30)
+def _():
+    import torch
+
+    out = {}
+    w = (len(BYTES) + 31) // 32
+    tensors = {
+        "int64": torch.zeros((1, w), dtype=torch.int64),
+        "non_contiguous": torch.zeros((2, 2 * w), dtype=torch.int32)[:, ::2],
+        "too_narrow": torch.zeros((1, w - 1), dtype=torch.int32),
+        "zero_rows": torch.zeros((0, w), dtype=torch.int32),
+        "sparse": torch.zeros((1, w), dtype=torch.int32).to_sparse(),
+        "meta": torch.zeros((1, w), dtype=torch.int32, device="meta"),
+        "requires_grad": torch.zeros((1, w), dtype=torch.float32, requires_grad=True),
+        "expanded": torch.zeros((1, w), dtype=torch.int32).expand(3, w),
+    }
+    for name, t in tensors.items():
+        try:
+            fill(t)
+            out[name] = "ok"
+        except (ValueError, TypeError) as e:
+            out[name] = type(e).__name__
+    refused = {k: v for k, v in out.items() if v == "ok"}
+    assert not refused, f"accepted malformed tensors: {refused}"
+    return out
+
+
+@case("par_rows_out_of_range", VALUE)
+def _():
+    return mp().fill_next_token_bitmask_par([(matcher(), 0), (matcher(), 5)], bitmask(2))
+
+
+@case("par_rows_overlap", VALUE)
+def _():
+    return mp().fill_next_token_bitmask_par([(matcher(), 1), (matcher(), 1)], bitmask(2))
+
+
+@case("par_draft_rows_overlap", VALUE)
+def _():
+    reqs = [(matcher(), 0, [ord("a"), ord("b")]), (matcher(), 2, [])]
+    return mp().fill_next_token_bitmask_par_with_draft_tokens(reqs, bitmask(3))
+
+
+@case("par_tree_rows_overlap", VALUE)
+def _():
+    tree = ([0, ord("a"), ord("b")], [-1, 0, 0])
+    reqs = [(matcher(), 0, tree), (matcher(), 2, tree)]
+    return mp().fill_next_token_bitmask_par_with_draft_tree(reqs, bitmask(5))
+
+
+@case("par_same_matcher_twice", VALUE)
+def _():
+    m = matcher()
+    return mp().fill_next_token_bitmask_par([(m, 0), (m, 1)], bitmask(2))
+
+
+@case("par_zero_requests_zero_rows", OK)
+def _():
+    return mp().fill_next_token_bitmask_par([], bitmask(0))
+
+
+@case("par_item_not_tuple", TYPE)
+def _():
+    return mp().fill_next_token_bitmask_par([matcher()], bitmask(1))  # type: ignore[list-item]
+
+
+@case("par_item_wrong_arity", TYPE)
+def _():
+    return mp().fill_next_token_bitmask_par([(matcher(), 0, 0, 0)], bitmask(1))
+
+
+@case("par_not_a_matcher", TYPE)
+def _():
+    return mp().fill_next_token_bitmask_par([("m", 0)], bitmask(1))  # type: ignore[list-item]
+
+
+@case("par_mixed_vocab_widths", VALUE)
+def _():
+    other = mp().Tokenizer.from_vocab(BYTES, [EOS], vocab_size=4096)
+    m2 = mp().Matcher(mp().compile_regex(other, "a"))
+    return mp().fill_next_token_bitmask_par([(matcher(), 0), (m2, 1)], bitmask(2))
+
+
+@case("par_many_matchers_100k", OK)
+def _():
+    g = regex_grammar()
+    reqs = [(mp().Matcher(g), i) for i in range(100_000)]
+    return mp().fill_next_token_bitmask_par(reqs, bitmask(100_000))
+
+
+@case("par_generator_raises", VALUE)
+def _():
+    def items():
+        yield (matcher(), 0)
+        raise ValueError("caller's own error")
+
+    return mp().fill_next_token_bitmask_par(items(), bitmask(2))
+
+
+@case("par_drafts_tolist_touches_matcher")
+def _():
+    m = matcher()
+
+    class Evil:
+        def tolist(self) -> list[int]:
+            m.consume_token(ord("a"))  # the call holds m: must raise, not corrupt
+            return [ord("a")]
+
+    try:
+        return mp().fill_next_token_bitmask_par_with_draft_tokens([(m, 0, Evil())], bitmask(2))
+    except RuntimeError as e:
+        assert "in use" in str(e), e
+        return "RuntimeError: in use"
+
+
+# --------------------------------------------------------------------------
+# Malformed draft trees.
+
+
+def tree_fill(tree: Any, rows: int = 4) -> Any:
+    return mp().fill_next_token_bitmask_par_with_draft_tree([(matcher(), 0, tree)], bitmask(rows))
+
+
+A, B = ord("a"), ord("b")
+
+TREES: dict[str, tuple[Any, int, frozenset[str]]] = {
+    "parents_cycle": (([0, A, B], [-1, 2, 1]), 3, VALUE),
+    "parent_self": (([0, A], [-1, 1]), 2, VALUE),
+    "parent_forward": (([0, A, B], [-1, 2, 0]), 3, VALUE),
+    "parent_out_of_range": (([0, A], [-1, 7]), 2, VALUE),
+    "parent_negative": (([0, A], [-1, -2]), 2, VALUE),
+    "root_has_parent": (([0, A], [0, 0]), 2, VALUE),
+    "two_roots": (([0, A], [-1, -1]), 2, VALUE),
+    "lengths_mismatch": (([0, A, B], [-1, 0]), 3, VALUE),
+    "empty": (([], []), 1, VALUE),
+    "not_ints": ((["x", "y"], [-1, 0]), 2, TYPE),
+    "not_a_tuple": ([0, A], 2, TYPE),
+    "too_few_rows": (([0, A, B], [-1, 0, 1]), 2, VALUE),
+    "eagle_next_cycle": (([1, 0], [-1, -1], [0, A]), 2, VALUE),
+    "eagle_sibling_cycle": (([1, -1, -1], [-1, 2, 1], [0, A, B]), 3, VALUE),
+    "eagle_self_child": (([0, -1], [-1, -1], [0, A]), 2, VALUE),
+    "eagle_unreachable": (([-1, -1, -1], [-1, -1, -1], [0, A, B]), 3, CLEAN),
+    "eagle_two_parents": (([1, 1], [-1, -1], [0, A]), 2, VALUE),
+    "eagle_out_of_range": (([9, -1], [-1, -1], [0, A]), 2, VALUE),
+    "eagle_lengths_mismatch": (([1, -1], [-1], [0, A]), 2, VALUE),
+    "eagle_root_sibling": (([1, -1], [1, -1], [0, A]), 2, VALUE),
+}
+
+for _label, (_tree, _rows, _expect) in TREES.items():
+    case(f"tree_{_label}", _expect)(lambda t=_tree, r=_rows: tree_fill(t, r))
+
+
+@case("tree_chain_1m_nodes", OK)
+def _():
+    import numpy as np
+
+    n = 1_000_000
+    tokens = np.full(n, A, dtype=np.int64)
+    parents = np.arange(-1, n - 1, dtype=np.int64)
+    valid = tree_fill((tokens, parents), n)[0]
+    assert all(valid), "every 'a' in [ab]*c is valid"
+    return len(valid)
+
+
+@case("tree_star_1m_nodes", OK)
+def _():
+    import numpy as np
+
+    n = 1_000_000
+    tokens = np.where(np.arange(n) % 2 == 0, A, ord("z"))
+    parents = np.zeros(n, dtype=np.int64)
+    parents[0] = -1
+    valid = tree_fill((tokens, parents), n)[0]
+    return sum(valid)
+
+
+@case("tree_eagle_chain_1m_nodes", OK)
+def _():
+    import numpy as np
+
+    n = 1_000_000
+    nxt = np.arange(1, n + 1, dtype=np.int64)
+    nxt[-1] = -1
+    sib = np.full(n, -1, dtype=np.int64)
+    tokens = np.full(n, A, dtype=np.int64)
+    return sum(tree_fill((nxt, sib, tokens), n)[0])
+
+
+@case("drafts_1m_tokens", OK)
+def _():
+    drafts = [A] * 1_000_000
+    return mp().fill_next_token_bitmask_par_with_draft_tokens(
+        [(matcher(), 0, drafts)], bitmask(1_000_001)
+    )
+
+
+@case("grammar_aware_drafts_huge_max", OK)
+def _():
+    m = mp().Matcher(regex_grammar("a{0,5}" + "x" * 100_000))
+    return len(mp().grammar_aware_drafts([(m, [A] * 5)], 2**62)[0])
+
+
+# --------------------------------------------------------------------------
+# Tokenizer constructors with hostile vocabularies.
+
+
+def tokenizer(tokens: Any, eos: Any = (0,), **kw: Any) -> Any:
+    t = mp().Tokenizer.from_vocab(tokens, list(eos), **kw)
+    return {"vocab_size": t.vocab_size, "num_tokens": t.num_tokens}
+
+
+@case("tokenizer_empty", VALUE)
+def _():
+    return tokenizer([], [])
+
+
+@case("tokenizer_duplicates", OK)
+def _():
+    t = mp().Tokenizer.from_vocab([b"a", b"a", b"ab", b"ab", b"<e>"], [4])
+    m = mp().Matcher(mp().compile_regex(t, "ab"))
+    bm = bitmask(1, 5)
+    m.fill_next_token_bitmask(bm)
+    assert allowed(bm) == [0, 1, 2, 3], allowed(bm)
+    return allowed(bm)
+
+
+@case("tokenizer_1mb_token")
+def _():
+    return tokenizer([b"<e>", b"a" * (1 << 20)])
+
+
+@case("tokenizer_eos_out_of_range", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [2])
+
+
+@case("tokenizer_eos_negative", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [-1])
+
+
+@case("tokenizer_eos_2_pow_64", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [2**64])
+
+
+@case("tokenizer_special_out_of_range", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [0], special_token_ids=[2**40])
+
+
+@case("tokenizer_vocab_size_too_small", VALUE)
+def _():
+    return tokenizer([b"a", b"b", b"c"], [0], vocab_size=2)
+
+
+@case("tokenizer_vocab_size_2_pow_31", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [0], vocab_size=2**31)
+
+
+@case("tokenizer_vocab_size_negative", VALUE)
+def _():
+    return tokenizer([b"a", b"b"], [0], vocab_size=-1)
+
+
+@case("tokenizer_vocab_size_2_pow_30_fill")
+def _():
+    t = mp().Tokenizer.from_vocab(BYTES, [EOS], vocab_size=2**30)
+    m = mp().Matcher(mp().compile_regex(t, "[ab]*c"))
+    bm = bitmask(1, 2**30)
+    m.fill_next_token_bitmask(bm)
+    # a, b, c are ids 97..99: bits 1..3 of word 3; every other id is refused.
+    assert bm[0, 3] == 0b1110 and bm[0, :3].sum() == 0, bm[0, :4]
+    assert not bm[0, 4:].any(), "padding ids allowed"
+    return int(bm[0, 3])
+
+
+@case("tokenizer_str_tokens", TYPE)
+def _():
+    return tokenizer(["a", "b"])
+
+
+@case("tokenizer_none_token", TYPE)
+def _():
+    return tokenizer([b"a", None])
+
+
+@case("tokenizer_empty_tokens_only", OK)
+def _():
+    t = mp().Tokenizer.from_vocab([b"", b"", b"<e>"], [2])
+    m = mp().Matcher(mp().compile_regex(t, "a*"))
+    bm = bitmask(1, 3)
+    m.fill_next_token_bitmask(bm)
+    assert allowed(bm) == [2], allowed(bm)
+    return allowed(bm)
+
+
+@case("tokenizer_only_eos", OK)
+def _():
+    t = mp().Tokenizer.from_vocab([b"<e>"], [0])
+    return size(mp().compile_regex(t, "abc"))
+
+
+@case("tokenizer_200k_tokens", OK)
+def _():
+    toks = [i.to_bytes(3, "little") for i in range(200_000)] + [b"<e>"]
+    t = mp().Tokenizer.from_vocab(toks, [200_000])
+    m = mp().Matcher(mp().compile_regex(t, "(?s:.)*"))
+    bm = bitmask(1, len(toks))
+    m.fill_next_token_bitmask(bm)
+    return len(allowed(bm))
+
+
+@case("tokenizer_eos_is_text", OK)
+def _():
+    t = mp().Tokenizer.from_vocab([b"a", b"b"], [0])
+    m = mp().Matcher(mp().compile_regex(t, "a*"))
+    return [m.consume_token(0), m.is_terminated()]
+
+
+# --------------------------------------------------------------------------
+# Other malformed requests.
+
+
+@case("regex_empty", OK)
+def _():
+    return size(regex_grammar(""))
+
+
+@case("regex_invalid", VALUE)
+def _():
+    return size(regex_grammar("(a"))
+
+
+@case("regex_backreference", VALUE)
+def _():
+    return size(regex_grammar(r"(a)\1"))
+
+
+@case("regex_lookahead", VALUE)
+def _():
+    return size(regex_grammar(r"a(?=b)"))
+
+
+@case("regex_empty_class")
+def _():
+    m = matcher(r"[^\x00-\x{10FFFF}]")
+    bm = bitmask()
+    m.fill_next_token_bitmask(bm)
+    return allowed(bm)
+
+
+@case("regex_1mb_literal")
+def _():
+    return size(regex_grammar("a" * (1 << 20)))
+
+
+@case("regex_10mb_comment")
+def _():
+    return size(regex_grammar("(?x)a#" + "x" * (10 << 20)))
+
+
+@case("gbnf_empty", VALUE)
+def _():
+    return size(gbnf(""))
+
+
+@case("gbnf_1mb_literal")
+def _():
+    return size(gbnf('root ::= "' + "a" * (1 << 20) + '"'))
+
+
+@case("gbnf_10mb_comments")
+def _():
+    return size(gbnf('root ::= "a"\n' + ("# " + "x" * 1000 + "\n") * 10_000))
+
+
+@case("grammar_unknown_syntax", VALUE)
+def _():
+    return size(mp().compile_grammar(tok(), 'root ::= "a"', "ebnf"))
+
+
+@case("grammar_start_missing", VALUE)
+def _():
+    return size(mp().compile_grammar(tok(), 'root ::= "a"', "gbnf", start="nope"))
+
+
+@case("grammar_start_nul", VALUE)
+def _():
+    return size(mp().compile_grammar(tok(), 'root ::= "a"', "gbnf", start="\x00"))
+
+
+@case("lark_import_file", VALUE)
+def _():
+    return size(lark("%import /etc/passwd\nstart: WORD"))
+
+
+@case("lark_template_recursion", VALUE)
+def _():
+    return size(lark("start: t{start}\nt{x}: t{t{x}}"))
+
+
+@case("lark_empty", VALUE)
+def _():
+    return size(lark(""))
+
+
+@case("schema_whitespace_unknown", VALUE)
+def _():
+    return size(schema({"type": "string"}, whitespace="some"))
+
+
+@case("schema_indent_huge", VALUE)
+def _():
+    return size(schema({"type": "array"}, indent=2**63))
+
+
+@case("schema_indent_negative")
+def _():
+    return size(schema({"type": "array"}, indent=-1))
+
+
+@case("schema_indent_not_whitespace", VALUE)
+def _():
+    return size(schema({"type": "array"}, indent="xx"))
+
+
+@case("schema_separators_garbage", VALUE)
+def _():
+    return size(schema({"type": "array"}, separators=("x", "y")))
+
+
+@case("schema_invalid_pattern", VALUE)
+def _():
+    return size(schema({"type": "string", "pattern": "(a"}))
+
+
+@case("schema_type_garbage", VALUE)
+def _():
+    return size(schema({"type": 7}))
+
+
+@case("schema_text_trailing_garbage", VALUE)
+def _():
+    return size(schema('{"type": "string"} {"type": "integer"}'))
+
+
+@case("schema_text_10mb_whitespace", OK)
+def _():
+    return size(schema(" " * (10 << 20) + '{"type": "string"}'))
+
+
+# --------------------------------------------------------------------------
+# Harness self-checks: these must fail in the parent (see test_hostile.py).
+
+
+def _decode_60kb_token(times: int) -> int:
+    # Decoding one 60 kB token many times builds the bytes in Rust (through
+    # mimalloc) before Python copies them.
+    t = mp().Tokenizer.from_vocab([b"<e>", b"a" * 60_000], [0])
+    return len(t.decode_bytes([1] * times))
+
+
+@case("tokenizer_decode_bytes_1_2_gb")
+def _():
+    return _decode_60kb_token(20_000)
+
+
+SELF_TESTS: dict[str, Callable[[], Any]] = {
+    "allocate_past_cap": lambda: bytearray(6 << 30),
+    "rust_allocates_600_mb": lambda: _decode_60kb_token(10_000),
+    "rust_allocates_1_2_gb": lambda: _decode_60kb_token(20_000),
+    "sleep": lambda: time.sleep(3600),
+    "abort": lambda: __import__("os").abort(),
+}
+
+
+def _outcome(fn: Callable[[], Any]) -> dict[str, Any]:
+    start = time.perf_counter()
+    try:
+        detail = fn()
+        out: dict[str, Any] = {"outcome": "ok", "detail": repr(detail)[:200]}
+    except BaseException as e:  # noqa: B036 - every escape is reported, then judged
+        out = {
+            "outcome": "exception",
+            "type": type(e).__name__,
+            "clean": isinstance(e, (ValueError, TypeError)),
+            "message": str(e)[:300],
+            "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-1500:],
+        }
+    out["seconds"] = round(time.perf_counter() - start, 3)
+    out["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return out
+
+
+def main(argv: list[str]) -> int:
+    name = argv[1]
+    cap = int(argv[2]) if len(argv) > 2 else MEMORY_CAP_BYTES
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    fn = SELF_TESTS[name] if name in SELF_TESTS else CASES[name][0]
+    mp()  # import outside the timed part
+    out = _outcome(fn)
+    sys.stdout.write("HOSTILE-RESULT " + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
