@@ -737,7 +737,9 @@ def _():
 
 
 # --------------------------------------------------------------------------
-# Ambiguous grammars walked for many tokens.
+# Ambiguous grammars walked for many tokens: each parser step is bounded
+# (earley::MAX_CLOSURE_WORK), so a long walk either finishes or stops with a
+# ValueError naming the bound, in time either way.
 
 
 def walk_a(g, steps: int) -> int:
@@ -752,22 +754,22 @@ def walk_a(g, steps: int) -> int:
     return m.num_consumed
 
 
-@case("gbnf_ambiguous_walk_2000", OK)
+@case("gbnf_ambiguous_walk_2000", OK_OR_VALUE)
 def _():
     return walk_a(gbnf('root ::= x*\nx ::= "a" | "a" "a" | x x'), 2000)
 
 
-@case("lark_ambiguous_walk_2000", OK)
+@case("lark_ambiguous_walk_2000", OK_OR_VALUE)
 def _():
     return walk_a(lark('start: x*\nx: "a" | "a" "a" | x x'), 2000)
 
 
-@case("gbnf_catalan_walk_2000", OK)
+@case("gbnf_catalan_walk_2000", OK_OR_VALUE)
 def _():
     return walk_a(gbnf('root ::= x\nx ::= x x | x x x | "a" | ""'), 2000)
 
 
-@case("gbnf_ambiguous_walk_rollback_fork", OK)
+@case("gbnf_ambiguous_walk_rollback_fork", OK_OR_VALUE)
 def _():
     g = gbnf('root ::= x*\nx ::= "a" | "aa" | x x')
     m = mp().Matcher(g)

@@ -27,6 +27,12 @@ use crate::regex_dfa::DEAD;
 
 /// Bound on items in one Earley set (per-byte parser work is bounded by it).
 pub const MAX_ITEMS_PER_SET: usize = 200_000;
+/// Bound on the items one parser step looks at (predictions and the
+/// completions tried against earlier sets): with it every consume and every
+/// parser walk below a trie node is bounded in work, whatever the grammar's
+/// ambiguity (`x ::= x x | "a"` makes each step complete against every
+/// earlier position, so a long text costs cubic time without it).
+pub const MAX_CLOSURE_WORK: usize = 250_000;
 /// Sets up to this many items are deduplicated by a scan of their items;
 /// past it, by a hash table. Most sets are small (a JSON grammar's hold about
 /// ten items), and there a scan beats building and hashing into a table.
@@ -316,9 +322,14 @@ impl Cfg {
         let mut set = ItemList::of(buf);
         let mut waiting: Vec<u32> = Vec::new();
         let mut i = 0;
+        // Items looked at (predictions and completions tried): the size of
+        // a set is bounded, but on an ambiguous grammar each of its items
+        // may complete against many earlier ones.
+        let mut work = 0usize;
         while i < set.items.len() {
             let it = set.items[i];
             i += 1;
+            work += 1;
             match self.next_sym(&it) {
                 Some(sym @ (Sym::N(b) | Sym::P(b, _))) => {
                     let members = sym.member_set(it.members);
@@ -353,6 +364,7 @@ impl Cfg {
                     // advanced at prediction time, as the nonterminal is nullable.
                     let lhs = self.rules[it.rule as usize].lhs;
                     for p in chart.set(it.origin).waiting_for(lhs) {
+                        work += 1;
                         let parent = self.next_sym(p);
                         if parent.and_then(Sym::nonterminal) == Some(lhs)
                             && parent.map(|s| s.member_set(p.members)) == Some(it.members)
@@ -369,6 +381,12 @@ impl Cfg {
             if set.items.len() > MAX_ITEMS_PER_SET {
                 return Err(Error::LimitExceeded(format!(
                     "parser state exceeds {MAX_ITEMS_PER_SET} items (grammar too ambiguous)"
+                )));
+            }
+            if work > MAX_CLOSURE_WORK {
+                return Err(Error::LimitExceeded(format!(
+                    "a parser step takes more than {MAX_CLOSURE_WORK} item completions \
+                     (grammar too ambiguous for this text)"
                 )));
             }
         }
