@@ -1,9 +1,10 @@
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyType};
 
+use super::int::{values, Int};
 use super::{detached, to_py_err};
 use crate::bitmask::words_for;
 use crate::vocab::Vocab;
@@ -15,11 +16,15 @@ pub struct PyTokenizer {
     pub vocab: Arc<Vocab>,
 }
 
-fn ids(list: &[i64], what: &str) -> PyResult<Vec<u32>> {
-    list.iter()
-        .map(|&i| {
+/// Ids as u32, refused as `Vocab::new` refuses ids past the `num_tokens` tokens.
+fn ids(list: Vec<Int>, what: &str, num_tokens: usize) -> PyResult<Vec<u32>> {
+    values(list)
+        .into_iter()
+        .map(|i| {
             u32::try_from(i).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!("{what} id {i} is out of range"))
+                PyValueError::new_err(format!(
+                    "{what} id {i} is out of range (the vocabulary has {num_tokens} tokens)"
+                ))
             })
         })
         .collect()
@@ -50,13 +55,17 @@ impl PyTokenizer {
     fn new(
         py: Python<'_>,
         tokens: &Bound<'_, PyAny>,
-        eos_token_ids: Vec<i64>,
-        special_token_ids: Option<Vec<i64>>,
-        vocab_size: Option<usize>,
+        eos_token_ids: Vec<Int>,
+        special_token_ids: Option<Vec<Int>>,
+        vocab_size: Option<Int>,
     ) -> PyResult<Self> {
         let tokens = token_list(tokens)?;
-        let eos = ids(&eos_token_ids, "EOS token")?;
-        let special = ids(&special_token_ids.unwrap_or_default(), "special token")?;
+        let n = tokens.len();
+        let eos = ids(eos_token_ids, "EOS token", n)?;
+        let special = ids(special_token_ids.unwrap_or_default(), "special token", n)?;
+        let vocab_size = vocab_size
+            .map(|v| v.non_negative("vocab_size"))
+            .transpose()?;
         let vocab =
             detached(py, || Vocab::new(tokens, &eos, &special, vocab_size))?.map_err(to_py_err)?;
         Ok(PyTokenizer {
@@ -70,9 +79,9 @@ impl PyTokenizer {
     fn from_vocab<'py>(
         cls: &Bound<'py, PyType>,
         tokens: &Bound<'py, PyAny>,
-        eos_token_ids: Vec<i64>,
-        special_token_ids: Option<Vec<i64>>,
-        vocab_size: Option<usize>,
+        eos_token_ids: &Bound<'py, PyAny>,
+        special_token_ids: Option<&Bound<'py, PyAny>>,
+        vocab_size: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         cls.call1((tokens, eos_token_ids, special_token_ids, vocab_size))
     }
@@ -106,8 +115,8 @@ impl PyTokenizer {
     }
 
     /// The exact bytes of `token_id` (b"" for padding ids).
-    fn token_bytes<'py>(&self, py: Python<'py>, token_id: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let id = self.vocab.check_token_id(token_id).map_err(to_py_err)?;
+    fn token_bytes<'py>(&self, py: Python<'py>, token_id: Int) -> PyResult<Bound<'py, PyBytes>> {
+        let id = self.vocab.check_token_id(token_id.0).map_err(to_py_err)?;
         Ok(PyBytes::new(py, self.vocab.token_bytes(id).unwrap_or(&[])))
     }
 
@@ -115,11 +124,11 @@ impl PyTokenizer {
     fn decode_bytes<'py>(
         &self,
         py: Python<'py>,
-        token_ids: Vec<i64>,
+        token_ids: Vec<Int>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
         for t in token_ids {
-            let id = self.vocab.check_token_id(t).map_err(to_py_err)?;
+            let id = self.vocab.check_token_id(t.0).map_err(to_py_err)?;
             out.extend_from_slice(self.vocab.token_bytes(id).unwrap_or(&[]));
         }
         Ok(PyBytes::new(py, &out))
