@@ -6,6 +6,8 @@ handled without a panic, before anything is written or changed."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -229,3 +231,24 @@ def test_non_ints_are_type_errors(m, tok, bad):
 
 def test_fill_index_default_is_zero_in_signature():
     assert "index=0" in (maskpar.Matcher.fill_next_token_bitmask.__text_signature__ or "")
+
+
+# --------------------------------------------------------------------------
+# decode_bytes: a bounded result, counted before anything is built.
+
+
+def test_decode_bytes_is_bounded_before_building():
+    big = maskpar.Tokenizer.from_vocab([b"<e>", b"x" * 60_000], [0])
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="more than 1073741824 bytes"):
+        big.decode_bytes([1] * 17_900)  # 1.074 GB: just past 1 GiB
+    # Refused from the lengths alone: nothing of a gigabyte was copied.
+    assert time.perf_counter() - start < 0.5
+
+
+def test_decode_bytes_content_below_the_bound():
+    t = maskpar.Tokenizer.from_vocab([b"<e>", b"xy" * 30_000, b"z"], [0])
+    out = t.decode_bytes([1, 2, 0, 2, 1])
+    assert out == b"xy" * 30_000 + b"z<e>z" + b"xy" * 30_000
+    assert t.decode_bytes([]) == b""
+    assert t.token_bytes(1) == b"xy" * 30_000

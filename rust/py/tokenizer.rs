@@ -16,6 +16,11 @@ pub struct PyTokenizer {
     pub vocab: Arc<Vocab>,
 }
 
+/// The most bytes `decode_bytes` returns: the result is built in one Python
+/// bytes object, and a short list of ids of long tokens could otherwise ask
+/// for any amount of memory.
+const MAX_DECODE_BYTES: usize = 1 << 30;
+
 /// Ids as u32, refused as `Vocab::new` refuses ids past the `num_tokens` tokens.
 fn ids(list: Vec<Int>, what: &str, num_tokens: usize) -> PyResult<Vec<u32>> {
     values(list)
@@ -28,6 +33,19 @@ fn ids(list: Vec<Int>, what: &str, num_tokens: usize) -> PyResult<Vec<u32>> {
             })
         })
         .collect()
+}
+
+/// A Python bytes object of `len` bytes written by `fill`; MemoryError (not
+/// a panic, as `PyBytes::new` would) when Python cannot allocate it.
+fn new_bytes<'py>(
+    py: Python<'py>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, len, |buf| {
+        fill(buf);
+        Ok(())
+    })
 }
 
 fn token_list(tokens: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
@@ -117,21 +135,38 @@ impl PyTokenizer {
     /// The exact bytes of `token_id` (b"" for padding ids).
     fn token_bytes<'py>(&self, py: Python<'py>, token_id: Int) -> PyResult<Bound<'py, PyBytes>> {
         let id = self.vocab.check_token_id(token_id.0).map_err(to_py_err)?;
-        Ok(PyBytes::new(py, self.vocab.token_bytes(id).unwrap_or(&[])))
+        let bytes = self.vocab.token_bytes(id).unwrap_or(&[]);
+        new_bytes(py, bytes.len(), |buf| buf.copy_from_slice(bytes))
     }
 
-    /// The bytes the given ids spell (special and EOS ids included as their bytes).
+    /// The bytes the given ids spell (special and EOS ids included as their
+    /// bytes). ValueError past 1 GiB (`MAX_DECODE_BYTES`) in all.
     fn decode_bytes<'py>(
         &self,
         py: Python<'py>,
         token_ids: Vec<Int>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = Vec::new();
+        let mut pieces = Vec::with_capacity(token_ids.len());
+        let mut total = 0usize;
         for t in token_ids {
             let id = self.vocab.check_token_id(t.0).map_err(to_py_err)?;
-            out.extend_from_slice(self.vocab.token_bytes(id).unwrap_or(&[]));
+            let piece = self.vocab.token_bytes(id).unwrap_or(&[]);
+            total += piece.len();
+            if total > MAX_DECODE_BYTES {
+                return Err(PyValueError::new_err(format!(
+                    "decode_bytes would return more than {MAX_DECODE_BYTES} bytes (1 GiB); \
+                     decode fewer ids at a time"
+                )));
+            }
+            pieces.push(piece);
         }
-        Ok(PyBytes::new(py, &out))
+        new_bytes(py, total, |buf| {
+            let mut at = 0;
+            for piece in pieces {
+                buf[at..at + piece.len()].copy_from_slice(piece);
+                at += piece.len();
+            }
+        })
     }
 
     /// Splits `data` into this vocabulary's text tokens by longest match from
