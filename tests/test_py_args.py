@@ -234,6 +234,61 @@ def test_fill_index_default_is_zero_in_signature():
 
 
 # --------------------------------------------------------------------------
+# Unaligned bitmask views.
+
+
+def unaligned_numpy(rows: int) -> np.ndarray:
+    raw = np.zeros(4 * rows * WIDTH + 1, np.uint8)[1:]
+    bm = raw.view(np.int32).reshape(rows, WIDTH)
+    bm[:] = SENTINEL
+    assert not bm.flags.aligned
+    return bm
+
+
+def test_unaligned_numpy_bitmask_is_a_value_error(m):
+    for fill in (
+        lambda bm: m.fill_next_token_bitmask(bm),
+        lambda bm: maskpar.fill_next_token_bitmask_par([(m, 0)], bm),
+        lambda bm: maskpar.fill_next_token_bitmask_par_with_draft_tokens([(m, 0, [A])], bm),
+        lambda bm: maskpar.fill_next_token_bitmask_par_with_draft_tree([(m, 0, ([A], [-1]))], bm),
+    ):
+        bm = unaligned_numpy(2)
+        with pytest.raises(ValueError, match="aligned"):
+            fill(bm)
+        assert untouched(bm)
+
+
+def test_unaligned_empty_numpy_bitmask_is_fine():
+    """Zero words need no alignment: an empty call on an empty view is a no-op."""
+    raw = np.zeros(1, np.uint8)[1:]
+    maskpar.fill_next_token_bitmask_par([], raw.view(np.int32).reshape(0, WIDTH))
+
+
+def test_unaligned_torch_bitmask_is_a_value_error(m):
+    torch = pytest.importorskip("torch")
+    # torch refuses unaligned dtype views of its own tensors, but a tensor
+    # over a caller's buffer at an odd byte offset is unaligned.
+    buf = bytearray(4 * 2 * WIDTH + 1)
+    bm = torch.frombuffer(buf, dtype=torch.int32, offset=1, count=2 * WIDTH).reshape(2, WIDTH)
+    assert bm.data_ptr() % 4 != 0
+    for fill in (
+        lambda: m.fill_next_token_bitmask(bm),
+        lambda: maskpar.fill_next_token_bitmask_par([(m, 0)], bm),
+    ):
+        with pytest.raises(ValueError, match="aligned"):
+            fill()
+    assert not any(buf)
+
+
+def test_unaligned_logits_for_apply_are_a_value_error():
+    raw = np.zeros(4 * 64 + 1, np.uint8)[1:]
+    logits = raw.view(np.int32).reshape(1, 64)
+    with pytest.raises(ValueError, match="aligned"):
+        _core._apply_token_bitmask_cpu(logits, np.zeros((1, 2), np.int32), None, -0x800000)
+    assert not raw.any()
+
+
+# --------------------------------------------------------------------------
 # decode_bytes: a bounded result, counted before anything is built.
 
 

@@ -46,10 +46,10 @@ fn run<T: numpy::Element + Copy + Send + Sync>(
     };
     let lg = lg
         .as_slice_mut()
-        .map_err(|_| PyValueError::new_err("logits must be C-contiguous"))?;
+        .map_err(|_| PyValueError::new_err("logits must be C-contiguous and aligned"))?;
     let bm = bitmask
         .as_slice()
-        .map_err(|_| PyValueError::new_err("bitmask must be C-contiguous"))?;
+        .map_err(|_| PyValueError::new_err("bitmask must be C-contiguous and aligned"))?;
     let bm: &[u32] = bytemuck::cast_slice(bm);
     detached(py, || apply_bitmask(lg, vocab, bm, words, &rows, neg_inf))
 }
