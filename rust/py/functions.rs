@@ -7,6 +7,7 @@ use super::grammar::{compile_grammar, compile_json_schema, compile_regex, schema
 use super::int::{values, Int};
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use rayon::ThreadPool;
@@ -67,7 +68,7 @@ fn parse_items<'py>(
     with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
     let mut out = Vec::new();
-    let mut seen: Vec<usize> = Vec::new();
+    let mut seen: HashSet<usize> = HashSet::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
         let mut parts = tuple_parts(&item, || format!("item {i} must be a tuple {shape}"))?;
@@ -84,12 +85,11 @@ fn parse_items<'py>(
             ))
         })?;
         let ptr = m.as_ptr() as usize;
-        if seen.contains(&ptr) {
+        if !seen.insert(ptr) {
             return Err(PyValueError::new_err(format!(
                 "item {i}: the same Matcher appears twice in one call; fork() it for a second request"
             )));
         }
-        seen.push(ptr);
         let row = if with_row {
             parts[1]
                 .extract::<Int>()
