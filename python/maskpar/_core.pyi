@@ -44,7 +44,7 @@ class Tokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes of ``token_id`` (``b""`` for padding ids)."""
     def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
-        """The concatenated bytes of ``token_ids``."""
+        """The concatenated bytes of ``token_ids``; ValueError past 1 GiB in all."""
     def encode_greedy(self, data: bytes) -> list[int]:
         """Splits ``data`` into text tokens by longest match from the left."""
 

@@ -7,6 +7,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use super::detached;
+use super::int::{values, Int};
 use crate::apply::apply_bitmask;
 
 fn check_rows(rows: &[i64], limit: usize) -> PyResult<Vec<usize>> {
@@ -26,7 +27,7 @@ fn run<T: numpy::Element + Copy + Send + Sync>(
     py: Python<'_>,
     logits: &Bound<'_, PyArray2<T>>,
     bitmask: &PyReadonlyArray2<'_, i32>,
-    rows: Option<Vec<i64>>,
+    rows: Option<Vec<Int>>,
     neg_inf: T,
 ) -> PyResult<()> {
     let mut lg = logits
@@ -35,7 +36,7 @@ fn run<T: numpy::Element + Copy + Send + Sync>(
     let (n, vocab) = (lg.shape()[0], lg.shape()[1]);
     let (mrows, words) = (bitmask.shape()[0], bitmask.shape()[1]);
     let rows = match rows {
-        Some(r) => check_rows(&r, n.min(mrows))?,
+        Some(r) => check_rows(&values(r), n.min(mrows))?,
         None if mrows == n => (0..n).collect(),
         None => {
             return Err(PyValueError::new_err(format!(
@@ -45,10 +46,10 @@ fn run<T: numpy::Element + Copy + Send + Sync>(
     };
     let lg = lg
         .as_slice_mut()
-        .map_err(|_| PyValueError::new_err("logits must be C-contiguous"))?;
+        .map_err(|_| PyValueError::new_err("logits must be C-contiguous and aligned"))?;
     let bm = bitmask
         .as_slice()
-        .map_err(|_| PyValueError::new_err("bitmask must be C-contiguous"))?;
+        .map_err(|_| PyValueError::new_err("bitmask must be C-contiguous and aligned"))?;
     let bm: &[u32] = bytemuck::cast_slice(bm);
     detached(py, || apply_bitmask(lg, vocab, bm, words, &rows, neg_inf))
 }
@@ -60,9 +61,12 @@ pub fn _apply_token_bitmask_cpu(
     py: Python<'_>,
     logits_bits: &Bound<'_, PyAny>,
     bitmask: PyReadonlyArray2<'_, i32>,
-    indices: Option<Vec<i64>>,
-    neg_inf_bits: i64,
+    indices: Option<Vec<Int>>,
+    neg_inf_bits: Int,
 ) -> PyResult<()> {
+    // The bit pattern of -inf in the logits' integer view (a private argument
+    // from maskpar's own wrapper; only its low bits matter).
+    let Int(neg_inf_bits) = neg_inf_bits;
     if let Ok(a) = logits_bits.cast::<PyArray2<i16>>() {
         return run(py, a, &bitmask, indices, neg_inf_bits as i16);
     }

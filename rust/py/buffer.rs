@@ -36,7 +36,7 @@ impl Bitmask<'_> {
             Storage::Numpy(array) => {
                 let slice = array
                     .as_slice_mut()
-                    .expect("contiguity checked in Bitmask::new");
+                    .expect("contiguity and alignment checked in Bitmask::new");
                 bytemuck::cast_slice_mut(slice)
             }
             Storage::Torch(t) => t.words_mut(),
@@ -154,6 +154,8 @@ fn layout(shape: &[usize], vocab_size: Option<usize>) -> PyResult<(usize, usize)
 }
 
 const NOT_CONTIGUOUS: &str = "bitmask must be C-contiguous (it is written in place, never copied)";
+const NOT_ALIGNED: &str =
+    "bitmask memory must be aligned to 4 bytes (int32 words); it is a view at an unaligned offset";
 
 impl<'py> Bitmask<'py> {
     /// Checks dtype, device, dimensions, contiguity, writability and width
@@ -184,6 +186,11 @@ impl<'py> Bitmask<'py> {
         let (rows, words) = layout(arr.shape(), vocab_size)?;
         if !arr.is_c_contiguous() {
             return Err(PyValueError::new_err(NOT_CONTIGUOUS));
+        }
+        // A view at an odd byte offset (e.g. `uint8_array[1:].view(int32)`)
+        // cannot be written as u32 words; numpy says so in its ALIGNED flag.
+        if rows * words > 0 && !arr.is_aligned() {
+            return Err(PyValueError::new_err(NOT_ALIGNED));
         }
         let typed = arr.cast::<PyArrayDyn<i32>>()?;
         let array = typed.try_readwrite().map_err(|e| match e {
@@ -238,10 +245,11 @@ impl<'py> Bitmask<'py> {
         }
         let ptr: usize = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
         let len = rows * words;
-        if len > 0 && (ptr == 0 || ptr % std::mem::align_of::<u32>() != 0) {
-            return Err(PyValueError::new_err(
-                "bitmask tensor has no aligned int32 storage",
-            ));
+        if len > 0 && ptr == 0 {
+            return Err(PyValueError::new_err("bitmask tensor has no storage"));
+        }
+        if len > 0 && ptr % std::mem::align_of::<u32>() != 0 {
+            return Err(PyValueError::new_err(NOT_ALIGNED));
         }
         let borrow = TorchBorrow::new(obj, ptr, len)?;
         Ok(Bitmask {

@@ -4,8 +4,10 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::buffer::Bitmask;
 use super::grammar::{compile_grammar, compile_json_schema, compile_regex, schema_cache_info};
+use super::int::{values, Int};
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use rayon::ThreadPool;
@@ -15,10 +17,19 @@ use crate::tree::DraftTree;
 
 /// Sets the default number of threads for parallel fills.
 #[pyfunction]
-fn set_num_threads(n: i64) -> PyResult<()> {
-    let n = usize::try_from(n)
-        .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?;
-    batch::set_num_threads(n).map_err(to_py_err)
+fn set_num_threads(n: Int) -> PyResult<()> {
+    batch::set_num_threads(num_threads(n)?).map_err(to_py_err)
+}
+
+/// A thread count as a `usize`; the core checks the upper bound.
+fn num_threads(n: Int) -> PyResult<usize> {
+    usize::try_from(n.0).map_err(|_| {
+        PyValueError::new_err(format!(
+            "num_threads must be in [1, {}], got {}",
+            batch::MAX_THREADS,
+            n.0
+        ))
+    })
 }
 
 /// The default number of threads for parallel fills.
@@ -57,7 +68,7 @@ fn parse_items<'py>(
     with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
     let mut out = Vec::new();
-    let mut seen: Vec<usize> = Vec::new();
+    let mut seen: HashSet<usize> = HashSet::new();
     for (i, item) in items.try_iter()?.enumerate() {
         let item = item?;
         let mut parts = tuple_parts(&item, || format!("item {i} must be a tuple {shape}"))?;
@@ -74,30 +85,25 @@ fn parse_items<'py>(
             ))
         })?;
         let ptr = m.as_ptr() as usize;
-        if seen.contains(&ptr) {
+        if !seen.insert(ptr) {
             return Err(PyValueError::new_err(format!(
                 "item {i}: the same Matcher appears twice in one call; fork() it for a second request"
             )));
         }
-        seen.push(ptr);
-        let row: i64 = if with_row {
+        let row = if with_row {
             parts[1]
-                .extract()
+                .extract::<Int>()
                 .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?
+                .non_negative(&format!("item {i}: row"))?
         } else {
             0
         };
-        if row < 0 {
-            return Err(PyValueError::new_err(format!(
-                "item {i}: row must be >= 0, got {row}"
-            )));
-        }
         let matcher = m
             .try_borrow()
             .map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
         out.push(Item {
             matcher,
-            row: row as usize,
+            row,
             rest: parts.split_off(1 + with_row as usize),
         });
     }
@@ -113,7 +119,7 @@ fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
     } else {
         obj.clone()
     };
-    list.extract().map_err(|e: PyErr| {
+    list.extract::<Vec<Int>>().map(values).map_err(|e: PyErr| {
         // Keep errors raised by the caller's own sequence (e.g. it touched a
         // matcher that this call holds); reword only plain type mismatches.
         if e.is_instance_of::<PyTypeError>(py) {
@@ -124,14 +130,8 @@ fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
     })
 }
 
-fn thread_pool(num_threads: Option<i64>) -> PyResult<Arc<ThreadPool>> {
-    let threads = match num_threads {
-        Some(n) => Some(
-            usize::try_from(n)
-                .map_err(|_| PyValueError::new_err(format!("num_threads must be >= 1, got {n}")))?,
-        ),
-        None => None,
-    };
+fn thread_pool(threads: Option<Int>) -> PyResult<Arc<ThreadPool>> {
+    let threads = threads.map(num_threads).transpose()?;
     batch::pool(threads).map_err(to_py_err)
 }
 
@@ -176,7 +176,7 @@ fn run_fill(
     py: Python<'_>,
     items: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
-    num_threads: Option<i64>,
+    num_threads: Option<Int>,
     with_drafts: bool,
 ) -> PyResult<Vec<usize>> {
     let (arity, shape) = if with_drafts {
@@ -232,7 +232,7 @@ fn fill_next_token_bitmask_par(
     py: Python<'_>,
     matchers: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
-    num_threads: Option<i64>,
+    num_threads: Option<Int>,
 ) -> PyResult<()> {
     run_fill(py, matchers, bitmask, num_threads, false).map(|_| ())
 }
@@ -247,7 +247,7 @@ fn fill_next_token_bitmask_par_with_draft_tokens(
     py: Python<'_>,
     matchers: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
-    num_threads: Option<i64>,
+    num_threads: Option<Int>,
 ) -> PyResult<Vec<usize>> {
     run_fill(py, matchers, bitmask, num_threads, true)
 }
@@ -265,7 +265,7 @@ fn fill_next_token_bitmask_par_with_draft_tree(
     py: Python<'_>,
     requests: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
-    num_threads: Option<i64>,
+    num_threads: Option<Int>,
 ) -> PyResult<Vec<Vec<bool>>> {
     let items = parse_items(requests, 3, "(matcher, row, tree)", true)?;
     let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
@@ -293,11 +293,10 @@ fn fill_next_token_bitmask_par_with_draft_tree(
 fn grammar_aware_drafts(
     py: Python<'_>,
     requests: &Bound<'_, PyAny>,
-    max_drafts: i64,
-    num_threads: Option<i64>,
+    max_drafts: Int,
+    num_threads: Option<Int>,
 ) -> PyResult<Vec<Vec<u32>>> {
-    let max_drafts = usize::try_from(max_drafts)
-        .map_err(|_| PyValueError::new_err(format!("max_drafts must be >= 0, got {max_drafts}")))?;
+    let max_drafts = max_drafts.non_negative("max_drafts")?;
     let items = parse_items(requests, 2, "(matcher, drafts)", false)?;
     let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;

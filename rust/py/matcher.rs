@@ -4,6 +4,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use super::buffer::Bitmask;
 use super::grammar::PyGrammar;
+use super::int::{values, Int};
 use super::{detached, to_py_err};
 use crate::matcher::MatcherCore;
 
@@ -37,12 +38,13 @@ impl PyMatcher {
     }
 
     /// Writes the mask of allowed next tokens into row `index` of `bitmask`.
-    #[pyo3(signature = (bitmask, index=0))]
+    #[pyo3(signature = (bitmask, index=Int(0)), text_signature = "($self, bitmask, index=0)")]
     fn fill_next_token_bitmask(
         slf: &Bound<'_, Self>,
         bitmask: &Bound<'_, PyAny>,
-        index: i64,
+        index: Int,
     ) -> PyResult<()> {
+        let Int(index) = index;
         let this = shared(slf)?;
         let mut bm = Bitmask::new(bitmask, Some(this.core.grammar().vocab().vocab_size()))?;
         if index < 0 || index as usize >= bm.rows {
@@ -59,40 +61,36 @@ impl PyMatcher {
 
     /// Consumes `token_id` if the grammar allows it; returns False and leaves
     /// the state unchanged if not. Ids outside [0, vocab_size) raise ValueError.
-    fn consume_token(slf: &Bound<'_, Self>, token_id: i64) -> PyResult<bool> {
+    fn consume_token(slf: &Bound<'_, Self>, token_id: Int) -> PyResult<bool> {
         let mut this = mutable(slf)?;
         let id = this
             .core
             .grammar()
             .vocab()
-            .check_token_id(token_id)
+            .check_token_id(token_id.0)
             .map_err(to_py_err)?;
         this.core.consume_token(id).map_err(to_py_err)
     }
 
     /// Consumes all tokens, or none (returning False) if any is not allowed.
-    fn consume_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<bool> {
+    fn consume_tokens(slf: &Bound<'_, Self>, token_ids: Vec<Int>) -> PyResult<bool> {
         let mut this = mutable(slf)?;
-        let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
+        let ids = this.core.check_ids(&values(token_ids)).map_err(to_py_err)?;
         this.core.consume_tokens(&ids).map_err(to_py_err)
     }
 
     /// Number of leading tokens the grammar would accept; never changes state.
-    fn validate_tokens(slf: &Bound<'_, Self>, token_ids: Vec<i64>) -> PyResult<usize> {
+    fn validate_tokens(slf: &Bound<'_, Self>, token_ids: Vec<Int>) -> PyResult<usize> {
         let this = shared(slf)?;
-        let ids = this.core.check_ids(&token_ids).map_err(to_py_err)?;
+        let ids = this.core.check_ids(&values(token_ids)).map_err(to_py_err)?;
         this.core.validate_tokens(&ids).map_err(to_py_err)
     }
 
     /// Undoes the last `num_tokens` consumed tokens (EOS included).
-    fn rollback(slf: &Bound<'_, Self>, num_tokens: i64) -> PyResult<()> {
+    fn rollback(slf: &Bound<'_, Self>, num_tokens: Int) -> PyResult<()> {
         let mut this = mutable(slf)?;
-        if num_tokens < 0 {
-            return Err(PyValueError::new_err(format!(
-                "num_tokens must be >= 0, got {num_tokens}"
-            )));
-        }
-        this.core.rollback(num_tokens as usize).map_err(to_py_err)
+        let num_tokens = num_tokens.non_negative("num_tokens")?;
+        this.core.rollback(num_tokens).map_err(to_py_err)
     }
 
     /// Back to the start state with an empty history.

@@ -6,6 +6,7 @@ mod apply;
 mod buffer;
 mod functions;
 mod grammar;
+mod int;
 mod matcher;
 mod tokenizer;
 

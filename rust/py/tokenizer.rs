@@ -1,9 +1,10 @@
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyType};
 
+use super::int::{values, Int};
 use super::{detached, to_py_err};
 use crate::bitmask::words_for;
 use crate::vocab::Vocab;
@@ -15,14 +16,36 @@ pub struct PyTokenizer {
     pub vocab: Arc<Vocab>,
 }
 
-fn ids(list: &[i64], what: &str) -> PyResult<Vec<u32>> {
-    list.iter()
-        .map(|&i| {
+/// The most bytes `decode_bytes` returns: the result is built in one Python
+/// bytes object, and a short list of ids of long tokens could otherwise ask
+/// for any amount of memory.
+const MAX_DECODE_BYTES: usize = 1 << 30;
+
+/// Ids as u32, refused as `Vocab::new` refuses ids past the `num_tokens` tokens.
+fn ids(list: Vec<Int>, what: &str, num_tokens: usize) -> PyResult<Vec<u32>> {
+    values(list)
+        .into_iter()
+        .map(|i| {
             u32::try_from(i).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!("{what} id {i} is out of range"))
+                PyValueError::new_err(format!(
+                    "{what} id {i} is out of range (the vocabulary has {num_tokens} tokens)"
+                ))
             })
         })
         .collect()
+}
+
+/// A Python bytes object of `len` bytes written by `fill`; MemoryError (not
+/// a panic, as `PyBytes::new` would) when Python cannot allocate it.
+fn new_bytes<'py>(
+    py: Python<'py>,
+    len: usize,
+    fill: impl FnOnce(&mut [u8]),
+) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, len, |buf| {
+        fill(buf);
+        Ok(())
+    })
 }
 
 fn token_list(tokens: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
@@ -50,13 +73,17 @@ impl PyTokenizer {
     fn new(
         py: Python<'_>,
         tokens: &Bound<'_, PyAny>,
-        eos_token_ids: Vec<i64>,
-        special_token_ids: Option<Vec<i64>>,
-        vocab_size: Option<usize>,
+        eos_token_ids: Vec<Int>,
+        special_token_ids: Option<Vec<Int>>,
+        vocab_size: Option<Int>,
     ) -> PyResult<Self> {
         let tokens = token_list(tokens)?;
-        let eos = ids(&eos_token_ids, "EOS token")?;
-        let special = ids(&special_token_ids.unwrap_or_default(), "special token")?;
+        let n = tokens.len();
+        let eos = ids(eos_token_ids, "EOS token", n)?;
+        let special = ids(special_token_ids.unwrap_or_default(), "special token", n)?;
+        let vocab_size = vocab_size
+            .map(|v| v.non_negative("vocab_size"))
+            .transpose()?;
         let vocab =
             detached(py, || Vocab::new(tokens, &eos, &special, vocab_size))?.map_err(to_py_err)?;
         Ok(PyTokenizer {
@@ -70,9 +97,9 @@ impl PyTokenizer {
     fn from_vocab<'py>(
         cls: &Bound<'py, PyType>,
         tokens: &Bound<'py, PyAny>,
-        eos_token_ids: Vec<i64>,
-        special_token_ids: Option<Vec<i64>>,
-        vocab_size: Option<usize>,
+        eos_token_ids: &Bound<'py, PyAny>,
+        special_token_ids: Option<&Bound<'py, PyAny>>,
+        vocab_size: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         cls.call1((tokens, eos_token_ids, special_token_ids, vocab_size))
     }
@@ -106,23 +133,40 @@ impl PyTokenizer {
     }
 
     /// The exact bytes of `token_id` (b"" for padding ids).
-    fn token_bytes<'py>(&self, py: Python<'py>, token_id: i64) -> PyResult<Bound<'py, PyBytes>> {
-        let id = self.vocab.check_token_id(token_id).map_err(to_py_err)?;
-        Ok(PyBytes::new(py, self.vocab.token_bytes(id).unwrap_or(&[])))
+    fn token_bytes<'py>(&self, py: Python<'py>, token_id: Int) -> PyResult<Bound<'py, PyBytes>> {
+        let id = self.vocab.check_token_id(token_id.0).map_err(to_py_err)?;
+        let bytes = self.vocab.token_bytes(id).unwrap_or(&[]);
+        new_bytes(py, bytes.len(), |buf| buf.copy_from_slice(bytes))
     }
 
-    /// The bytes the given ids spell (special and EOS ids included as their bytes).
+    /// The bytes the given ids spell (special and EOS ids included as their
+    /// bytes). ValueError past 1 GiB (`MAX_DECODE_BYTES`) in all.
     fn decode_bytes<'py>(
         &self,
         py: Python<'py>,
-        token_ids: Vec<i64>,
+        token_ids: Vec<Int>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let mut out = Vec::new();
+        let mut pieces = Vec::with_capacity(token_ids.len());
+        let mut total = 0usize;
         for t in token_ids {
-            let id = self.vocab.check_token_id(t).map_err(to_py_err)?;
-            out.extend_from_slice(self.vocab.token_bytes(id).unwrap_or(&[]));
+            let id = self.vocab.check_token_id(t.0).map_err(to_py_err)?;
+            let piece = self.vocab.token_bytes(id).unwrap_or(&[]);
+            total += piece.len();
+            if total > MAX_DECODE_BYTES {
+                return Err(PyValueError::new_err(format!(
+                    "decode_bytes would return more than {MAX_DECODE_BYTES} bytes (1 GiB); \
+                     decode fewer ids at a time"
+                )));
+            }
+            pieces.push(piece);
         }
-        Ok(PyBytes::new(py, &out))
+        new_bytes(py, total, |buf| {
+            let mut at = 0;
+            for piece in pieces {
+                buf[at..at + piece.len()].copy_from_slice(piece);
+                at += piece.len();
+            }
+        })
     }
 
     /// Splits `data` into this vocabulary's text tokens by longest match from
