@@ -93,11 +93,13 @@ from bench_regex import (  # noqa: E402
 )
 
 ENGINES = ("maskpar", "llguidance", "xgrammar")
-# As in tests/test_cfg.py: the shared data folder beside the checkout.
+# As in tests/test_cfg.py: llama.cpp's grammars, kept in the repository's test data.
 GRAMMAR_DIR = os.environ.get(
     "MASKPAR_GRAMMARS",
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
-    + "/grammars/llama.cpp/grammars",
+    os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "grammars", "llama.cpp"
+    )
+    + "/grammars",
 )
 EOS = EOS_IDS[1]  # <|eot_id|>, appended to every text
 WORDS = (VOCAB_SIZE + 31) // 32

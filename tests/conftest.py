@@ -13,18 +13,21 @@ import maskpar
 
 LLAMA3_EOS = [128001, 128009]
 
-# The workplace's shared test data (grammar corpora) sits beside the checkout;
-# MASKPAR_SHARED_DATA points elsewhere. Tests that need it skip without it.
-SHARED_DATA = os.environ.get("MASKPAR_SHARED_DATA") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"
-)
-GRAMMARS = os.path.join(SHARED_DATA, "grammars")
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# The test data lives beside the tests, in tests/data (origins and licences in
+# tests/data/SOURCES.md): grammar corpora, the JSON Schema Test Suite and a
+# MaskBench sample. MASKPAR_SHARED_DATA points the grammar corpora and the
+# Test Suite at another folder of the same layout (the workplace's full copy).
+DATA = os.environ.get("MASKPAR_SHARED_DATA") or os.path.join(TESTS, "data")
+GRAMMARS = os.path.join(DATA, "grammars")
+JSON_SCHEMA_TEST_SUITE = os.path.join(DATA, "json-schema-test-suite")
+# The sample is always the committed one (tests/data/maskbench/make_sample.py).
+MASKBENCH_SAMPLE = os.path.join(TESTS, "data", "maskbench", "dev-sample.jsonl.gz")
 
 
 def corpus_text(path: str) -> str:
-    """The text of a shared-data file; skips the test if the corpus is absent."""
-    if not os.path.exists(path):
-        pytest.skip(f"shared grammar corpus not found at {path} (set MASKPAR_SHARED_DATA)")
+    """The text of a test-data file (a missing file fails the test: the data
+    is part of the repository)."""
     with open(path, encoding="utf-8") as f:
         return f.read()
 

@@ -31,8 +31,8 @@ import maskpar
 from conftest import (
     BYTES,
     EOS,
+    JSON_SCHEMA_TEST_SUITE,
     LLAMA3_EOS,
-    SHARED_DATA,
     accepts,
     allowed_ids,
     llama3_vocab,
@@ -40,7 +40,7 @@ from conftest import (
     random_walk,
 )
 
-SUITE = os.path.join(SHARED_DATA, "json-schema-test-suite", "draft2020-12")
+SUITE = os.path.join(JSON_SCHEMA_TEST_SUITE, "draft2020-12")
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,6 @@ def byte_tok():
 
 
 def suite_files(folder: str) -> list[str]:
-    if not os.path.isdir(folder):
-        pytest.skip(f"JSON Schema Test Suite not found at {folder} (set MASKPAR_SHARED_DATA)")
     return sorted(f for f in os.listdir(folder) if f.endswith(".json"))
 
 

@@ -12,6 +12,11 @@ MAX_INDENT_DEPTH: int
 Bitmask = Any
 
 class Tokenizer:
+    """A vocabulary as maskpar uses it: each id's exact bytes, the EOS and
+    special ids, and the model's logits width (``vocab_size``; ids past the
+    tokens are padding, never allowed). Immutable and shareable across threads.
+    ``maskpar.Tokenizer`` adds the Hugging Face and tiktoken loaders."""
+
     def __init__(
         self,
         tokens: Sequence[bytes],
@@ -38,9 +43,13 @@ class Tokenizer:
     def bitmask_width(self) -> int:
         """Words per bitmask row: ``ceil(vocab_size / 32)``."""
     @property
-    def eos_token_ids(self) -> list[int]: ...
+    def eos_token_ids(self) -> list[int]:
+        """The ids that end generation, sorted: allowed exactly when the text
+        so far is complete."""
     @property
-    def special_token_ids(self) -> list[int]: ...
+    def special_token_ids(self) -> list[int]:
+        """Ids marked special: never allowed by a grammar (EOS ids excepted,
+        allowed where the text may end), sorted."""
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes of ``token_id`` (``b""`` for padding ids)."""
     def decode_bytes(self, token_ids: Sequence[int]) -> bytes:
@@ -52,15 +61,17 @@ class Grammar:
     """A compiled grammar: immutable, thread-safe, shared by any number of matchers."""
 
     @property
-    def vocab_size(self) -> int: ...
+    def vocab_size(self) -> int:
+        """The model's logits width this grammar's masks cover."""
     @property
-    def source(self) -> str: ...
+    def source(self) -> str:
+        """The pattern, grammar or schema text it was compiled from."""
     @property
     def num_states(self) -> int:
         """DFA states (regex) or rules (grammars): a measure of size."""
     @property
     def kind(self) -> str:
-        """The syntax: "regex", "gbnf" or "lark"."""
+        """The syntax: "regex", "gbnf", "lark" or "json_schema"."""
     def for_tokenizer(self, tokenizer: Tokenizer) -> Grammar:
         """The same grammar over another tokenizer: automata and parser tables
         are shared, only token tables are built."""
@@ -79,7 +90,8 @@ class Matcher:
         """Number of leading tokens that would be accepted; never changes state."""
     def rollback(self, num_tokens: int) -> None:
         """Undoes the last ``num_tokens`` tokens (EOS included)."""
-    def reset(self) -> None: ...
+    def reset(self) -> None:
+        """Back to the start state with an empty history."""
     def fork(self, grammar: Grammar | None = None) -> Matcher:
         """An independent copy with the same state and history; with
         ``grammar`` (from ``Grammar.for_tokenizer``) it uses that vocabulary."""
@@ -96,7 +108,8 @@ class Matcher:
     def num_consumed(self) -> int:
         """Tokens consumed: the most ``rollback`` can undo."""
     @property
-    def vocab_size(self) -> int: ...
+    def vocab_size(self) -> int:
+        """The grammar's logits width."""
 
 def compile_regex(tokenizer: Tokenizer, pattern: str) -> Grammar:
     """Compiles a regex (Rust ``regex`` syntax) with full-match semantics."""
@@ -178,5 +191,17 @@ def grammar_aware_drafts(
     the tokens the grammar forces, ``max_drafts`` at most. Every list is
     accepted whole; matchers are left unchanged."""
 
-def set_num_threads(n: int) -> None: ...
-def get_num_threads() -> int: ...
+def set_num_threads(n: int) -> None:
+    """Sets the default number of threads for parallel fills (1 to 1024)."""
+
+def get_num_threads() -> int:
+    """The default number of threads for parallel fills."""
+
+# Private: masks CPU logits in place, viewed as integers of the float's width
+# (used by maskpar.apply_token_bitmask_inplace).
+def _apply_token_bitmask_cpu(
+    logits_bits: Any,
+    bitmask: Any,
+    indices: Sequence[int] | None,
+    neg_inf_bits: int,
+) -> None: ...

@@ -10,6 +10,11 @@ to the target logits, drafts are verified greedily, and the matchers advance by
 the accepted tokens. Drafts are grammar-aware: cut at the first token the
 grammar forbids and extended with the tokens it forces. Without the masks the
 model's output breaks the schema; with them every record matches the regex.
+
+It needs numpy and the ``quicktok-v1`` package (``pip install "maskpar[demo]"``),
+not torch: the bitmask is a numpy array, as any serving engine's CPU buffer
+may be. With torch, ``maskpar.allocate_token_bitmask`` and
+``maskpar.sampling.greedy_verify`` do the same on tensors.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ import random
 import re
 import time
 import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 import maskpar
 
@@ -27,7 +36,8 @@ PEOPLE = [("Ada", 36, "ada"), ("Alan", 41, "alan"), ("Grace", 85, "grace"), ("Ed
 WORDS = {36: "thirty-six", 41: "forty-one", 85: "eighty-five", 72: "seventy-two"}
 
 
-def load_llama3():
+def load_llama3() -> tuple[Any, maskpar.Tokenizer, int]:
+    """The Llama-3 128k vocabulary from ``quicktok``: (encoding, maskpar.Tokenizer, EOS id)."""
     try:
         import quicktok
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -42,35 +52,63 @@ def load_llama3():
 class ToyModel:
     """Prefers its (flawed) intended text, then the valid one; noise elsewhere."""
 
-    def __init__(self, enc, eos: int, flawed: str, valid: str, seed: int):
+    def __init__(self, enc: Any, eos: int, flawed: str, valid: str, seed: int) -> None:
         self.enc, self.eos = enc, eos
         self.texts = [(flawed.encode(), 10.0), (valid.encode(), 8.0)]
         self.seed = seed
 
-    def logits(self, prefix: bytes, vocab_size: int):
-        import torch
-
+    def logits(self, prefix: bytes, vocab_size: int) -> np.ndarray:
+        """Float32 logits over the vocabulary after ``prefix``: seeded noise,
+        with high scores on the next token of the flawed and the valid text."""
         # crc32, not hash(): bytes hashes change from one process to the next.
-        gen = torch.Generator().manual_seed(zlib.crc32(prefix, self.seed))
-        out = torch.randn(vocab_size, generator=gen)
+        gen = np.random.default_rng(zlib.crc32(prefix, self.seed))
+        out = gen.standard_normal(vocab_size, dtype=np.float32)
         for text, score in self.texts:
             if text == prefix:
-                out[self.eos] = max(out[self.eos].item(), score)
+                out[self.eos] = max(out[self.eos], score)
             elif text.startswith(prefix):
                 rest = text[len(prefix) :].decode("utf-8", errors="ignore")
                 if rest:
                     t = self.enc.encode(rest)[0]
-                    out[t] = max(out[t].item(), score)
+                    out[t] = max(out[t], score)
         return out
 
 
+def masked_greedy_verify(
+    logits: np.ndarray, drafts: list[list[int]], bitmask: np.ndarray
+) -> list[list[int]]:
+    """Greedy verification under the grammar masks: ``logits`` is ``[B, K+1, V]``,
+    row ``b * (K+1) + i`` of ``bitmask`` masks position ``i`` of request ``b``.
+    Each request keeps its drafts while they equal the masked argmax, then emits
+    the masked argmax where they stop: the accepted drafts and one more token."""
+    b, k1, v = logits.shape
+    # Bit t of a row is bit t % 8 of byte t // 8 (little-endian int32 words).
+    allowed = np.unpackbits(bitmask.view(np.uint8), axis=1, bitorder="little")[:, :v]
+    masked = np.where(allowed.reshape(b, k1, v).astype(bool), logits, -np.inf)
+    target = masked.argmax(axis=-1)  # [B, K+1]
+    out = []
+    for i, d in enumerate(drafts):
+        n = 0
+        while n < len(d) and d[n] == target[i, n]:
+            n += 1
+        out.append([*d[:n], int(target[i, n])])
+    return out
+
+
 def decode_step(
-    tok, matchers, models, prefixes, drafter, k, threads
+    tok: maskpar.Tokenizer,
+    matchers: list[maskpar.Matcher],
+    models: list[ToyModel],
+    prefixes: list[bytes],
+    drafter: Callable[[int], list[int]],
+    k: int,
+    threads: int,
 ) -> tuple[list[list[int]], float, list[int], list[int]]:
-    import torch
-
-    from maskpar.sampling import greedy_verify
-
+    """One speculative step for the batch: grammar-aware drafts, one parallel
+    fill of all B x (K+1) mask rows, the target's logits, masked greedy
+    verification. Returns the tokens each request emits, the milliseconds spent
+    on drafts and masks, and per request how many proposed drafts the grammar
+    kept and how many forced tokens were added."""
     b = len(matchers)
     proposed = [drafter(i) for i in range(b)]
     t0 = time.perf_counter()
@@ -79,7 +117,7 @@ def decode_step(
     drafts = maskpar.grammar_aware_drafts(
         list(zip(matchers, proposed)), max_drafts=k, num_threads=threads
     )
-    bitmask = maskpar.allocate_token_bitmask(b * (k + 1), tok.vocab_size)
+    bitmask = np.full((b * (k + 1), tok.bitmask_width), -1, dtype=np.int32)
     maskpar.fill_next_token_bitmask_par_with_draft_tokens(
         [(m, i * (k + 1), d) for i, (m, d) in enumerate(zip(matchers, drafts))],
         bitmask,
@@ -87,26 +125,22 @@ def decode_step(
     )
     mask_ms = (time.perf_counter() - t0) * 1e3
     # The target model scores all B x (K+1) positions ("one forward pass").
-    logits = torch.zeros(b, k + 1, tok.vocab_size)
+    logits = np.zeros((b, k + 1, tok.vocab_size), dtype=np.float32)
     for i in range(b):
         p = prefixes[i]
         for j in range(len(drafts[i]) + 1):
             logits[i, j] = models[i].logits(p, tok.vocab_size)
             if j < len(drafts[i]):
                 p += tok.token_bytes(drafts[i][j])
-    draft_tokens = torch.full((b, k), -1, dtype=torch.int64)
-    for i, d in enumerate(drafts):
-        draft_tokens[i, : len(d)] = torch.tensor(d, dtype=torch.int64)
-    num_drafts = [len(d) for d in drafts]
     # Masked greedy verification: the target's masked argmax decides.
-    out, accepted = greedy_verify(logits, draft_tokens, num_drafts, bitmask)
-    emitted = [out[i, : int(accepted[i]) + 1].tolist() for i in range(b)]
+    emitted = masked_greedy_verify(logits, drafts, bitmask)
     kept = [m.validate_tokens(p) for m, p in zip(matchers, proposed)]
     forced = [len(d) - min(kp, len(d)) for d, kp in zip(drafts, kept)]
     return emitted, mask_ms, kept, forced
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Runs the demo (``python -m maskpar.demo --help`` lists the options)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--drafts", type=int, default=4)

@@ -122,11 +122,15 @@ impl PyTokenizer {
         words_for(self.vocab.vocab_size())
     }
 
+    /// The ids that end generation, sorted: allowed exactly when the text so
+    /// far is complete.
     #[getter]
     fn eos_token_ids(&self) -> Vec<u32> {
         self.vocab.eos_token_ids().to_vec()
     }
 
+    /// Ids marked special: never allowed by a grammar (EOS ids excepted,
+    /// allowed where the text may end), sorted.
     #[getter]
     fn special_token_ids(&self) -> Vec<u32> {
         self.vocab.special_token_ids()
