@@ -37,8 +37,19 @@ def test_invalid_regex(g, pattern, msg):
 
 def test_regex_size_is_bounded():
     tok = maskpar.Tokenizer.from_vocab(TOKENS, [3])
-    with pytest.raises(ValueError, match="limit"):
+    # With work to spare, the automaton's size bound refuses it...
+    with pytest.raises(ValueError, match="64 MiB|size limit"):
+        maskpar.compile_regex(tok, "[ab]*a[ab]{24}", max_compile_steps=10**12)
+    # ...and the default work budget refuses it sooner.
+    with pytest.raises(ValueError, match="steps of work"):
         maskpar.compile_regex(tok, "[ab]*a[ab]{24}")
+
+
+@pytest.mark.parametrize("steps", [0, -1, -(2**70)])
+def test_compile_budget_must_be_positive(steps):
+    tok = maskpar.Tokenizer.from_vocab(TOKENS, [3])
+    with pytest.raises(ValueError, match="max_compile_steps"):
+        maskpar.compile_regex(tok, "a", max_compile_steps=steps)
 
 
 def bad_buffers():

@@ -142,10 +142,10 @@ def test_harness_reports_aborts() -> None:
 
 def test_harness_memory_cap_reaches_rust() -> None:
     """A Rust allocation past the cap fails too (mimalloc maps its memory
-    itself; an interpreter with maskpar and numpy maps about 1.2 GB): 600 MB
-    built in Rust and copied to Python fit under 4 GiB, 1.2 GB does not fit
-    under 2 GiB, and it is Rust's allocation that fails."""
-    assert run_case("rust_allocates_600_mb")["outcome"] == "ok"
-    result = run_case("rust_allocates_1_2_gb", cap=2 << 30)
+    itself; an interpreter with maskpar and numpy maps about 1.2 GB): a
+    200 MB token trie built in Rust fits under 4 GiB, a 1 GB one does not fit
+    under 3 GiB, and it is Rust's allocation that fails."""
+    assert run_case("rust_allocates_200_mb")["outcome"] == "ok"
+    result = run_case("rust_allocates_1_gb", cap=3 << 30)
     assert result["outcome"] == "crash", result
     assert "memory allocation of" in result["stderr"], result

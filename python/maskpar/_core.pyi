@@ -6,6 +6,9 @@ from typing import Any
 __version__: str
 # With ``indent=``, containers nest at most this deep (see compile_json_schema).
 MAX_INDENT_DEPTH: int
+# The compile work budget every compile gets unless it passes max_compile_steps:
+# steps are units of work (about a nanosecond each), not time.
+DEFAULT_COMPILE_STEPS: int
 
 # A bitmask is a numpy.ndarray or torch.Tensor (CPU), int32, C-contiguous,
 # shape [rows, ceil(vocab_size / 32)] (or [words] for a single row).
@@ -111,11 +114,20 @@ class Matcher:
     def vocab_size(self) -> int:
         """The grammar's logits width."""
 
-def compile_regex(tokenizer: Tokenizer, pattern: str) -> Grammar:
-    """Compiles a regex (Rust ``regex`` syntax) with full-match semantics."""
+def compile_regex(
+    tokenizer: Tokenizer, pattern: str, *, max_compile_steps: int | None = None
+) -> Grammar:
+    """Compiles a regex (Rust ``regex`` syntax) with full-match semantics.
+    ``max_compile_steps`` bounds the compile's work (default
+    ``DEFAULT_COMPILE_STEPS``); past it, ValueError names the bound."""
 
 def compile_grammar(
-    tokenizer: Tokenizer, source: str, syntax: str = "auto", *, start: str | None = None
+    tokenizer: Tokenizer,
+    source: str,
+    syntax: str = "auto",
+    *,
+    start: str | None = None,
+    max_compile_steps: int | None = None,
 ) -> Grammar:
     """Compiles a context-free grammar: ``syntax`` is "gbnf" (start rule
     ``root``), "lark" (start rule ``start``) or "auto" (GBNF if the text has
@@ -123,7 +135,8 @@ def compile_grammar(
     ``start=`` option does (``"file_input"`` for Lark's ``python.lark``).
     A Lark grammar that ``%declare``s ``_INDENT`` and ``_DEDENT`` gets Lark's
     ``PythonIndenter`` run inside the parser, on its ``_NEWLINE`` (or
-    ``_NL``) terminal. Errors name the line and column."""
+    ``_NL``) terminal. Errors name the line and column. ``max_compile_steps``
+    bounds the compile's work (default ``DEFAULT_COMPILE_STEPS``)."""
 
 def compile_json_schema(
     tokenizer: Tokenizer,
@@ -134,6 +147,7 @@ def compile_json_schema(
     separators: tuple[str, str] | None = None,
     strict_properties: bool = False,
     assert_formats: bool = True,
+    max_compile_steps: int | None = None,
 ) -> Grammar:
     """Compiles a JSON Schema (dict or JSON text) to a grammar over the text
     ``json.dumps(value, ensure_ascii=False)`` writes for exactly the values it
@@ -145,7 +159,8 @@ def compile_json_schema(
     unlisted properties unless ``additionalProperties`` allows them; known
     formats constrain strings unless ``assert_formats=False``. Keywords that
     cannot be compiled exactly raise ValueError naming the keyword and its
-    JSON pointer. Results are cached by content (thread-safe)."""
+    JSON pointer. ``max_compile_steps`` bounds the compile's work (default
+    ``DEFAULT_COMPILE_STEPS``). Results are cached by content (thread-safe)."""
 
 def schema_cache_info() -> dict[str, int]:
     """The compiled-schema cache's counters: ``hits`` (compiles answered from

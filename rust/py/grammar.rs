@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 
+use super::int::Int;
 use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
 use crate::budget;
@@ -71,12 +72,12 @@ impl PyGrammar {
 }
 
 /// The compile work budget a call asked for (`max_compile_steps`), or the default.
-fn steps(max_compile_steps: Option<u64>) -> PyResult<u64> {
+fn steps(max_compile_steps: Option<Int>) -> PyResult<u64> {
     match max_compile_steps {
-        Some(0) => Err(PyValueError::new_err(
-            "max_compile_steps must be a positive number of steps",
-        )),
-        Some(n) => Ok(n),
+        Some(Int(n)) if n <= 0 => Err(PyValueError::new_err(format!(
+            "max_compile_steps must be a positive number of steps, got {n}"
+        ))),
+        Some(Int(n)) => Ok(n as u64),
         None => Ok(budget::DEFAULT_COMPILE_STEPS),
     }
 }
@@ -88,7 +89,7 @@ pub fn compile_regex(
     py: Python<'_>,
     tokenizer: &PyTokenizer,
     pattern: &str,
-    max_compile_steps: Option<u64>,
+    max_compile_steps: Option<Int>,
 ) -> PyResult<PyGrammar> {
     let vocab = tokenizer.vocab.clone();
     let limit = steps(max_compile_steps)?;
@@ -111,7 +112,7 @@ pub fn compile_grammar(
     source: &str,
     syntax: &str,
     start: Option<&str>,
-    max_compile_steps: Option<u64>,
+    max_compile_steps: Option<Int>,
 ) -> PyResult<PyGrammar> {
     let limit = steps(max_compile_steps)?;
     let syntax: &'static str = match syntax {
@@ -247,7 +248,7 @@ pub fn compile_json_schema(
     separators: Option<(String, String)>,
     strict_properties: bool,
     assert_formats: bool,
-    max_compile_steps: Option<u64>,
+    max_compile_steps: Option<Int>,
 ) -> PyResult<PyGrammar> {
     let limit = steps(max_compile_steps)?;
     let text: String = if schema.is_instance_of::<PyString>() {
