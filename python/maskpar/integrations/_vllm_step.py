@@ -23,9 +23,11 @@ constrained; rows before are still reasoning):
   every later row of the block, bonus included, is a copy of row ``j``;
 * rows past ``n`` in the block are not written.
 
-maskpar's draft chains differ in two places, reconciled here: after a refused
-draft maskpar writes -1 rows (vLLM copies the last valid row), and a
-terminated matcher's row is its end-token set (vLLM writes -1).
+maskpar's draft chains differ in three places, reconciled here: after a
+refused draft maskpar writes -1 rows (vLLM copies the last valid row); a
+terminated matcher's row is its end-token set (vLLM writes -1); and a
+terminated matcher still takes end tokens (vLLM refuses any token once the
+grammar has terminated).
 """
 
 from __future__ import annotations
@@ -80,17 +82,18 @@ class _Block:
         else:
             eos = self.grammar.eos_token_ids
             drafts = self.drafts
-            # A consumed end token terminates the grammar: vLLM refuses what follows.
+            # A terminated maskpar matcher still takes end tokens; vLLM refuses
+            # every token once the grammar has terminated.
+            terminated = self.grammar.matcher.is_terminated()
+            if terminated:
+                accepted = 0
             for j in range(accepted):
                 if drafts[j] in eos:
                     accepted = j + 1
+                    terminated = True
                     break
             last = self.gs + accepted
             failed = accepted < len(drafts)
-            if accepted:
-                terminated = drafts[accepted - 1] in eos
-            else:
-                terminated = self.grammar.matcher.is_terminated()
             if terminated and last >= cs:
                 bm[base + last] = -1
         for i in range(min(cs, last + 1)):  # reasoning rows
