@@ -517,3 +517,36 @@ def test_fast_path_is_one_maskpar_call(model_dir, monkeypatch):
         manager.grammar_bitmask(requests, list(requests), drafts)
         want = "fill_next_token_bitmask_par" + ("_with_draft_tokens" if k else "")
         assert calls == [want]
+
+
+def test_speculative_step_with_a_reasoning_parser_equals_vllm_loop(model_dir):
+    """A real reasoning parser: rows stay unconstrained until its end token, in
+    drafts too; the manager's own bounds, not made-up ones."""
+    from vllm.reasoning import ReasoningParser
+
+    end = 128000  # a special placeholder token of the vocabulary
+
+    class EndAtToken(ReasoningParser):
+        def is_reasoning_end(self, input_ids):
+            return end in input_ids
+
+        def is_reasoning_end_streaming(self, input_ids, delta_ids):
+            return end in delta_ids
+
+        def extract_content_ids(self, input_ids):
+            return input_ids[input_ids.index(end) + 1 :] if end in input_ids else []
+
+        def extract_reasoning(self, model_output, request):
+            return None, model_output
+
+        def extract_reasoning_streaming(self, *args, **kwargs):
+            return None
+
+    rng = random.Random(5)
+    manager = StructuredOutputManager(make_config(model_dir, k=3))
+    manager.reasoner_cls = EndAtToken
+    requests, targets = build_batch(manager, rng, 6, "think-")
+    for req_id in targets:
+        targets[req_id] = encode(manager, "let me think") + [end] + targets[req_id]
+    compare_steps(manager, rng, requests, targets, 3, steps=30, reasoning=False)
+    assert all(r.structured_output_request.reasoning_ended for r in requests.values())
