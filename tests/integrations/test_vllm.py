@@ -175,6 +175,28 @@ def test_entry_point_names_register():
     assert eps[0].load() is mv.register
 
 
+def test_cli_selects_maskpar_through_the_entry_point(model_dir):
+    """A fresh process that never calls register(): `vllm serve`'s argument
+    parser loads the plugin (the entry point) and takes the backend name."""
+    import subprocess
+    import sys
+
+    code = (
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.engine.arg_utils import AsyncEngineArgs\n"
+        "parser = AsyncEngineArgs.add_cli_args(FlexibleArgumentParser())\n"
+        f"args = parser.parse_args(['--model', {model_dir!r},\n"
+        "    '--structured-outputs-config.backend', 'maskpar',\n"
+        "    '--structured-outputs-config.disable_any_whitespace', 'true'])\n"
+        "c = AsyncEngineArgs.from_cli_args(args).structured_outputs_config\n"
+        "print('BACKEND', c.backend, c.disable_any_whitespace)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    assert "BACKEND maskpar True" in out.stdout, out.stderr[-3000:]
+
+
 def test_unsupported_vllm_version_fails_loudly(monkeypatch):
     monkeypatch.setattr(vllm, "__version__", "0.32.1")
     with pytest.raises(RuntimeError, match=r"0\.32\.1"):
