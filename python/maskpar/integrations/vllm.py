@@ -54,8 +54,9 @@ logger = logging.getLogger(__name__)
 BACKEND_NAME = "maskpar"
 # vLLM (major, minor) releases whose internals register() was written against.
 SUPPORTED_VLLM_VERSIONS = ((0, 33),)
-# Compiled grammars kept per backend, and tokenizers kept per distinct stop-token set.
-GRAMMAR_CACHE_SIZE = 512
+# Compiled grammars kept per backend (each holds its own mask caches, so few), and
+# tokenizers kept per distinct stop-token set.
+GRAMMAR_CACHE_SIZE = 128
 STOP_SET_CACHE_SIZE = 16
 
 
