@@ -32,6 +32,7 @@ import collections
 import inspect
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -62,13 +63,12 @@ STOP_SET_CACHE_SIZE = 16
 
 def vllm_version() -> tuple[int, int]:
     """The installed vLLM's (major, minor), from ``vllm.__version__``."""
-    parts = str(vllm.__version__).split(".")
-    try:
-        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or "x")
-    except (IndexError, ValueError):
+    match = re.match(r"(\d+)\.(\d+)", str(vllm.__version__))
+    if match is None:
         raise RuntimeError(
             f"maskpar cannot parse the installed vLLM version {vllm.__version__!r}"
-        ) from None
+        )
+    return int(match.group(1)), int(match.group(2))
 
 
 def check_vllm_version() -> None:
@@ -173,13 +173,18 @@ class _LRU:
             self._items.clear()
 
 
-def _json_schema_accepts_key_order() -> bool:
-    """Whether this maskpar's compile_json_schema has the ``key_order`` option."""
+def _json_schema_accepts_key_order(tokenizer: maskpar.Tokenizer) -> bool:
+    """Whether this maskpar's compile_json_schema has ``key_order="schema"``
+    (being added to maskpar; until then JSON members come in any order)."""
     try:
         return "key_order" in inspect.signature(maskpar.compile_json_schema).parameters
     except (TypeError, ValueError):  # no signature available: ask the function
         pass
-    return False
+    try:
+        maskpar.compile_json_schema(tokenizer, {"type": "object"}, key_order="schema")
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def choice_as_regex(choices: list[str]) -> str:
@@ -233,13 +238,6 @@ class MaskparBackend(StructuredOutputBackend):
         so_config = self.vllm_config.structured_outputs_config
         self.disable_any_whitespace = bool(so_config.disable_any_whitespace)
         self.disable_additional_properties = bool(so_config.disable_additional_properties)
-        self.json_key_order_schema = _json_schema_accepts_key_order()
-        if not self.json_key_order_schema:
-            logger.warning(
-                "maskpar %s has no key_order option: JSON members may come in any "
-                "order (xgrammar and guidance keep the schema's order)",
-                maskpar.__version__,
-            )
         base = maskpar.Tokenizer.from_huggingface(self.tokenizer)
         self._token_bytes = [base.token_bytes(i) for i in range(base.num_tokens)]
         # Ids at or past the model's logits width can never be sampled.
@@ -250,6 +248,13 @@ class MaskparBackend(StructuredOutputBackend):
         self.mp_tokenizer = maskpar.Tokenizer(
             self._token_bytes, sorted(default_eos), self._special_ids, self.vocab_size
         )
+        self.json_key_order_schema = _json_schema_accepts_key_order(self.mp_tokenizer)
+        if not self.json_key_order_schema:
+            logger.warning(
+                "maskpar %s has no key_order option: JSON members may come in any "
+                "order (xgrammar and guidance keep the schema's order)",
+                maskpar.__version__,
+            )
         self._stop_set_tokenizers = _LRU(STOP_SET_CACHE_SIZE)
         self._grammars = _LRU(GRAMMAR_CACHE_SIZE)
 
