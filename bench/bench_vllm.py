@@ -16,8 +16,10 @@ valid instance (``json.dumps(data, ensure_ascii=False)``, vLLM's tokenization,
 then EOS). Compilation is not timed.
 
 Each step, every request gets K drafts: the instance's next tokens, each
-replaced with probability 0.15 by a random token (so some drafts are refused).
-Timed (``time.perf_counter``) per step and engine: one call of the manager's
+replaced with probability 0.15 by a random token. As vLLM's scheduler does,
+each engine's manager then keeps the grammar-valid prefix of the drafts
+(``validate_tokens``, untimed) and pads the rest with -1. Timed
+(``time.perf_counter``) per step and engine: one call of the manager's
 ``grammar_bitmask`` for the whole batch, exactly as vLLM's scheduler calls it
 (maskpar: one parallel call; xgrammar / guidance: vLLM's serial loop, or its
 thread pool without speculation above 128 requests). Afterwards (untimed)
@@ -189,7 +191,11 @@ def run_config(engines, cases, b, k, steps, rng):
         for engine_index, engine in enumerate(engines):
             requests = {s["reqs"][engine_index].request_id: s["reqs"][engine_index] for s in slots}
             ids = list(requests)
-            spec = {rid: d for rid, d in zip(ids, drafts)} if k else {}
+            spec = {}
+            if k:  # vLLM's scheduler: drafts the grammar refuses become -1 padding
+                for rid, d in zip(ids, drafts):
+                    valid = engine.manager.validate_tokens(requests[rid], d)
+                    spec[rid] = valid + [-1] * (len(d) - len(valid))
             start = time.perf_counter()
             engine.manager.grammar_bitmask(requests, ids, spec)
             times[engine.name].append(time.perf_counter() - start)
