@@ -13,7 +13,7 @@ def test_import_maskpar_imports_no_framework_and_no_torch():
         "bad = sorted(m for m in ('vllm', 'sglang', 'torch') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout.strip()
     assert out == "", f"import maskpar imported {out}"
