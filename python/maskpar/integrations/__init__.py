@@ -1,0 +1,6 @@
+"""Adapters that plug maskpar into serving frameworks.
+
+Each adapter is its own module (``maskpar.integrations.vllm``, ...) and imports
+its framework only when that module is imported: ``import maskpar`` and
+``import maskpar.integrations`` never import a framework or torch.
+"""

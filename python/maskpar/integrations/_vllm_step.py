@@ -1,0 +1,174 @@
+"""vLLM's per-step bitmask as one parallel maskpar call.
+
+``StructuredOutputManager.grammar_bitmask`` (vLLM 0.33) gives each request a
+block of ``K + 1`` rows (K = ``num_speculative_tokens``) and, with speculation,
+fills them in a serial Python loop: fill a row, accept the draft, fill the next
+row, ..., then roll the grammar back. :func:`grammar_bitmask` computes the very
+same rows with one ``fill_next_token_bitmask_par_with_draft_tokens`` call over
+all requests (``fill_next_token_bitmask_par`` without drafts), GIL released,
+and leaves every grammar's state untouched.
+
+The rules of vLLM's loop, for a request with drafts ``d[0..n)`` in block rows
+``0..n`` (row ``n`` is the bonus row), ``p`` the index of the first ``-1``
+padding draft (``n`` if none), and ``(gs, cs)`` the manager's constraint
+bounds (drafts from ``gs`` on are fed to the grammar, rows from ``cs`` on are
+constrained; rows before are still reasoning):
+
+* row ``i <= p`` with ``i >= cs``: the grammar's mask after ``d[gs:i]``, or all
+  ones (-1) if the grammar has terminated there;
+* row ``i <= p`` with ``i < cs``: a reasoning row, all ones except the
+  manager's masked reasoning-end ids;
+* rows after the padding: all ones;
+* if the grammar refuses a fed draft ``d[j]`` (or has terminated before it),
+  every later row of the block, bonus included, is a copy of row ``j``;
+* rows past ``n`` in the block are not written.
+
+maskpar's draft chains differ in three places, reconciled here: after a
+refused draft maskpar writes -1 rows (vLLM copies the last valid row); a
+terminated matcher's row is its end-token set (vLLM writes -1); and a
+terminated matcher still takes end tokens (vLLM refuses any token once the
+grammar has terminated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+import maskpar
+
+from .vllm import MaskparGrammar
+
+if TYPE_CHECKING:
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+
+def _clear_ids(row: np.ndarray, token_ids: Sequence[int]) -> None:
+    """Clears the bits of ``token_ids`` in one int32 bitmask row (as vLLM does)."""
+    words = row.view(np.uint32)
+    for token_id in token_ids:
+        words[token_id >> 5] &= ~np.uint32(1 << (token_id & 31))
+
+
+class _Block:
+    """One request's rows and what must be fixed after maskpar has written them."""
+
+    __slots__ = ("base", "n", "p", "gs", "cs", "masked", "grammar", "drafts")
+
+    def __init__(
+        self,
+        base: int,
+        n: int,
+        p: int,
+        gs: int,
+        cs: int,
+        masked: Sequence[int],
+        grammar: MaskparGrammar,
+        drafts: list[int] | None,
+    ) -> None:
+        self.base, self.n, self.p = base, n, p
+        self.gs, self.cs, self.masked = gs, cs, masked
+        self.grammar = grammar
+        self.drafts = drafts  # the drafts fed to the grammar; None: no row is constrained
+
+    def finish(self, bm: np.ndarray, accepted: int) -> None:
+        """Turns maskpar's rows into vLLM's (see the module doc)."""
+        base, n, p, cs = self.base, self.n, self.p, self.cs
+        if self.drafts is None:
+            last, failed = p, False
+        else:
+            eos = self.grammar.eos_token_ids
+            drafts = self.drafts
+            # A terminated maskpar matcher still takes end tokens; vLLM refuses
+            # every token once the grammar has terminated.
+            terminated = self.grammar.matcher.is_terminated()
+            if terminated:
+                accepted = 0
+            for j in range(accepted):
+                if drafts[j] in eos:
+                    accepted = j + 1
+                    terminated = True
+                    break
+            last = self.gs + accepted
+            failed = accepted < len(drafts)
+            if terminated and last >= cs:
+                bm[base + last] = -1
+        for i in range(min(cs, last + 1)):  # reasoning rows
+            bm[base + i] = -1
+            if self.masked:
+                _clear_ids(bm[base + i], self.masked)
+        if failed:
+            bm[base + last + 1 : base + n + 1] = bm[base + last]
+        elif p < n:
+            bm[base + p + 1 : base + n + 1] = -1
+
+
+def grammar_bitmask(
+    manager: StructuredOutputManager,
+    requests: dict[str, Request],
+    structured_output_request_ids: list[str],
+    scheduled_spec_decode_tokens: dict[str, list[int]],
+) -> Any:
+    """The manager's ``grammar_bitmask`` for maskpar grammars, or
+    ``NotImplemented`` where vLLM's own loop must run (diffusion models,
+    grammars of another backend, draft ids below -1 or more drafts than K)."""
+    if not structured_output_request_ids:
+        return None
+    config = manager.vllm_config
+    if config.model_config.is_diffusion:
+        return NotImplemented
+    k = config.num_speculative_tokens
+    stride = k + 1
+    batch = []
+    for req_id in structured_output_request_ids:
+        request = requests[req_id]
+        grammar = request.structured_output_request.grammar
+        tokens = scheduled_spec_decode_tokens.get(req_id, [])
+        if not isinstance(grammar, MaskparGrammar) or len(tokens) > k:
+            return NotImplemented
+        if any(t < -1 for t in tokens):
+            return NotImplemented
+        batch.append((req_id, request, grammar, tokens))
+
+    if manager._grammar_bitmask is None:
+        manager._grammar_bitmask = manager.backend.allocate_token_bitmask(
+            config.scheduler_config.max_num_seqs * stride
+        )
+    bitmask = manager._grammar_bitmask
+
+    from vllm.v1.structured_output.utils import strip_speculative_padding
+
+    blocks: list[_Block] = []
+    chains: list[tuple[maskpar.Matcher, int, list[int]]] = []
+    chain_blocks: list[_Block] = []
+    for index, (_req_id, request, grammar, tokens) in enumerate(batch):
+        base = index * stride
+        n = len(tokens)
+        p = tokens.index(-1) if -1 in tokens else n
+        gs, cs = manager._get_constraint_bounds(request, strip_speculative_padding(tokens))
+        masked = manager._masked_reasoning_ends(request) if cs else ()
+        drafts = list(tokens[gs:p]) if gs <= p else None
+        block = _Block(base, n, p, gs, cs, masked, grammar, drafts)
+        blocks.append(block)
+        if drafts is not None:
+            chains.append((grammar.matcher, base + gs, drafts))
+            chain_blocks.append(block)
+
+    accepted = [0] * len(chains)
+    if chains:
+        if all(not drafts for _, _, drafts in chains):
+            maskpar.fill_next_token_bitmask_par([(m, row) for m, row, _ in chains], bitmask)
+        else:
+            accepted = maskpar.fill_next_token_bitmask_par_with_draft_tokens(chains, bitmask)
+    counts = dict(zip(map(id, chain_blocks), accepted))
+    bm = bitmask.numpy()
+    for block in blocks:
+        block.finish(bm, counts.get(id(block), 0))
+
+    num_masks = len(structured_output_request_ids) * stride
+    if num_masks < bitmask.shape[0]:
+        bitmask = bitmask[:num_masks]
+    return bitmask.numpy()
