@@ -239,6 +239,23 @@ def test_create_grammar_backend_through_sglang(tmp_path, hf_tokenizer):
         assert isinstance(grammar, ReasonerGrammarObject) == wrapped
 
 
+def test_vocabulary_follows_the_model_width(hf_tokenizer, backend):
+    """Rows are the model's logits width: padded ids never allowed; ids past a
+    narrower model width dropped."""
+    padded = backend.tokenizer
+    assert (padded.vocab_size, padded.num_tokens) == (VOCAB, 129_280)
+    assert padded.eos_token_ids == [EOS]
+    narrow = mp_sglang._maskpar_tokenizer(hf_tokenizer, 129_000, EOS)
+    assert (narrow.vocab_size, narrow.num_tokens) == (129_000, 129_000)
+    assert all(narrow.token_bytes(i) == padded.token_bytes(i) for i in (0, 5, 1000, 128_999))
+    assert set(narrow.special_token_ids) == {i for i in padded.special_token_ids if i < 129_000}
+    grammar = maskpar.Matcher(maskpar.compile_regex(narrow, "[a-z]+"))
+    row = maskpar.allocate_token_bitmask(1, 129_000)
+    grammar.fill_next_token_bitmask(row, 0)
+    wide = ids_of(row_of(compile_(backend, "regex", "[a-z]+")))
+    assert ids_of(row[0]) == [t for t in wide if t < 129_000]
+
+
 # -- request types ---------------------------------------------------------------
 
 

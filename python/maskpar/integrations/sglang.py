@@ -257,22 +257,18 @@ def _maskpar_tokenizer(tokenizer, vocab_size: int, eos_token_ids) -> maskpar.Tok
     """The model's vocabulary as maskpar sees it: bitmask rows ``vocab_size`` wide
     (the logits width); ids the tokenizer has beyond it can never be sampled, so
     they are dropped."""
-    eos = sorted({int(i) for i in eos_token_ids}) if eos_token_ids else None
     if isinstance(eos_token_ids, int):
-        eos = [int(eos_token_ids)]
+        eos = [eos_token_ids]
+    else:
+        eos = sorted({int(i) for i in eos_token_ids}) if eos_token_ids else None
     tok = maskpar.Tokenizer.from_huggingface(tokenizer, eos_token_ids=eos)
-    if tok.num_tokens <= vocab_size:
-        if tok.vocab_size == vocab_size:
-            return tok
-        return maskpar.Tokenizer.from_huggingface(
-            tokenizer, eos_token_ids=eos, vocab_size=vocab_size
-        )
-    specials = set(tok.special_token_ids)
-    kept = range(vocab_size)
+    if tok.vocab_size == vocab_size:
+        return tok
+    kept = range(min(tok.num_tokens, vocab_size))
     return maskpar.Tokenizer.from_vocab(
         [tok.token_bytes(i) for i in kept],
         eos_token_ids=[i for i in tok.eos_token_ids if i < vocab_size],
-        special_token_ids=[i for i in kept if i in specials],
+        special_token_ids=[i for i in tok.special_token_ids if i < vocab_size],
         vocab_size=vocab_size,
     )
 
