@@ -64,6 +64,36 @@ __all__ = [
 ]
 
 
+def _move_vocab_mask(vocab_mask: torch.Tensor, device) -> torch.Tensor:
+    """The bitmask on the logits' device (copied without blocking)."""
+    return vocab_mask.to(device, non_blocking=True)
+
+
+def _apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
+    """Masks logits in place: SGLang's own kernels on accelerators (as its xgrammar
+    backend does), maskpar's parallel CPU kernel on the CPU."""
+    device = logits.device.type
+    if device in {"cuda", "xpu", "musa"}:
+        from sglang.srt.utils import is_hip
+
+        if is_hip():
+            from sgl_kernel import apply_token_bitmask_inplace_cuda
+
+            apply_token_bitmask_inplace_cuda(logits, vocab_mask)
+        else:
+            from sglang.kernels.ops.grammar.bitmask_ops import (
+                apply_token_bitmask_inplace_triton,
+            )
+
+            apply_token_bitmask_inplace_triton(logits, vocab_mask)
+    elif device == "npu":
+        import sgl_kernel_npu  # noqa: F401
+
+        torch.ops.npu.apply_token_bitmask(logits, vocab_mask)
+    else:
+        maskpar.apply_token_bitmask_inplace(logits, vocab_mask)
+
+
 class MaskparGrammar(BaseGrammarObject):
     """One request's grammar state: a :class:`maskpar.Matcher` over a compiled
     grammar shared with every other request that sent the same constraint."""
@@ -138,13 +168,8 @@ class MaskparGrammar(BaseGrammarObject):
             raise TypeError(f"maskpar bitmasks are int32, got {vocab_mask.dtype}")
         vocab_mask.fill_(-1)
 
-    @staticmethod
-    def move_vocab_mask(vocab_mask: torch.Tensor, device) -> torch.Tensor:
-        return vocab_mask.to(device, non_blocking=True)
-
-    @staticmethod
-    def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
-        _apply_vocab_mask(logits, vocab_mask)
+    move_vocab_mask = staticmethod(_move_vocab_mask)
+    apply_vocab_mask = staticmethod(_apply_vocab_mask)
 
     def copy(self) -> MaskparGrammar:
         """A fresh request state over the same compiled grammar (SGLang copies
@@ -207,31 +232,6 @@ class MaskparGrammar(BaseGrammarObject):
         return (
             f"MaskparGrammar(key_string={self.key_string!r}, consumed={self.matcher.num_consumed})"
         )
-
-
-def _apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
-    """Masks logits in place: SGLang's own kernels on accelerators (as its xgrammar
-    backend does), maskpar's parallel CPU kernel on the CPU."""
-    device = logits.device.type
-    if device in {"cuda", "xpu", "musa"}:
-        from sglang.srt.utils import is_hip
-
-        if is_hip():
-            from sgl_kernel import apply_token_bitmask_inplace_cuda
-
-            apply_token_bitmask_inplace_cuda(logits, vocab_mask)
-        else:
-            from sglang.kernels.ops.grammar.bitmask_ops import (
-                apply_token_bitmask_inplace_triton,
-            )
-
-            apply_token_bitmask_inplace_triton(logits, vocab_mask)
-    elif device == "npu":
-        import sgl_kernel_npu  # noqa: F401
-
-        torch.ops.npu.apply_token_bitmask(logits, vocab_mask)
-    else:
-        maskpar.apply_token_bitmask_inplace(logits, vocab_mask)
 
 
 def _json_option_support(tokenizer: maskpar.Tokenizer) -> frozenset:
@@ -360,13 +360,8 @@ class MaskparGrammarBackend(BaseGrammarBackend):
     def allocate_vocab_mask(vocab_size: int, batch_size: int, device) -> torch.Tensor:
         return maskpar.allocate_token_bitmask(batch_size, vocab_size)
 
-    @staticmethod
-    def move_vocab_mask(vocab_mask: torch.Tensor, device) -> torch.Tensor:
-        return vocab_mask.to(device, non_blocking=True)
-
-    @staticmethod
-    def apply_vocab_mask(logits: torch.Tensor, vocab_mask: torch.Tensor) -> None:
-        _apply_vocab_mask(logits, vocab_mask)
+    move_vocab_mask = staticmethod(_move_vocab_mask)
+    apply_vocab_mask = staticmethod(_apply_vocab_mask)
 
     def _compile(
         self, kind: str, key_string: str, compile_fn: Callable[[], maskpar.Grammar]
