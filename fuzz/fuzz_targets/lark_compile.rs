@@ -7,19 +7,12 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use maskpar::cfg::lark;
 use maskpar::grammar::CompiledGrammar;
-use maskpar_fuzz::{checked_walk, known_hang, vocab, MAX_INPUT};
+use maskpar_fuzz::{checked_walk, split_input, vocab};
 
 fuzz_target!(|data: &[u8]| {
-    if data.len() > MAX_INPUT {
-        return;
-    }
-    let (choices, text) = data.split_at(data.len().min(4));
-    let Ok(source) = std::str::from_utf8(text) else {
+    let Some((choices, source)) = split_input(data) else {
         return;
     };
-    if known_hang(source) {
-        return;
-    }
     let Ok(ast) = lark::parse(source) else {
         return;
     };

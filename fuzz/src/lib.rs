@@ -65,6 +65,18 @@ pub fn bit(row: &[u32], id: u32) -> bool {
     row[id as usize / 32] >> (id % 32) & 1 == 1
 }
 
+/// The fuzzer's input as (choice bytes, text): the first four bytes steer
+/// the walk, the rest is the pattern, grammar or schema. None for inputs the
+/// text targets skip: longer than `MAX_INPUT`, not UTF-8, or `known_hang`.
+pub fn split_input(data: &[u8]) -> Option<(&[u8], &str)> {
+    if data.len() > MAX_INPUT {
+        return None;
+    }
+    let (choices, text) = data.split_at(data.len().min(4));
+    let text = std::str::from_utf8(text).ok()?;
+    (!known_hang(text)).then_some((choices, text))
+}
+
 /// True if the input belongs to a hang that is already filed (issue 22:
 /// nested counted repetitions, deep nesting) and the run asked to skip those.
 /// `MASKPAR_FUZZ_ALL=1` turns the filter off, for checking the fixes.
