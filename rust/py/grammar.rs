@@ -55,7 +55,7 @@ impl PyGrammar {
     /// the two with `Matcher.fork(grammar=...)`.
     fn for_tokenizer(&self, py: Python<'_>, tokenizer: &PyTokenizer) -> PyResult<PyGrammar> {
         let vocab = tokenizer.vocab.clone();
-        let g = detached(py, || self.inner.for_vocab(vocab))?;
+        let g = detached(py, || self.inner.for_vocab(vocab))?.map_err(to_py_err)?;
         Ok(PyGrammar { inner: Arc::new(g) })
     }
 
