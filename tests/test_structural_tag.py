@@ -435,23 +435,128 @@ def test_bad_specs_raise_value_error(llama3: Any, spec: Any, message: str) -> No
         maskpar.compile_structural_tag(tok, spec)
 
 
-@pytest.mark.parametrize(
-    "fmt",
-    [
-        {"type": "token", "token": 128000},
-        {"type": "exclude_token", "exclude_tokens": [1]},
-        {"type": "any_tokens"},
-        {"type": "token_triggered_tags", "trigger_tokens": [128010], "tags": []},
-        {"type": "token_dispatch", "rules": []},
-    ],
-)
-def test_token_level_types_are_refused_for_now(llama3: Any, fmt: dict[str, Any]) -> None:
+PYTHON_TAG, EOM, EOT = 128010, 128008, 128009  # Llama-3 specials; EOT is an EOS
+
+
+def token_catalogue(enc: Any) -> list[tuple[dict[str, Any], list[list[int]], list[list[int]]]]:
+    """(format, token sequences in the language, sequences outside it)."""
+    text = enc.encode
+    call = {"type": "token", "token": PYTHON_TAG}
+    return [
+        (call, [[PYTHON_TAG, EOT]], [[*text("<|python_tag|>"), EOT], [EOT]]),
+        # By text (quicktok's Llama-3 names 128010 <|reserved_special_token_5|>).
+        (
+            {"type": "token", "token": enc.decode_single_token_bytes(PYTHON_TAG).decode()},
+            [[PYTHON_TAG, EOT]],
+            [[EOM]],
+        ),
+        (
+            {"type": "exclude_token", "exclude_tokens": [PYTHON_TAG]},
+            [[EOM, EOT], [*text("a"), EOT]],
+            [[PYTHON_TAG], [EOT]],
+        ),
+        (
+            {"type": "any_tokens", "exclude_tokens": [EOM]},
+            [[EOT], [PYTHON_TAG, *text("x y"), EOT]],
+            [[EOM]],
+        ),
+        (
+            tag(call, INT, {"type": "token", "token": EOM}),  # type: ignore[arg-type]
+            [[PYTHON_TAG, *text("12"), EOM, EOT]],
+            [[*text("12"), EOM], [PYTHON_TAG, *text("x")]],
+        ),
+        (
+            {
+                "type": "token_triggered_tags",
+                "trigger_tokens": [PYTHON_TAG],
+                "tags": [tag(call, INT, "</call>")],  # type: ignore[arg-type]
+                "exclude_tokens": [EOM],
+            },
+            [[*text("hi"), PYTHON_TAG, *text("7</call>ok"), EOT], [EOT]],
+            [[PYTHON_TAG, *text("x")], [EOM]],
+        ),
+        (
+            {
+                "type": "token_triggered_tags",
+                "trigger_tokens": [PYTHON_TAG],
+                "tags": [tag(call, INT, "</call>")],  # type: ignore[arg-type]
+                "at_least_one": True,
+                "stop_after_first": True,
+            },
+            [[PYTHON_TAG, *text("7</call>"), EOT]],
+            [[EOT], [*text("a"), PYTHON_TAG]],
+        ),
+        (
+            {
+                "type": "token_dispatch",
+                "rules": [[PYTHON_TAG, const("()")]],
+                "exclude_tokens": [EOM],
+            },
+            [[*text("a"), PYTHON_TAG, *text("()b"), PYTHON_TAG, *text("()"), EOT]],
+            [[PYTHON_TAG, *text("x")], [EOM]],
+        ),
+        (
+            {"type": "token_dispatch", "rules": [[PYTHON_TAG, const("()")]], "loop": False},
+            [[*text("a"), PYTHON_TAG, *text("()"), EOT]],
+            [[PYTHON_TAG, *text("()b")]],
+        ),
+    ]
+
+
+@pytest.fixture(scope="module")
+def xgr_full_compiler(llama3: Any) -> Any:
+    """xgrammar over the Llama-3 vocabulary with special tokens' text, so
+    token formats can name them."""
+    enc, tok = llama3
+    info = xgr.TokenizerInfo(
+        [tok.token_bytes(i) for i in range(enc.n_vocab)],
+        vocab_type=xgr.VocabType.RAW,
+        vocab_size=tok.vocab_size,
+        stop_token_ids=list(LLAMA3_EOS),
+    )
+    return xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+
+
+def test_token_level_types_agree_with_xgrammar(llama3: Any, xgr_full_compiler: Any) -> None:
+    enc, tok = llama3
+    for fmt, good, bad in token_catalogue(enc):
+        spec = st(fmt)
+        g = maskpar.compile_structural_tag(tok, spec)
+        xg = xgr_full_compiler.compile_structural_tag(json.dumps(spec))
+        for seq, expected in [(s, True) for s in good] + [(s, False) for s in bad]:
+            m, xm = maskpar.Matcher(g), xgr.GrammarMatcher(xg)
+            assert all(xm.accept_token(t) for t in seq) == expected, (fmt, seq, "xgrammar")
+            assert all(m.consume_token(t) for t in seq) == expected, (fmt, seq, "maskpar")
+        # Walks on maskpar's masks, hinted to the special tokens, stay in xgrammar's language.
+        rng = random.Random(json.dumps(fmt))
+        hints = hint_tokens(enc, []) | {PYTHON_TAG, EOM} | {t for s in good for t in s}
+        bm = np.zeros((1, (tok.vocab_size + 31) // 32), dtype=np.int32)
+        for _ in range(6):
+            m = maskpar.Matcher(g)
+
+            def fill(tokens: list[int], m: Any = m, bm: np.ndarray = bm) -> np.ndarray:
+                if tokens:
+                    assert m.consume_token(tokens[-1])
+                m.fill_next_token_bitmask(bm, 0)
+                return allowed_ids(bm[0], tok.vocab_size)
+
+            tokens = walk(rng, hints, fill, tok.vocab_size, 30)
+            xm = xgr.GrammarMatcher(xg)
+            assert all(xm.accept_token(t) for t in tokens), (fmt, tokens)
+
+
+def test_token_references_are_checked(llama3: Any) -> None:
     _, tok = llama3
-    message = f'token-level format type "{fmt["type"]}" is not supported yet'
-    with pytest.raises(ValueError, match=message):
-        maskpar.compile_structural_tag(tok, st(fmt))
-    with pytest.raises(ValueError, match="token as a tag's begin"):
-        maskpar.compile_structural_tag(tok, st(tag({"type": "token", "token": 1}, ANY, "x")))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="token id 999999"):
+        maskpar.compile_structural_tag(tok, st({"type": "token", "token": 999999}))
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        maskpar.compile_structural_tag(tok, st({"type": "token", "token": "<|no such token|>"}))
+    begin = {"type": "token", "token": PYTHON_TAG}
+    with pytest.raises(ValueError, match="must begin with text"):
+        maskpar.compile_structural_tag(
+            tok,
+            st({"type": "triggered_tags", "triggers": ["<"], "tags": [tag(begin, ANY, "x")]}),  # type: ignore[arg-type]
+        )
 
 
 def test_hostile_specs(llama3: Any) -> None:

@@ -55,7 +55,7 @@ pub fn compile_structural_tag(
     let vocab = tokenizer.vocab.clone();
     let g = detached(py, || {
         budget::with_budget(limit, || {
-            let ast = crate::stag::compile(&text)?;
+            let ast = crate::stag::compile(&text, &vocab)?;
             CompiledGrammar::from_ast(vocab, &ast, "structural_tag", &text)
         })
     })?

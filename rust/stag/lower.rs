@@ -26,17 +26,22 @@ use crate::cfg::gbnf;
 use crate::error::{Error, Result};
 use crate::schema::{self, SchemaOptions};
 
-use super::spec::{Format, Tag, Triggered};
+use super::spec::{Delim, Format, Tag, TokenRef, Triggered};
 use super::text;
+use crate::vocab::Vocab;
+use rustc_hash::FxHashMap as HashMap;
 
 /// The start rule of a compiled structural tag.
 pub const START: &str = "stag:root";
 
-/// Lowers the top format to a grammar.
-pub fn lower(top: &Format) -> Result<GrammarAst> {
+/// Lowers the top format to a grammar; tokens named by text are looked up
+/// in `vocab`.
+pub fn lower(top: &Format, vocab: &Vocab) -> Result<GrammarAst> {
     let mut l = Lowering {
         rules: Vec::new(),
         parts: 0,
+        vocab,
+        by_text: None,
     };
     let body = l.format(top, &[])?;
     l.rules.push(rule(START.into(), body));
@@ -66,17 +71,93 @@ fn literal(s: &str) -> Node {
     }
 }
 
-fn one_of(strings: &[String]) -> Node {
-    Node::alt(strings.iter().map(|s| literal(s)).collect())
-}
-
-struct Lowering {
+struct Lowering<'v> {
     rules: Vec<RuleDef>,
     /// Rules and imported parts made so far (for fresh names).
     parts: usize,
+    vocab: &'v Vocab,
+    /// Token ids by their bytes, built when a spec first names a token by text.
+    by_text: Option<HashMap<&'v [u8], Vec<u32>>>,
 }
 
-impl Lowering {
+impl<'v> Lowering<'v> {
+    /// The ids a token reference names: an id of the vocabulary, or every
+    /// token (special ones included) whose bytes are the text.
+    fn token_ids(&mut self, r: &TokenRef) -> Result<Vec<u32>> {
+        match r {
+            TokenRef::Id(n) => {
+                let id = self
+                    .vocab
+                    .check_token_id(*n)
+                    .ok()
+                    .filter(|&id| (id as usize) < self.vocab.num_tokens());
+                id.map(|id| vec![id]).ok_or_else(|| {
+                    Error::Compile(format!(
+                        "token id {n} in a structural tag is not a token of this vocabulary \
+                         (ids 0 to {})",
+                        self.vocab.num_tokens().saturating_sub(1)
+                    ))
+                })
+            }
+            TokenRef::Text(text) => {
+                let vocab = self.vocab;
+                if self.by_text.is_none() {
+                    budget::charge(vocab.num_tokens() as u64 * 8)?;
+                    let mut map: HashMap<&'v [u8], Vec<u32>> = HashMap::default();
+                    for id in 0..vocab.num_tokens() as u32 {
+                        if let Some(b) = vocab.token_bytes(id) {
+                            map.entry(b).or_default().push(id);
+                        }
+                    }
+                    self.by_text = Some(map);
+                }
+                let ids = self.by_text.as_ref().and_then(|m| m.get(text.as_bytes()));
+                ids.cloned().ok_or_else(|| {
+                    Error::Compile(format!(
+                        "the structural tag names the token {text:?}, which is not in the vocabulary"
+                    ))
+                })
+            }
+        }
+    }
+
+    /// A token terminal: one of these tokens, or (negated) any token but them.
+    fn tokens(&mut self, refs: &[TokenRef], negated: bool) -> Result<Node> {
+        let mut ids = Vec::new();
+        for r in refs {
+            ids.extend(self.token_ids(r)?);
+        }
+        budget::charge(ids.len() as u64)?;
+        Ok(Node::tokens(ids.into_iter().map(|i| (i, i)), negated))
+    }
+
+    fn delim(&mut self, d: &Delim) -> Result<Node> {
+        match d {
+            Delim::Text(s) => Ok(literal(s)),
+            Delim::Token(r) => self.tokens(std::slice::from_ref(r), false),
+        }
+    }
+
+    /// The formats' shared shape of triggered tags: `free` stuff with `one`
+    /// tag (its free prefix included) repeated, or the `whole` tags alone
+    /// first (see the module table).
+    fn triggered_shape(
+        &mut self,
+        free: Node,
+        dispatch: Node,
+        whole: Node,
+        at_least_one: bool,
+        stop_after_first: bool,
+    ) -> Node {
+        let body = match (at_least_one, stop_after_first) {
+            (false, false) => Node::seq(vec![Node::repeat(dispatch, 0, None), free]),
+            (true, false) => Node::seq(vec![whole, Node::repeat(dispatch, 0, None), free]),
+            (false, true) => Node::alt(vec![free, dispatch]),
+            (true, true) => whole,
+        };
+        self.define(body)
+    }
+
     /// A new rule with this body; a reference to it.
     fn define(&mut self, body: Node) -> Node {
         self.parts += 1;
@@ -146,6 +227,58 @@ impl Lowering {
                 self.define(Node::repeat(inner, *min, *max))
             }
             Format::Tag(tag) => self.tag(tag)?,
+            Format::Token(refs) => self.tokens(refs, false)?,
+            Format::ExcludeToken(refs) => self.tokens(refs, true)?,
+            Format::AnyTokens {
+                excludes,
+                max_tokens,
+            } => {
+                let one = self.tokens(excludes, true)?;
+                self.define(Node::repeat(one, 0, *max_tokens))
+            }
+            Format::TokenTriggeredTags {
+                triggers,
+                tags,
+                excludes,
+                at_least_one,
+                stop_after_first,
+            } => {
+                let mut whole = Vec::with_capacity(tags.len());
+                for tag in tags {
+                    whole.push(self.tag(tag)?);
+                }
+                let whole = self.define(Node::alt(whole));
+                let mut not_free = triggers.clone();
+                not_free.extend(excludes.iter().cloned());
+                let one_free = self.tokens(&not_free, true)?;
+                let free = self.define(Node::repeat(one_free, 0, None));
+                let dispatch = self.define(Node::seq(vec![free.clone(), whole.clone()]));
+                self.triggered_shape(free, dispatch, whole, *at_least_one, *stop_after_first)
+            }
+            Format::TokenDispatch {
+                rules,
+                repeat,
+                excludes,
+            } => {
+                let mut alts = Vec::with_capacity(rules.len());
+                let mut not_free = excludes.clone();
+                for (token, format) in rules {
+                    not_free.push(token.clone());
+                    let token = self.tokens(std::slice::from_ref(token), false)?;
+                    let format = self.format(format, ends)?;
+                    alts.push(Node::seq(vec![token, format]));
+                }
+                let one_free = self.tokens(&not_free, true)?;
+                let free = self.define(Node::repeat(one_free, 0, None));
+                let dispatch = self.define(Node::alt(alts));
+                let body = if *repeat {
+                    let step = Node::seq(vec![free.clone(), dispatch]);
+                    Node::seq(vec![Node::repeat(step, 0, None), free])
+                } else {
+                    Node::seq(vec![free, Node::repeat(dispatch, 0, Some(1))])
+                };
+                self.define(body)
+            }
             Format::TriggeredTags(t) => self.triggered(t, ends)?,
             Format::TagsWithSeparator {
                 tags,
@@ -176,16 +309,18 @@ impl Lowering {
 
     /// A tag: its begin, then [`Self::tag_body`].
     fn tag(&mut self, tag: &Tag) -> Result<Node> {
+        let begin = self.delim(&tag.begin)?;
         let body = self.tag_body(tag)?;
-        Ok(self.define(Node::seq(vec![literal(&tag.begin), body])))
+        Ok(self.define(Node::seq(vec![begin, body])))
     }
 
     /// A tag's content and end, as one rule.
     fn tag_body(&mut self, tag: &Tag) -> Result<Node> {
-        let ends = text::union(&[&tag.ends]);
+        let ends = text::union(&[&tag.text_ends()]);
         let node = match &*tag.content {
             // Free text up to the first end, as one lexeme (an empty end
-            // would end it anywhere: then the content is free).
+            // would end it anywhere, a token end is no text: then the
+            // content is free text before the ends).
             Format::AnyText {
                 excludes,
                 max_chars: None,
@@ -194,7 +329,11 @@ impl Lowering {
             }
             content => {
                 let content = self.format(content, &ends)?;
-                Node::seq(vec![content, one_of(&tag.ends)])
+                let mut alts = Vec::with_capacity(tag.ends.len());
+                for end in &tag.ends {
+                    alts.push(self.delim(end)?);
+                }
+                Node::seq(vec![content, Node::alt(alts)])
             }
         };
         Ok(self.define(node))
@@ -212,7 +351,7 @@ impl Lowering {
             t.tags
                 .iter()
                 .zip(&bodies)
-                .map(|(tag, body)| Node::seq(vec![literal(&tag.begin), body.clone()]))
+                .map(|(tag, body)| Node::seq(vec![literal(tag.begin_text()), body.clone()]))
                 .collect(),
         );
         let whole = self.define(whole);
@@ -224,9 +363,12 @@ impl Lowering {
                 .tags
                 .iter()
                 .zip(&bodies)
-                .filter(|(tag, _)| tag.begin.starts_with(trigger.as_str()))
+                .filter(|(tag, _)| tag.begin_text().starts_with(trigger.as_str()))
                 .map(|(tag, body)| {
-                    Node::seq(vec![literal(&tag.begin[trigger.len()..]), body.clone()])
+                    Node::seq(vec![
+                        literal(&tag.begin_text()[trigger.len()..]),
+                        body.clone(),
+                    ])
                 })
                 .collect();
             if rests.is_empty() {
@@ -239,13 +381,7 @@ impl Lowering {
         }
         let dispatch = self.define(Node::alt(by_trigger));
         let free = text::without(&stops);
-        let body = match (t.at_least_one, t.stop_after_first) {
-            (false, false) => Node::seq(vec![Node::repeat(dispatch, 0, None), free]),
-            (true, false) => Node::seq(vec![whole, Node::repeat(dispatch, 0, None), free]),
-            (false, true) => Node::alt(vec![free, dispatch]),
-            (true, true) => whole,
-        };
-        Ok(self.define(body))
+        Ok(self.triggered_shape(free, dispatch, whole, t.at_least_one, t.stop_after_first))
     }
 
     /// Adds an embedded grammar's rules under fresh names; a reference to
@@ -300,6 +436,7 @@ fn rename_refs(node: &mut Node, prefix: &str) -> Result<()> {
                 stack.push(&mut m.close_empty);
             }
             Node::Empty
+            | Node::Tokens(_)
             | Node::Literal(_)
             | Node::Class { .. }
             | Node::AnyChar
@@ -313,14 +450,14 @@ fn rename_refs(node: &mut Node, prefix: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use crate::stag::compile;
-    use crate::stag::tests::ast_accepts;
+    use crate::stag::tests::{ast_accepts, vocab};
     use serde_json::{json, Value};
 
     /// Checks each (text, accepted) pair on the structural tag with this
     /// format. The expectations are xgrammar 0.2's answers.
     fn check(format: Value, cases: &[(&str, bool)]) {
         let spec = json!({"type": "structural_tag", "format": format});
-        let ast = compile(&spec.to_string()).unwrap();
+        let ast = compile(&spec.to_string(), &vocab()).unwrap();
         for (text, ok) in cases {
             assert_eq!(ast_accepts(&ast, text), *ok, "{text:?} on {format}");
         }
@@ -527,7 +664,7 @@ mod tests {
     fn legacy_shape() {
         let spec = json!({"type": "structural_tag", "triggers": ["<f"],
             "structures": [{"begin": "<f=a>", "schema": {"type": "integer"}, "end": "</f>"}]});
-        let ast = compile(&spec.to_string()).unwrap();
+        let ast = compile(&spec.to_string(), &vocab()).unwrap();
         for (text, ok) in [
             ("x<f=a>1</f>", true),
             ("", true),
@@ -541,9 +678,12 @@ mod tests {
     #[test]
     fn embedded_errors_are_named() {
         let e = |f: Value| {
-            compile(&json!({"type": "structural_tag", "format": f}).to_string())
-                .unwrap_err()
-                .to_string()
+            compile(
+                &json!({"type": "structural_tag", "format": f}).to_string(),
+                &vocab(),
+            )
+            .unwrap_err()
+            .to_string()
         };
         assert!(e(json!({"type": "grammar", "grammar": "root ::= (\"a\""}))
             .contains("grammar in a structural tag"));
@@ -552,5 +692,130 @@ mod tests {
             e(json!({"type": "json_schema", "json_schema": {"type": "wat"}}))
                 .contains("json_schema")
         );
+    }
+
+    /// Whether the token sequence (ids of `stag::tests::vocab`, `<eos>`
+    /// included to end) is accepted, through a compiled grammar's matcher.
+    fn tokens_accepted(format: &Value, ids: &[u32]) -> bool {
+        let spec = json!({"type": "structural_tag", "format": format});
+        let v = vocab();
+        let ast = compile(&spec.to_string(), &v).unwrap();
+        let g = crate::grammar::CompiledGrammar::from_ast(v, &ast, "structural_tag", "").unwrap();
+        let mut m = crate::matcher::MatcherCore::new(std::sync::Arc::new(g));
+        ids.iter().all(|&t| m.consume_token(t).unwrap())
+    }
+
+    const CALL: u32 = 256;
+    const END: u32 = 257;
+    const EOS: u32 = 258;
+
+    fn b(s: &str) -> Vec<u32> {
+        s.bytes().map(u32::from).collect()
+    }
+
+    fn ids(parts: &[&[u32]]) -> Vec<u32> {
+        parts.concat()
+    }
+
+    #[test]
+    fn token_formats() {
+        let call = json!({"type": "token", "token": "<|call|>"});
+        assert!(tokens_accepted(&call, &[CALL, EOS]));
+        assert!(!tokens_accepted(&call, &b("<|call|>")));
+        let ex = json!({"type": "exclude_token", "exclude_tokens": [256, "a"]});
+        assert!(tokens_accepted(&ex, &[END, EOS]));
+        assert!(tokens_accepted(&ex, &ids(&[&b("b"), &[EOS]])));
+        assert!(!tokens_accepted(&ex, &[CALL]));
+        assert!(!tokens_accepted(&ex, &b("a")));
+        assert!(!tokens_accepted(&ex, &[EOS]));
+        let any = json!({"type": "any_tokens", "exclude_tokens": [257], "max_tokens": 2});
+        assert!(tokens_accepted(&any, &[EOS]));
+        assert!(tokens_accepted(&any, &[CALL, 120, EOS]));
+        assert!(!tokens_accepted(&any, &[CALL, 120, 121]));
+        assert!(!tokens_accepted(&any, &[END]));
+        // A tag between tokens.
+        let t = tag(
+            "",
+            json!({"type": "any_text"}),
+            json!({"type": "token", "token": 257}),
+        );
+        let mut t = t;
+        t["begin"] = call.clone();
+        assert!(tokens_accepted(
+            &t,
+            &ids(&[&[CALL], &b("x</a>"), &[END, EOS]])
+        ));
+        assert!(!tokens_accepted(&t, &ids(&[&b("x"), &[END]])));
+    }
+
+    #[test]
+    fn token_triggered_tags_and_dispatch() {
+        let mut inner = tag(
+            "",
+            json!({"type": "json_schema", "json_schema": {"type": "integer"}}),
+            json!({"type": "token", "token": 257}),
+        );
+        inner["begin"] = json!({"type": "token", "token": 256});
+        let ttt = |extra: Value| {
+            let mut t = json!({"type": "token_triggered_tags", "trigger_tokens": [256], "tags": [inner.clone()]});
+            for (k, v) in extra.as_object().unwrap() {
+                t[k] = v.clone();
+            }
+            t
+        };
+        let one = ids(&[&[CALL], &b("12"), &[END]]);
+        assert!(tokens_accepted(
+            &ttt(json!({})),
+            &ids(&[&b("hi"), &one, &b("x"), &one, &[EOS]])
+        ));
+        assert!(tokens_accepted(&ttt(json!({})), &[EOS]));
+        assert!(!tokens_accepted(&ttt(json!({})), &ids(&[&[CALL], &b("x")])));
+        assert!(!tokens_accepted(
+            &ttt(json!({"at_least_one": true})),
+            &ids(&[&b("h"), &one])
+        ));
+        assert!(tokens_accepted(
+            &ttt(json!({"at_least_one": true})),
+            &ids(&[&one, &b("h"), &[EOS]])
+        ));
+        assert!(!tokens_accepted(
+            &ttt(json!({"stop_after_first": true})),
+            &ids(&[&one, &b("h")])
+        ));
+        assert!(!tokens_accepted(
+            &ttt(json!({"exclude_tokens": ["q"]})),
+            &b("q")
+        ));
+        let dispatch = |repeat: bool| {
+            json!({"type": "token_dispatch", "loop": repeat,
+            "rules": [[256, {"type": "const_string", "value": "()"}]], "exclude_tokens": [257]})
+        };
+        let call = ids(&[&[CALL], &b("()")]);
+        assert!(tokens_accepted(
+            &dispatch(true),
+            &ids(&[&b("a"), &call, &b("b"), &call, &[EOS]])
+        ));
+        assert!(!tokens_accepted(&dispatch(true), &ids(&[&[CALL], &b("x")])));
+        assert!(!tokens_accepted(&dispatch(true), &[END]));
+        assert!(tokens_accepted(
+            &dispatch(false),
+            &ids(&[&b("a"), &call, &[EOS]])
+        ));
+        assert!(!tokens_accepted(&dispatch(false), &ids(&[&call, &b("b")])));
+    }
+
+    #[test]
+    fn unknown_tokens_are_named() {
+        let e = |f: Value| {
+            compile(
+                &json!({"type": "structural_tag", "format": f}).to_string(),
+                &vocab(),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(e(json!({"type": "token", "token": 9999})).contains("token id 9999"));
+        assert!(e(json!({"type": "token", "token": -1})).contains("token id -1"));
+        assert!(e(json!({"type": "token", "token": "<|nope|>"})).contains("not in the vocabulary"));
     }
 }

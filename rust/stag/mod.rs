@@ -25,14 +25,16 @@ pub mod text;
 
 use crate::cfg::ast::GrammarAst;
 use crate::error::{Error, Result};
+use crate::vocab::Vocab;
 
 /// Compiles a structural tag (JSON text, either shape) to a grammar AST whose
-/// start rule is the top format.
-pub fn compile(spec_text: &str) -> Result<GrammarAst> {
+/// start rule is the top format; tokens named by text are looked up in
+/// `vocab`.
+pub fn compile(spec_text: &str, vocab: &Vocab) -> Result<GrammarAst> {
     let value: serde_json::Value = serde_json::from_str(spec_text)
         .map_err(|e| Error::Compile(format!("the structural tag is not valid JSON: {e}")))?;
     let top = spec::parse(&value)?;
-    lower::lower(&top)
+    lower::lower(&top, vocab)
 }
 
 #[cfg(test)]
@@ -69,10 +71,18 @@ pub(crate) mod tests {
         ast_accepts(&ast, text)
     }
 
+    /// Bytes 0..=255 as tokens, then `<|call|>` (256, special), `<|end|>`
+    /// (257, special) and `<eos>` (258, EOS).
+    pub fn vocab() -> std::sync::Arc<Vocab> {
+        let mut toks: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        toks.extend([b"<|call|>".to_vec(), b"<|end|>".to_vec(), b"<eos>".to_vec()]);
+        std::sync::Arc::new(Vocab::new(toks, &[258], &[256, 257], None).unwrap())
+    }
+
     #[test]
     fn bad_json_is_a_compile_error() {
-        assert!(matches!(compile("{"), Err(Error::Compile(_))));
+        assert!(matches!(compile("{", &vocab()), Err(Error::Compile(_))));
         let deep = "[".repeat(10_000);
-        assert!(compile(&deep).is_err());
+        assert!(compile(&deep, &vocab()).is_err());
     }
 }

@@ -63,14 +63,74 @@ pub enum Format {
         min: u32,
         max: Option<u32>,
     },
+    /// One whole token, one of these.
+    Token(Vec<TokenRef>),
+    /// One whole token, none of these.
+    ExcludeToken(Vec<TokenRef>),
+    /// Whole tokens, none of `excludes`, at most `max_tokens` of them.
+    AnyTokens {
+        excludes: Vec<TokenRef>,
+        max_tokens: Option<u32>,
+    },
+    /// Free tokens in which a trigger token starts the tag it begins.
+    TokenTriggeredTags {
+        triggers: Vec<TokenRef>,
+        tags: Vec<Tag>,
+        excludes: Vec<TokenRef>,
+        at_least_one: bool,
+        stop_after_first: bool,
+    },
+    /// Free tokens in which each rule's token is followed by its format;
+    /// `repeat` (xgrammar's `loop`): any number of times, else at most once.
+    TokenDispatch {
+        rules: Vec<(TokenRef, Format)>,
+        repeat: bool,
+        excludes: Vec<TokenRef>,
+    },
+}
+
+/// A token named in a spec: by id, or by its text (resolved against the
+/// vocabulary when lowering).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenRef {
+    Id(i64),
+    Text(String),
+}
+
+/// A tag's begin or end: text, or one whole token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delim {
+    Text(String),
+    Token(TokenRef),
 }
 
 /// `begin content end`, with one of several ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tag {
-    pub begin: String,
+    pub begin: Delim,
     pub content: Box<Format>,
-    pub ends: Vec<String>,
+    pub ends: Vec<Delim>,
+}
+
+impl Tag {
+    /// The begin text ("" for a token begin).
+    pub fn begin_text(&self) -> &str {
+        match &self.begin {
+            Delim::Text(s) => s,
+            Delim::Token(_) => "",
+        }
+    }
+
+    /// The text ends (token ends left out).
+    pub fn text_ends(&self) -> Vec<String> {
+        self.ends
+            .iter()
+            .filter_map(|e| match e {
+                Delim::Text(s) => Some(s.clone()),
+                Delim::Token(_) => None,
+            })
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,16 +142,6 @@ pub struct Triggered {
     /// Strings the free text between tags may not contain.
     pub excludes: Vec<String>,
 }
-
-/// The format types that match whole tokens by id: they need a token-level
-/// terminal in the engine.
-const TOKEN_LEVEL: [&str; 5] = [
-    "token",
-    "exclude_token",
-    "any_tokens",
-    "token_triggered_tags",
-    "token_dispatch",
-];
 
 fn bad(path: &str, what: impl std::fmt::Display) -> Error {
     Error::Compile(format!("invalid structural tag at {path}: {what}"))
@@ -139,9 +189,9 @@ fn legacy(obj: &Map<String, Value>) -> Result<Format> {
             None => return Err(bad(&path, "missing field \"schema\"")),
         };
         tags.push(Tag {
-            begin: string(s, "begin", &path)?,
+            begin: Delim::Text(string(s, "begin", &path)?),
             content: Box::new(Format::JsonSchema(schema)),
-            ends: vec![string(s, "end", &path)?],
+            ends: vec![Delim::Text(string(s, "end", &path)?)],
         });
     }
     let triggered = Triggered {
@@ -268,11 +318,67 @@ impl Reader {
                     max: if max == -1 { None } else { Some(limit(max)?) },
                 }
             }
-            t if TOKEN_LEVEL.contains(&t) => {
-                return Err(bad(
-                    path,
-                    format!("the token-level format type {t:?} is not supported yet"),
-                ))
+            "token" => {
+                let v = o.get("token").ok_or_else(|| bad(path, missing("token")))?;
+                Format::Token(vec![token_ref(v, &format!("{path}.token"))?])
+            }
+            "exclude_token" => Format::ExcludeToken(token_refs(o, "exclude_tokens", path, false)?),
+            "any_tokens" => Format::AnyTokens {
+                excludes: token_refs(o, "exclude_tokens", path, false)?,
+                max_tokens: count(o, "max_tokens", path)?,
+            },
+            "token_triggered_tags" => {
+                let tags = self.tags(o, path, depth)?;
+                let triggers = token_refs(o, "trigger_tokens", path, true)?;
+                if triggers.is_empty() {
+                    return Err(bad(
+                        path,
+                        "Token triggered tags format's trigger_tokens must be non-empty",
+                    ));
+                }
+                if tags.is_empty() {
+                    return Err(bad(
+                        path,
+                        "Token triggered tags format's tags must be non-empty",
+                    ));
+                }
+                for (i, tag) in tags.iter().enumerate() {
+                    if !matches!(tag.begin, Delim::Token(_)) {
+                        return Err(bad(
+                            &format!("{path}.tags[{i}].begin"),
+                            "a token triggered tag must begin with a token",
+                        ));
+                    }
+                }
+                Format::TokenTriggeredTags {
+                    triggers,
+                    tags,
+                    excludes: token_refs(o, "exclude_tokens", path, false)?,
+                    at_least_one: flag(o, "at_least_one", path)?,
+                    stop_after_first: flag(o, "stop_after_first", path)?,
+                }
+            }
+            "token_dispatch" => {
+                let items = array(o, "rules", path)?;
+                let mut rules = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let p = format!("{path}.rules[{i}]");
+                    match item.as_array().map(Vec::as_slice) {
+                        Some([token, format]) => rules.push((
+                            token_ref(token, &format!("{p}[0]"))?,
+                            self.format(format, &format!("{p}[1]"), depth + 1)?,
+                        )),
+                        _ => return Err(bad(&p, wrong("a [token, format] pair", item))),
+                    }
+                }
+                Format::TokenDispatch {
+                    rules,
+                    repeat: match o.get("loop") {
+                        None | Some(Value::Null) => true,
+                        _ => flag(o, "loop", path)?,
+                    },
+                    excludes: token_refs(o, "exclude_tokens", path, false)?,
+                }
             }
             "dispatch" | "qwen_xml_parameter" => {
                 return Err(bad(
@@ -332,23 +438,17 @@ impl Reader {
             Some(other) => return Err(bad(path, wrong("a tag (type \"tag\")", other))),
         }
         let begin = match o.get("begin") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Object(_)) => {
-                return Err(bad(
-                    &format!("{path}.begin"),
-                    "a token as a tag's begin (token-level formats) is not supported yet",
-                ))
-            }
-            Some(other) => return Err(bad(&format!("{path}.begin"), wrong("a string", other))),
+            Some(v) => delim(v, &format!("{path}.begin"))?,
             None => return Err(bad(path, missing("begin"))),
         };
         let ends = match o.get("end") {
-            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::String(s)) => vec![Delim::Text(s.clone())],
+            Some(v @ Value::Object(_)) => vec![delim(v, &format!("{path}.end"))?],
             Some(Value::Array(items)) => {
                 let mut ends = Vec::with_capacity(items.len());
                 for (i, e) in items.iter().enumerate() {
                     match e {
-                        Value::String(s) => ends.push(s.clone()),
+                        Value::String(s) => ends.push(Delim::Text(s.clone())),
                         other => {
                             return Err(bad(&format!("{path}.end[{i}]"), wrong("a string", other)))
                         }
@@ -358,12 +458,6 @@ impl Reader {
                     return Err(bad(path, "a tag's end list must be non-empty"));
                 }
                 ends
-            }
-            Some(Value::Object(_)) => {
-                return Err(bad(
-                    &format!("{path}.end"),
-                    "a token as a tag's end (token-level formats) is not supported yet",
-                ))
             }
             Some(other) => {
                 return Err(bad(
@@ -412,19 +506,22 @@ fn check_triggered(t: &Triggered, path: &str) -> Result<()> {
         return Err(bad(path, "Triggered tags format's tags must be non-empty"));
     }
     for (i, tag) in t.tags.iter().enumerate() {
+        let Delim::Text(begin) = &tag.begin else {
+            return Err(bad(
+                &format!("{path}.tags[{i}].begin"),
+                "triggered tags must begin with text (token_triggered_tags takes tokens)",
+            ));
+        };
         match t
             .triggers
             .iter()
-            .filter(|tr| tag.begin.starts_with(tr.as_str()))
+            .filter(|tr| begin.starts_with(tr.as_str()))
             .count()
         {
             0 => {
                 return Err(bad(
                     &format!("{path}.tags[{i}]"),
-                    format!(
-                        "the tag begin {:?} does not start with any trigger",
-                        tag.begin
-                    ),
+                    format!("the tag begin {:?} does not start with any trigger", begin),
                 ))
             }
             1 => {}
@@ -433,13 +530,56 @@ fn check_triggered(t: &Triggered, path: &str) -> Result<()> {
                     &format!("{path}.tags[{i}]"),
                     format!(
                         "the tag begin {:?} starts with more than one trigger",
-                        tag.begin
+                        begin
                     ),
                 ))
             }
         }
     }
     Ok(())
+}
+
+/// A token by id or text: a bare int or string, or a `token` format.
+fn token_ref(v: &Value, path: &str) -> Result<TokenRef> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .map(TokenRef::Id)
+            .ok_or_else(|| bad(path, wrong("a token id", v))),
+        Value::String(s) if !s.is_empty() => Ok(TokenRef::Text(s.clone())),
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("token") => {
+            let t = o.get("token").ok_or_else(|| bad(path, missing("token")))?;
+            token_ref(t, &format!("{path}.token"))
+        }
+        other => Err(bad(path, wrong("a token id or a token's text", other))),
+    }
+}
+
+/// A list of tokens (required, or empty when absent).
+fn token_refs(
+    o: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    required: bool,
+) -> Result<Vec<TokenRef>> {
+    if !required && matches!(o.get(key), None | Some(Value::Null)) {
+        return Ok(Vec::new());
+    }
+    let items = array(o, key, path)?;
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        out.push(token_ref(item, &format!("{path}.{key}[{i}]"))?);
+    }
+    Ok(out)
+}
+
+/// A tag's begin or end: a string, or a `token` format.
+fn delim(v: &Value, path: &str) -> Result<Delim> {
+    match v {
+        Value::String(s) => Ok(Delim::Text(s.clone())),
+        Value::Object(_) => Ok(Delim::Token(token_ref(v, path)?)),
+        other => Err(bad(path, wrong("a string or a token", other))),
+    }
 }
 
 fn missing(key: &str) -> String {
@@ -554,7 +694,7 @@ mod tests {
         let t = read(json!({"type": "tag", "begin": "<a>", "content": c, "end": ["</a>", "</b>"]}))
             .unwrap();
         let Format::Tag(t) = t else { panic!() };
-        assert_eq!(t.ends, vec!["</a>", "</b>"]);
+        assert_eq!(t.text_ends(), vec!["</a>", "</b>"]);
         assert_eq!(
             read(json!({"type": "optional", "content": c})).unwrap(),
             Format::Repeat {
@@ -616,8 +756,17 @@ mod tests {
             err(json!({"type": "json_schema", "json_schema": {}, "style": "qwen_xml"}))
                 .contains("qwen_xml")
         );
+        assert_eq!(
+            read(json!({"type": "token", "token": 5})).unwrap(),
+            Format::Token(vec![TokenRef::Id(5)])
+        );
+        assert!(err(json!({"type": "token", "token": [5]})).contains("format.token"));
         assert!(
-            err(json!({"type": "token", "token": 5})).contains("\"token\" is not supported yet")
+            err(json!({"type": "token_triggered_tags", "trigger_tokens": [1], "tags": [tag]}))
+                .contains("must begin with a token")
+        );
+        assert!(
+            err(json!({"type": "token_dispatch", "rules": [[1]]})).contains("[token, format] pair")
         );
         assert!(err(json!({"type": "any_text", "excludes": [""]})).contains("non-empty"));
         assert!(err(json!({"type": "const_string"})).contains("missing field \"value\""));
