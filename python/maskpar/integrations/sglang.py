@@ -404,14 +404,12 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         )
 
     def dispatch_structural_tag(self, key_string: str) -> BaseGrammarObject:
-        compile_tag = getattr(maskpar, "compile_structural_tag", None)
-        if compile_tag is None:
-            return InvalidGrammarObject(
-                f"structural tags are not supported by maskpar {maskpar.__version__} yet "
-                "(use --grammar-backend xgrammar or llguidance for tool-call tags)"
-            )
+        # xgrammar's format, current ({"format": ...}) or legacy ({"structures",
+        # "triggers"}, with SGLang's at_least_one / stop_after_first).
         return self._compile(
-            "structural_tag", key_string, lambda: compile_tag(self.tokenizer, key_string)
+            "structural_tag",
+            key_string,
+            lambda: maskpar.compile_structural_tag(self.tokenizer, key_string),
         )
 
 
