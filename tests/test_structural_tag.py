@@ -603,6 +603,11 @@ def test_differences(llama3: Any, xgr_compiler: Any) -> None:
     assert not maskpar.Matcher(maskpar.compile_structural_tag(tok, spec)).consume_tokens(ids)
     xm = xgr.GrammarMatcher(xgr_compiler.compile_structural_tag(xgr_spec(spec)))
     assert all(xm.accept_token(t) for t in ids)
+    # An empty GBNF rule is the empty string in maskpar's dialect, an error in xgrammar's.
+    spec = st({"type": "grammar", "grammar": "root ::= "})
+    assert mp_accepts(tok, spec, "")
+    with pytest.raises(RuntimeError):
+        xgr_compiler.compile_structural_tag(xgr_spec(spec))
 
 
 def test_parallel_fills_match_serial(llama3: Any) -> None:
