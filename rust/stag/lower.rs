@@ -131,6 +131,21 @@ impl<'v> Lowering<'v> {
         Ok(Node::tokens(ids.into_iter().map(|i| (i, i)), negated))
     }
 
+    /// Any number of whole tokens, none of these.
+    fn free_tokens(&mut self, not: &[TokenRef]) -> Result<Node> {
+        let one = self.tokens(not, true)?;
+        Ok(self.define(Node::repeat(one, 0, None)))
+    }
+
+    /// One of the tags, as one rule.
+    fn one_tag(&mut self, tags: &[Tag]) -> Result<Node> {
+        let mut alts = Vec::with_capacity(tags.len());
+        for tag in tags {
+            alts.push(self.tag(tag)?);
+        }
+        Ok(self.define(Node::alt(alts)))
+    }
+
     fn delim(&mut self, d: &Delim) -> Result<Node> {
         match d {
             Delim::Text(s) => Ok(literal(s)),
@@ -243,15 +258,10 @@ impl<'v> Lowering<'v> {
                 at_least_one,
                 stop_after_first,
             } => {
-                let mut whole = Vec::with_capacity(tags.len());
-                for tag in tags {
-                    whole.push(self.tag(tag)?);
-                }
-                let whole = self.define(Node::alt(whole));
+                let whole = self.one_tag(tags)?;
                 let mut not_free = triggers.clone();
                 not_free.extend(excludes.iter().cloned());
-                let one_free = self.tokens(&not_free, true)?;
-                let free = self.define(Node::repeat(one_free, 0, None));
+                let free = self.free_tokens(&not_free)?;
                 let dispatch = self.define(Node::seq(vec![free.clone(), whole.clone()]));
                 self.triggered_shape(free, dispatch, whole, *at_least_one, *stop_after_first)
             }
@@ -268,8 +278,7 @@ impl<'v> Lowering<'v> {
                     let format = self.format(format, ends)?;
                     alts.push(Node::seq(vec![token, format]));
                 }
-                let one_free = self.tokens(&not_free, true)?;
-                let free = self.define(Node::repeat(one_free, 0, None));
+                let free = self.free_tokens(&not_free)?;
                 let dispatch = self.define(Node::alt(alts));
                 let body = if *repeat {
                     let step = Node::seq(vec![free.clone(), dispatch]);
@@ -286,11 +295,7 @@ impl<'v> Lowering<'v> {
                 at_least_one,
                 stop_after_first,
             } => {
-                let mut alts = Vec::with_capacity(tags.len());
-                for tag in tags {
-                    alts.push(self.tag(tag)?);
-                }
-                let one = self.define(Node::alt(alts));
+                let one = self.one_tag(tags)?;
                 let body = if *stop_after_first {
                     one
                 } else {
