@@ -368,6 +368,21 @@ STAG_LEGACY = {"type": "structural_tag", "triggers": ["<function="], "at_least_o
                                "end": "</function>"}]}
 
 
+def test_structural_tag_null_schemas_mean_any_json(backend, hf_tokenizer):
+    """SGLang's xgrammar backend reads a null schema as {}; so does maskpar's."""
+    legacy = {"type": "structural_tag", "triggers": ["<f"],
+              "structures": [{"begin": "<f>", "schema": None, "end": "</f>"}]}
+    current = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>",
+               "content": {"type": "json_schema", "json_schema": None}, "end": "</f>"}}
+    for spec in (legacy, current):
+        grammar = compile_(backend, "structural_tag", json.dumps(spec))
+        assert isinstance(grammar, mp_sglang.MaskparGrammar)
+        for t in hf_tokenizer.encode('<f>[1, {"a": null}]</f>', add_special_tokens=False):
+            assert allowed(row_of(grammar), t)
+            grammar.accept_token(t)
+        assert allowed(row_of(grammar), EOS)
+
+
 @pytest.mark.parametrize("spec", [STAG, STAG_LEGACY], ids=["current", "legacy"])
 def test_structural_tags_both_shapes(backend, xgrammar_backend, hf_tokenizer, spec):
     text = '<function=get_weather>{"city": "Oslo"}</function> done'
