@@ -16,6 +16,7 @@ use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
 use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
 use crate::cfg::lexcache::{lex_key, BoundaryNode, LexCache, LexKey, MANY_TOKENS, NO_TOKEN};
 use crate::cfg::lower::{lower, Cfg};
+use crate::cfg::tokenterm::{self, TokenDomain};
 use crate::cfg::walk::CfgStepper;
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, DEAD};
@@ -153,8 +154,18 @@ impl CompiledGrammar {
     /// The same grammar over another vocabulary: the automata and the parser
     /// tables are shared, only the token-side tables and caches are new.
     /// States are vocabulary-independent, so a state of `self` is a state of
-    /// the result.
-    pub fn for_vocab(&self, vocab: Arc<Vocab>) -> Self {
+    /// the result. A grammar that names token ids (`cfg::tokenterm`) is
+    /// refused: ids mean other tokens in another vocabulary.
+    pub fn for_vocab(&self, vocab: Arc<Vocab>) -> Result<Self> {
+        if let Engine::Cfg { cfg, .. } = &self.engine {
+            if cfg.has_tokens {
+                return Err(Error::InvalidArgument(
+                    "this grammar names special tokens or token ids of its tokenizer: \
+                     compile it again for the other tokenizer"
+                        .into(),
+                ));
+            }
+        }
         let engine = match &self.engine {
             Engine::Regex(dfa) => Engine::Regex(dfa.clone()),
             Engine::Cfg {
@@ -170,7 +181,7 @@ impl CompiledGrammar {
                 fill_memo: FillMemo::default(),
             },
         };
-        Self::with_engine(vocab, engine, self.kind, &self.source)
+        Ok(Self::with_engine(vocab, engine, self.kind, &self.source))
     }
 
     /// True if both share one compiled automaton / parser (same grammar,
@@ -267,6 +278,11 @@ impl CompiledGrammar {
 
     /// The state after `token`, or None if the mask at `s` forbids it.
     pub fn advance(&self, chart: &mut Chart, s: &State, token: u32) -> Result<Option<State>> {
+        if let (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) = (&self.engine, &s.parse) {
+            if cfg.has_tokens && !s.terminated {
+                return self.advance_with_tokens(cfg, chart, s, c, token);
+            }
+        }
         if self.vocab.is_eos(token) {
             let accepting = self.is_accepting(s);
             return Ok(accepting.then(|| State {
@@ -277,6 +293,84 @@ impl CompiledGrammar {
         match self.vocab.text_bytes(token) {
             Some(bytes) => self.advance_bytes(chart, s, bytes),
             None => Ok(None),
+        }
+    }
+
+    /// `advance` in a grammar with token terminals (see `cfg::tokenterm`):
+    /// the token read as bytes, as a token terminal, or both; an EOS id
+    /// that no expected token terminal takes ends the text where it may.
+    fn advance_with_tokens(
+        &self,
+        cfg: &Cfg,
+        chart: &mut Chart,
+        s: &State,
+        c: &CfgState,
+        token: u32,
+    ) -> Result<Option<State>> {
+        let before = chart.len();
+        let by_bytes = match self.vocab.text_bytes(token) {
+            Some(bytes) => cfg.advance_bytes(chart, c, bytes)?,
+            None => None,
+        };
+        let domain = self.token_domain();
+        let by_token = match cfg.read_token(chart, c, |set| domain.matches(set, token)) {
+            Ok(x) => x,
+            Err(e) => {
+                chart.truncate(before);
+                return Err(e);
+            }
+        };
+        let parse = match (by_bytes, by_token) {
+            (Some(a), Some(b)) => tokenterm::union(a, b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => {
+                if self.vocab.is_eos(token) && c.accepting {
+                    return Ok(Some(State {
+                        parse: s.parse.clone(),
+                        terminated: true,
+                    }));
+                }
+                return Ok(None);
+            }
+        };
+        Ok(Some(State {
+            parse: ParseState::Cfg(parse),
+            terminated: false,
+        }))
+    }
+
+    /// The ids token terminals may match in this vocabulary.
+    fn token_domain(&self) -> TokenDomain<'_> {
+        TokenDomain {
+            num_tokens: self.vocab.num_tokens() as u32,
+            eos: self.vocab.eos_token_ids(),
+        }
+    }
+
+    /// ORs the ids of the token terminals expected at `c` into `row`.
+    fn or_token_bits(
+        &self,
+        cfg: &Cfg,
+        chart: &[Arc<EarleySet>],
+        c: &CfgState,
+        row: &mut [u32],
+    ) -> Result<()> {
+        let domain = self.token_domain();
+        for l in cfg.expected_token_lexemes(chart, c)? {
+            if let Some(set) = &cfg.lexemes[l as usize].tokens {
+                domain.or_into(set, row);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a token terminal may be read at `s` (forced bytes stop there).
+    fn expects_tokens(&self, chart: &Chart, s: &State) -> Result<bool> {
+        match (&self.engine, &s.parse) {
+            (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) if cfg.has_tokens && !s.terminated => {
+                Ok(!cfg.expected_token_lexemes(&chart[..], c)?.is_empty())
+            }
+            _ => Ok(false),
         }
     }
 
@@ -327,15 +421,18 @@ impl CompiledGrammar {
                         .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
                 });
                 let key = MemoKey::of(&cfg.names, chart, c);
-                let Lookup::Fill { keep } = fill_memo.lookup(&key, row, looping) else {
-                    return Ok(());
-                };
-                self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
-                if c.accepting {
-                    self.set_eos(row);
+                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, looping) {
+                    self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
+                    if c.accepting {
+                        self.set_eos(row);
+                    }
+                    if keep {
+                        fill_memo.store(&key, row);
+                    }
                 }
-                if keep {
-                    fill_memo.store(&key, row);
+                // Token terminals' ids, never memoized (`cfg::tokenterm`).
+                if cfg.has_tokens {
+                    self.or_token_bits(cfg, chart, c, row)?;
                 }
                 Ok(())
             }
@@ -518,7 +615,10 @@ impl CompiledGrammar {
         let mut out = Vec::new();
         let mut st = s.clone();
         let mut chart = chart.clone();
-        while out.len() < MAX_FORCED_BYTES && !self.is_accepting(&st) {
+        while out.len() < MAX_FORCED_BYTES
+            && !self.is_accepting(&st)
+            && !self.expects_tokens(&chart, &st)?
+        {
             let next = match (&self.engine, &st.parse) {
                 (Engine::Regex(dfa), &ParseState::Dfa(q)) => dfa.forced_byte(q),
                 _ => self.only_live_byte(&mut chart, &st)?,
@@ -559,33 +659,81 @@ impl CompiledGrammar {
     /// position, and the last is dropped if a longer allowed token could
     /// extend past the forced bytes (the tokenizer might prefer it).
     pub fn forced_tokens(&self, chart: &Chart, s: &State) -> Result<Vec<u32>> {
-        if s.terminated {
-            return Ok(Vec::new());
-        }
-        let (forced, end, end_chart) = self.forced_bytes(chart, s)?;
-        let trie = self.vocab.trie();
         let mut out = Vec::new();
-        let mut pos = 0;
-        while pos < forced.len() {
-            let rest = &forced[pos..];
-            let (node, consumed, hits) = trie.follow(rest);
-            let Some(&(len, token)) = hits.last() else {
-                break;
-            };
-            if consumed == rest.len() && self.extends_below(node, &end_chart, &end)? {
+        let mut chart = chart.clone();
+        let mut s = s.clone();
+        while !s.terminated && out.len() < MAX_FORCED_BYTES {
+            let (forced, end, end_chart) = self.forced_bytes(&chart, &s)?;
+            let trie = self.vocab.trie();
+            let mut pos = 0;
+            while pos < forced.len() {
+                let rest = &forced[pos..];
+                let (node, consumed, hits) = trie.follow(rest);
+                let Some(&(len, token)) = hits.last() else {
+                    break;
+                };
+                if consumed == rest.len() && self.extends_below(node, &end_chart, &end)? {
+                    break;
+                }
+                out.push(token);
+                pos += len;
+            }
+            if pos < forced.len() {
                 break;
             }
-            out.push(token);
-            pos += len;
-        }
-        // Text that must end here forces EOS, when there is only one EOS id.
-        if let ([eos], true) = (self.vocab.eos_token_ids(), pos == forced.len()) {
-            let mut chart = end_chart;
-            if self.is_accepting(&end) && self.live_bytes(&mut chart, &end, 1)?.is_empty() {
-                out.push(*eos);
+            chart = end_chart;
+            if self.expects_tokens(&chart, &end)? {
+                // Only one token terminal's one id may come next: it is forced too.
+                let Some(id) = self.forced_token_terminal(&mut chart, &end)? else {
+                    break;
+                };
+                let Some(next) = self.advance(&mut chart, &end, id)? else {
+                    break;
+                };
+                out.push(id);
+                s = next;
+                continue;
             }
+            // Text that must end here forces EOS, when there is only one EOS id.
+            if let [eos] = self.vocab.eos_token_ids() {
+                if self.is_accepting(&end) && self.live_bytes(&mut chart, &end, 1)?.is_empty() {
+                    out.push(*eos);
+                }
+            }
+            break;
         }
         Ok(out)
+    }
+
+    /// The one token allowed at `s` when no byte, no EOS and exactly one
+    /// listed id of the expected token terminals may follow.
+    fn forced_token_terminal(&self, chart: &mut Chart, s: &State) -> Result<Option<u32>> {
+        let (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) = (&self.engine, &s.parse) else {
+            return Ok(None);
+        };
+        if c.accepting || !self.live_bytes(chart, s, 1)?.is_empty() {
+            return Ok(None);
+        }
+        let n = self.vocab.num_tokens() as u32;
+        let mut only: Option<u32> = None;
+        for l in cfg.expected_token_lexemes(&chart[..], c)? {
+            let Some(set) = &cfg.lexemes[l as usize].tokens else {
+                continue;
+            };
+            if set.negated {
+                return Ok(None);
+            }
+            for &(lo, hi) in &set.ranges {
+                if lo >= n {
+                    continue;
+                }
+                if lo != hi.min(n - 1) || only.is_some_and(|o| o != lo) {
+                    return Ok(None);
+                }
+                only = Some(lo);
+            }
+        }
+        Ok(only)
     }
 
     /// True if some token below trie `node` stays live from state `s`.

@@ -15,6 +15,7 @@ pub mod matcher;
 pub mod regex_dfa;
 pub mod schema;
 pub mod slices;
+pub mod stag;
 pub mod tree;
 pub mod trie;
 pub mod vocab;

@@ -265,7 +265,8 @@ mod tests {
             .collect();
         let other = Arc::new(
             m.grammar()
-                .for_vocab(Arc::new(Vocab::new(toks, &[0], &[], None).unwrap())),
+                .for_vocab(Arc::new(Vocab::new(toks, &[0], &[], None).unwrap()))
+                .unwrap(),
         );
         let mut f = m.fork_onto(other.clone()).unwrap();
         assert!(f.consume_token(1).unwrap() && f.is_accepting());

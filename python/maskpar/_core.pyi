@@ -74,7 +74,7 @@ class Grammar:
         """DFA states (regex) or rules (grammars): a measure of size."""
     @property
     def kind(self) -> str:
-        """The syntax: "regex", "gbnf", "lark" or "json_schema"."""
+        """The syntax: "regex", "gbnf", "lark", "json_schema" or "structural_tag"."""
     def for_tokenizer(self, tokenizer: Tokenizer) -> Grammar:
         """The same grammar over another tokenizer: automata and parser tables
         are shared, only token tables are built."""
@@ -161,6 +161,21 @@ def compile_json_schema(
     cannot be compiled exactly raise ValueError naming the keyword and its
     JSON pointer. ``max_compile_steps`` bounds the compile's work (default
     ``DEFAULT_COMPILE_STEPS``). Results are cached by content (thread-safe)."""
+
+def compile_structural_tag(
+    tokenizer: Tokenizer,
+    spec: dict[str, Any] | str | Any,
+    *,
+    max_compile_steps: int | None = None,
+) -> Grammar:
+    """Compiles a structural tag, in xgrammar's format: the current
+    ``{"type": "structural_tag", "format": {...}}`` or the legacy
+    ``{"type": "structural_tag", "structures": [...], "triggers": [...]}``
+    (with SGLang's ``at_least_one`` / ``stop_after_first``). ``spec`` is a
+    dict, JSON text, or a pydantic model (xgrammar's ``StructuralTag``).
+    Formats maskpar cannot compile exactly raise ValueError naming the format
+    and its path; see docs/structural-tags.md. ``max_compile_steps`` bounds
+    the compile's work (default ``DEFAULT_COMPILE_STEPS``)."""
 
 def schema_cache_info() -> dict[str, int]:
     """The compiled-schema cache's counters: ``hits`` (compiles answered from

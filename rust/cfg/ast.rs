@@ -57,6 +57,46 @@ pub enum Node {
     /// this positive decimal (the schema compiler's `multipleOf`): regular,
     /// built as an automaton (a regex would be huge). A lexeme of its own.
     DecimalMultiples(String),
+    /// Exactly one whole token, by id: one of `set`'s ids, or any id not in
+    /// it (see `tokenterm`). Not regular over bytes: its own lexeme, read
+    /// only where a token starts.
+    Tokens(TokenSet),
+}
+
+/// A set of token ids for a token terminal (`Node::Tokens`): inclusive id
+/// ranges, sorted and disjoint, and whether the terminal matches the ids
+/// outside them instead. A complemented set never matches an EOS id or a
+/// padding id (see `tokenterm`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TokenSet {
+    pub ranges: Vec<(u32, u32)>,
+    pub negated: bool,
+}
+
+impl TokenSet {
+    /// The set of `ranges` (inclusive; any order, overlaps merged; empty
+    /// ranges `lo > hi` dropped), complemented if `negated`.
+    pub fn new(ranges: impl IntoIterator<Item = (u32, u32)>, negated: bool) -> Self {
+        let mut v: Vec<(u32, u32)> = ranges.into_iter().filter(|(lo, hi)| lo <= hi).collect();
+        v.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+        for (lo, hi) in v {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        TokenSet {
+            ranges: merged,
+            negated,
+        }
+    }
+
+    /// Whether `id` is among the listed ids (before any complement).
+    pub fn lists(&self, id: u32) -> bool {
+        let i = self.ranges.partition_point(|&(_, hi)| hi < id);
+        self.ranges.get(i).is_some_and(|&(lo, _)| lo <= id)
+    }
 }
 
 /// The body of a JSON object after `{`: each listed member at most once, in
@@ -132,6 +172,13 @@ impl Node {
             min,
             max,
         }
+    }
+
+    /// A token terminal: one whole token whose id is in `ranges`
+    /// (inclusive), or with `negated`, any one token whose id is not (EOS
+    /// and padding ids excluded).
+    pub fn tokens(ranges: impl IntoIterator<Item = (u32, u32)>, negated: bool) -> Node {
+        Node::Tokens(TokenSet::new(ranges, negated))
     }
 
     pub fn alt(mut items: Vec<Node>) -> Node {

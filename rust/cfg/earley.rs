@@ -123,6 +123,11 @@ pub struct CfgState {
     pub sets: u32,
     pub frontier: Vec<Scan>,
     pub accepting: bool,
+    /// Token terminals that sets made at this very position wait for
+    /// (`lexeme`, `origin`; `state` 0): a token read next may be one of
+    /// them (see `tokenterm`). Empty in grammars without token terminals
+    /// and after a byte that ended no lexeme here.
+    pub tokens: Vec<Scan>,
 }
 
 /// Read access to Earley sets by index.
@@ -157,10 +162,10 @@ impl ChartRead for ChartView<'_> {
 }
 
 /// `base`'s first `len` sets, then `ext` (sets made by one completion).
-struct Extended<'a, C: ?Sized> {
-    base: &'a C,
-    len: u32,
-    ext: &'a [EarleySet],
+pub(crate) struct Extended<'a, C: ?Sized> {
+    pub base: &'a C,
+    pub len: u32,
+    pub ext: &'a [EarleySet],
 }
 
 impl<C: ChartRead + ?Sized> ChartRead for Extended<'_, C> {
@@ -306,7 +311,7 @@ impl Cfg {
 
     /// Predict/complete closure of `kernel` as set number `cur`; returns the
     /// set, the scans it starts and whether it accepts.
-    fn closure(
+    pub(crate) fn closure(
         &self,
         chart: &(impl ChartRead + ?Sized),
         cur: u32,
@@ -435,11 +440,13 @@ impl Cfg {
             members: 0,
         }];
         let (set, frontier, accepting) = self.closure(&chart[..], 0, kernel)?;
+        let tokens = self.token_scans(&set, 0);
         chart.push(Arc::new(set));
         Ok(CfgState {
             sets: 1,
             frontier,
             accepting,
+            tokens,
         })
     }
 
@@ -470,7 +477,11 @@ impl Cfg {
 
     /// The kernel after lexemes `done` end: items waiting for each one
     /// advanced over it; an ignored lexeme leaves its origin's items.
-    fn scanned(&self, chart: &(impl ChartRead + ?Sized), done: &[(u32, u32)]) -> Vec<Item> {
+    pub(crate) fn scanned(
+        &self,
+        chart: &(impl ChartRead + ?Sized),
+        done: &[(u32, u32)],
+    ) -> Vec<Item> {
         let mut kernel = ItemList::new();
         for &(l, o) in done {
             if self.ignore.contains(&l) {
@@ -643,6 +654,7 @@ impl Cfg {
         let mut out = Vec::with_capacity(st.frontier.len());
         let mut sets = st.sets;
         let mut accepting = false;
+        let mut tokens = Vec::new();
         match self.lexing {
             Lexing::AllSplits => {
                 let ends = self.step_scans(&st.frontier, byte, &mut out);
@@ -661,6 +673,9 @@ impl Cfg {
                     let (started, acc) = c.push_sets(chart);
                     out.extend_from_slice(&started);
                     accepting = acc;
+                    if self.has_tokens {
+                        tokens = self.token_scans(&chart[sets as usize - 1], sets - 1);
+                    }
                 }
             }
             Lexing::Longest => {
@@ -697,13 +712,14 @@ impl Cfg {
                 "more than {MAX_FRONTIER} lexemes in progress at once (grammar too ambiguous)"
             )));
         }
-        if out.is_empty() && !accepting {
+        if out.is_empty() && !accepting && tokens.is_empty() {
             return Ok(None);
         }
         Ok(Some(CfgState {
             sets,
             frontier: out,
             accepting,
+            tokens,
         }))
     }
 
@@ -928,7 +944,7 @@ impl Cfg {
     }
 
     /// All-splits: the greedy scans that would end if the text ended here.
-    fn greedy_done(&self, frontier: &[Scan]) -> Vec<(u32, u32)> {
+    pub(crate) fn greedy_done(&self, frontier: &[Scan]) -> Vec<(u32, u32)> {
         frontier
             .iter()
             .filter(|s| {
@@ -1000,7 +1016,7 @@ impl Cfg {
 
 /// A longest-match frontier by branch: each origin with its scans and
 /// guards `(lexeme, state)`.
-fn branches(frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
+pub(crate) fn branches(frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
     let mut out: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
     for s in frontier {
         match out.iter_mut().find(|(o, _)| *o == s.origin) {

@@ -10,7 +10,9 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::ast::{GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef};
+use super::ast::{
+    GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef, TokenSet,
+};
 use super::cursor::MAX_NESTING;
 use super::greedy::greedy_lexemes;
 use super::horn::Horn;
@@ -117,6 +119,9 @@ pub struct Lexeme {
     /// list (its flags hold the string's). While one of them is alive the
     /// string ranks with it (see `Cfg::rank`).
     pub embedded_in: Vec<(u32, bool)>,
+    /// A token terminal (`Node::Tokens`): no DFA; it reads one whole token
+    /// whose id the set matches (see `tokenterm`).
+    pub tokens: Option<TokenSet>,
 }
 
 impl Lexeme {
@@ -177,6 +182,9 @@ pub struct Cfg {
     pub id: u64,
     /// Position-free names of this grammar's Earley sets.
     pub names: SetNames,
+    /// Whether some lexeme is a token terminal (`tokenterm`): grammars
+    /// without one skip every token-terminal step.
+    pub has_tokens: bool,
 }
 
 static NEXT_CFG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -236,7 +244,8 @@ fn is_regular(n: &Node) -> bool {
         | Node::Members(_)
         | Node::Intersect(_)
         | Node::Minus(..)
-        | Node::DecimalMultiples(_) => false,
+        | Node::DecimalMultiples(_)
+        | Node::Tokens(_) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
         _ => true,
@@ -291,7 +300,8 @@ fn to_regex(n: &Node, out: &mut String) {
         | Node::Members(_)
         | Node::Intersect(_)
         | Node::Minus(..)
-        | Node::DecimalMultiples(_) => unreachable!("to_regex is only called on regular nodes"),
+        | Node::DecimalMultiples(_)
+        | Node::Tokens(_) => unreachable!("to_regex is only called on regular nodes"),
         Node::Seq(v) => {
             out.push_str("(?:");
             v.iter().for_each(|x| to_regex(x, out));
@@ -779,6 +789,7 @@ impl Lowerer<'_> {
             text,
             flags,
             embedded_in: Vec::new(),
+            tokens: None,
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -822,8 +833,10 @@ impl Lowerer<'_> {
 
     /// Lowers `n` to a sequence of symbols, adding rules as needed.
     fn lower(&mut self, n: &Node, hint: &str) -> Result<Vec<Sym>> {
-        if matches!(n, Node::Empty) {
-            return Ok(Vec::new());
+        match n {
+            Node::Empty => return Ok(Vec::new()),
+            Node::Tokens(set) => return Ok(vec![self.token_lexeme(set)?]),
+            _ => {}
         }
         let leaf = matches!(
             n,
@@ -1010,6 +1023,40 @@ impl Lowerer<'_> {
             text: None,
             flags: String::new(),
             embedded_in: Vec::new(),
+            tokens: None,
+        });
+        self.lexeme_ids.insert(key, id);
+        Ok(Sym::T(id))
+    }
+
+    /// The lexeme of token terminal `set` (one per distinct set).
+    fn token_lexeme(&mut self, set: &TokenSet) -> Result<Sym> {
+        let key = format!("\u{0}tokens {set:?}");
+        if let Some(&id) = self.lexeme_ids.get(&key) {
+            return Ok(Sym::T(id));
+        }
+        if self.lexemes.len() >= MAX_LEXEMES {
+            return Err(Error::LimitExceeded(format!(
+                "grammar has more than {MAX_LEXEMES} lexemes"
+            )));
+        }
+        crate::budget::charge_n(set.ranges.len())?;
+        let id = self.lexemes.len() as u32;
+        self.lexemes.push(Lexeme {
+            regex: super::tokenterm::describe(set),
+            priority: 0,
+            width: 0,
+            text_len: 0,
+            dfa: None,
+            greedy: false,
+            follow: ByteSet::default(),
+            end_forbid: None,
+            declared: false,
+            literal: false,
+            text: None,
+            flags: String::new(),
+            embedded_in: Vec::new(),
+            tokens: Some(set.clone()),
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -1112,6 +1159,11 @@ impl Lowerer<'_> {
         let def = self.terminals[name];
         let mut size = 0;
         let body = self.inline_terminals(&def.body, &mut vec![name.to_string()], &mut size)?;
+        if super::tokenterm::holds_tokens(&body) {
+            return Err(Error::Compile(format!(
+                "terminal {name} holds a special token or token id: use it in a rule"
+            )));
+        }
         let sym = self.lexeme_with(&body, def.priority, Some(name))?;
         if let Sym::T(id) = sym {
             self.terminal_ids.insert(name.to_string(), id);
@@ -1237,7 +1289,12 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     for n in &ast.ignore {
         for sym in l.lower(n, "%ignore")? {
             match sym {
-                Sym::T(t) => ignore.push(t),
+                Sym::T(t) if l.lexemes[t as usize].tokens.is_none() => ignore.push(t),
+                Sym::T(_) => {
+                    return Err(Error::Compile(
+                        "%ignore takes text terminals, not tokens".into(),
+                    ));
+                }
                 Sym::N(_) | Sym::P(..) => {
                     return Err(Error::Compile("%ignore takes terminals, not rules".into()));
                 }
@@ -1289,7 +1346,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
     let lex_ok: Vec<bool> = l
         .lexemes
         .iter()
-        .map(|x| x.dfa.is_some() || x.declared)
+        .map(|x| x.dfa.is_some() || x.declared || x.tokens.is_some())
         .collect();
     let sym_ok = |s: &Sym, productive: &[bool]| match *s {
         Sym::T(t) => lex_ok[t as usize],
@@ -1386,6 +1443,12 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         )));
     }
     let mut lexemes = l.lexemes;
+    let has_tokens = lexemes.iter().any(|x| x.tokens.is_some());
+    if has_tokens && indenter.is_some() {
+        return Err(Error::Compile(
+            "special tokens and token ids are not supported in grammars with an indenter".into(),
+        ));
+    }
     if lexing == Lexing::Longest {
         embed_strings(&mut lexemes);
     }
@@ -1408,6 +1471,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         indenter,
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         names: SetNames::default(),
+        has_tokens,
     })
 }
 

@@ -19,4 +19,5 @@ pub mod lower;
 pub mod members;
 pub mod setnames;
 pub mod textreach;
+pub mod tokenterm;
 pub mod walk;

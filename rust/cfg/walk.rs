@@ -227,6 +227,7 @@ type MemoBucket = Vec<((Vec<(u32, u32)>, u32), Completion)>;
 #[derive(Clone)]
 struct Completion {
     set: Arc<EarleySet>,
+    /// Whether the text may end here or a token terminal may follow.
     accepting: bool,
     started: u32,
     /// 0 for none, else `k + 1` for `CfgStepper::chains[k]`. An index, not
@@ -413,9 +414,12 @@ impl<'a> CfgStepper<'a> {
             self.cfg,
             c.scans.iter().map(|s| (s.lexeme, s.state)).collect(),
         );
+        // A set that waits for a token terminal is live at a token's end
+        // (`tokenterm`): the walk's liveness counts it with acceptance.
+        let live_end = c.accepting || self.cfg.waits_for_tokens(&c.set);
         let result = Completion {
             set: Arc::new(c.set),
-            accepting: c.accepting,
+            accepting: live_end,
             started,
             before: if c.before.is_empty() {
                 0

@@ -43,7 +43,8 @@ impl PyGrammar {
         self.inner.num_states()
     }
 
-    /// The grammar's syntax: "regex", "gbnf", "lark" or "json_schema".
+    /// The grammar's syntax: "regex", "gbnf", "lark", "json_schema" or
+    /// "structural_tag".
     #[getter]
     fn kind(&self) -> &'static str {
         self.inner.kind()
@@ -54,7 +55,7 @@ impl PyGrammar {
     /// the two with `Matcher.fork(grammar=...)`.
     fn for_tokenizer(&self, py: Python<'_>, tokenizer: &PyTokenizer) -> PyResult<PyGrammar> {
         let vocab = tokenizer.vocab.clone();
-        let g = detached(py, || self.inner.for_vocab(vocab))?;
+        let g = detached(py, || self.inner.for_vocab(vocab))?.map_err(to_py_err)?;
         Ok(PyGrammar { inner: Arc::new(g) })
     }
 
@@ -72,7 +73,7 @@ impl PyGrammar {
 }
 
 /// The compile work budget a call asked for (`max_compile_steps`), or the default.
-fn steps(max_compile_steps: Option<Int>) -> PyResult<u64> {
+pub(super) fn steps(max_compile_steps: Option<Int>) -> PyResult<u64> {
     match max_compile_steps {
         Some(Int(n)) if n <= 0 => Err(PyValueError::new_err(format!(
             "max_compile_steps must be a positive number of steps, got {n}"

@@ -8,6 +8,7 @@ mod functions;
 mod grammar;
 mod int;
 mod matcher;
+mod stag;
 mod tokenizer;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -47,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<grammar::PyGrammar>()?;
     m.add_class::<matcher::PyMatcher>()?;
     functions::register(m)?;
+    m.add_function(wrap_pyfunction!(stag::compile_structural_tag, m)?)?;
     m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
     Ok(())
 }

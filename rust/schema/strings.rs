@@ -250,7 +250,7 @@ fn search(h: &Hir) -> Result<Hir, String> {
 }
 
 /// ECMA-262 shorthands that differ from Rust's: `\d` and `\w` are ASCII.
-fn ecma_shorthands(pattern: &str) -> String {
+pub(crate) fn ecma_shorthands(pattern: &str) -> String {
     let mut out = String::with_capacity(pattern.len());
     let mut in_class = false;
     let mut chars = pattern.chars();

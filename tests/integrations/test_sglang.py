@@ -353,8 +353,52 @@ def test_invalid_requests_give_invalid_grammar_object(backend, kind, spec):
     result = value.result(timeout=120)
     assert isinstance(result, InvalidGrammarObject)
     assert result.error_message and result.error_message != "Unknown grammar error"
-    if kind == "structural_tag" and not hasattr(maskpar, "compile_structural_tag"):
-        assert "structural tags are not supported" in result.error_message
+    if kind == "structural_tag":
+        assert "triggers must be non-empty" in result.error_message
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+STAG = {"type": "structural_tag", "format": {
+    "type": "triggered_tags", "triggers": ["<function="], "at_least_one": True,
+    "tags": [{"begin": "<function=get_weather>", "end": "</function>",
+              "content": {"type": "json_schema", "json_schema": WEATHER}}]}}
+# SGLang's legacy shape, with its at_least_one next to the triggers.
+STAG_LEGACY = {"type": "structural_tag", "triggers": ["<function="], "at_least_one": True,
+               "structures": [{"begin": "<function=get_weather>", "schema": WEATHER,
+                               "end": "</function>"}]}
+
+
+def test_structural_tag_null_schemas_mean_any_json(backend, hf_tokenizer):
+    """SGLang's xgrammar backend reads a null schema as {}; so does maskpar's."""
+    legacy = {"type": "structural_tag", "triggers": ["<f"],
+              "structures": [{"begin": "<f>", "schema": None, "end": "</f>"}]}
+    current = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>",
+               "content": {"type": "json_schema", "json_schema": None}, "end": "</f>"}}
+    for spec in (legacy, current):
+        grammar = compile_(backend, "structural_tag", json.dumps(spec))
+        assert isinstance(grammar, mp_sglang.MaskparGrammar)
+        for t in hf_tokenizer.encode('<f>[1, {"a": null}]</f>', add_special_tokens=False):
+            assert allowed(row_of(grammar), t)
+            grammar.accept_token(t)
+        assert allowed(row_of(grammar), EOS)
+
+
+@pytest.mark.parametrize("spec", [STAG, STAG_LEGACY], ids=["current", "legacy"])
+def test_structural_tags_both_shapes(backend, xgrammar_backend, hf_tokenizer, spec):
+    text = '<function=get_weather>{"city": "Oslo"}</function> done'
+    ours = compile_(backend, "structural_tag", json.dumps(spec))
+    assert isinstance(ours, mp_sglang.MaskparGrammar)
+    for t in hf_tokenizer.encode(text, add_special_tokens=False):
+        assert allowed(row_of(ours), t)
+        ours.accept_token(t)
+    assert allowed(row_of(ours), EOS)
+    # at_least_one: free text may not come first (as SGLang's xgrammar backend says).
+    fresh = compile_(backend, "structural_tag", json.dumps(spec))
+    first = hf_tokenizer.encode("done", add_special_tokens=False)[0]
+    assert not allowed(row_of(fresh), first)
+    if spec is STAG:
+        theirs = compile_(xgrammar_backend, "structural_tag", json.dumps(spec))
+        assert not allowed(row_of(theirs), first)
 
 
 def test_nul_byte_refused_by_sglang_before_maskpar(backend):

@@ -219,6 +219,15 @@ def test_manager_builds_maskpar_backend(model_dir):
 
 # -- request types, against vLLM's xgrammar backend ---------------------------------------
 
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+# A tool call in both structural-tag shapes vLLM forwards.
+STAG = {"type": "structural_tag", "format": {
+    "type": "triggered_tags", "triggers": ["<function="],
+    "tags": [{"begin": "<function=get_weather>", "end": "</function>",
+              "content": {"type": "json_schema", "json_schema": WEATHER}}]}}
+STAG_LEGACY = {"type": "structural_tag", "triggers": ["<function="], "structures": [
+    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}]}
+
 CASES = [
     ("regex", {"regex": r"[a-z]{2,5}-[0-9]{1,3}"}, ["ab-1", "hello-999"], ["a-1", "ab-", "AB-1"]),
     ("choice", {"choice": ["yes", "no", "a+b (c)", 'q"uo\\te']},
@@ -230,6 +239,12 @@ CASES = [
      ['{"name": "x"}', '{"name": "x", "age": -1}', '{"name": "x", "age": 1, "z": 1}']),
     ("json_object", {"json_object": True}, ['{"a": [1, {"b": null}]}', "{}"],
      ["[]", "1", '{"a" 1}']),
+    ("structural_tag", {"structural_tag": json.dumps(STAG)},
+     ['Let me see. <function=get_weather>{"city": "Oslo"}</function>', "no call"],
+     ['<function=get_weather>{"town": "Oslo"}</function>', "<function=other>"]),
+    ("structural_tag_legacy", {"structural_tag": json.dumps(STAG_LEGACY)},
+     ['x <function=get_weather>{"city": "Oslo"}</function> y', ""],
+     ['<function=get_weather>{}</function>']),
 ]
 
 
@@ -339,10 +354,10 @@ def test_unsupported_options_are_clear_client_errors(model_dir):
     make_request(manager, "ok", StructuredOutputsParams(regex="a"))
     with pytest.raises(VLLMValidationError, match="whitespace_pattern"):
         make_request(manager, "w", StructuredOutputsParams(json="{}", whitespace_pattern=" *"))
+    with pytest.raises(VLLMValidationError, match="Invalid structural tag"):
+        make_request(manager, "t", StructuredOutputsParams(structural_tag="{not json"))
     tag = json.dumps({"structures": [], "triggers": []})
-    with pytest.raises(VLLMValidationError, match="structural tags"):
-        make_request(manager, "t", StructuredOutputsParams(structural_tag=tag))
-    with pytest.raises(ValueError, match="structural tags"):
+    with pytest.raises(ValueError, match="triggers must be non-empty"):
         manager.backend.compile_grammar(mv.StructuredOutputOptions.STRUCTURAL_TAG, tag)
 
 

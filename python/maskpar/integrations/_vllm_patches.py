@@ -127,9 +127,10 @@ def _validate_maskpar_request(params: Any, model_config: Any, tokenizer: Any) ->
             "the maskpar structured-output backend does not support whitespace_pattern yet"
         )
     if so.structural_tag is not None:
-        raise VLLMValidationError(
-            "the maskpar structured-output backend does not support structural tags yet"
-        )
+        try:
+            json.loads(so.structural_tag)
+        except json.JSONDecodeError as e:
+            raise VLLMValidationError("Invalid structural tag specification.") from e
     if isinstance(so.json, str):
         try:
             json.loads(so.json)

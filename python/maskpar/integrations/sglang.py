@@ -404,15 +404,47 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         )
 
     def dispatch_structural_tag(self, key_string: str) -> BaseGrammarObject:
-        compile_tag = getattr(maskpar, "compile_structural_tag", None)
-        if compile_tag is None:
-            return InvalidGrammarObject(
-                f"structural tags are not supported by maskpar {maskpar.__version__} yet "
-                "(use --grammar-backend xgrammar or llguidance for tool-call tags)"
-            )
+        # xgrammar's format, current ({"format": ...}) or legacy ({"structures",
+        # "triggers"}, with SGLang's at_least_one / stop_after_first).
         return self._compile(
-            "structural_tag", key_string, lambda: compile_tag(self.tokenizer, key_string)
+            "structural_tag",
+            key_string,
+            lambda: maskpar.compile_structural_tag(
+                self.tokenizer, _fill_missing_schemas(key_string)
+            ),
         )
+
+
+def _fill_missing_schemas(key_string: str) -> dict[str, Any] | str:
+    """SGLang's requests carry ``null`` for a schema the client left out (its
+    pydantic models dump every field), and its xgrammar backend reads that as
+    ``{}`` (any JSON value): in the legacy ``structures`` and in every
+    ``json_schema`` format reachable through tags, sequences and alternatives.
+    Done the same here, iteratively (the spec may nest deeply)."""
+    try:
+        spec = json.loads(key_string)
+    except (ValueError, RecursionError):
+        return key_string  # maskpar names the problem
+    if not isinstance(spec, dict):
+        return key_string
+    for structure in spec.get("structures") or []:
+        if isinstance(structure, dict) and structure.get("schema") is None:
+            structure["schema"] = {}
+    stack = [spec.get("format")]
+    while stack:
+        fmt = stack.pop()
+        if not isinstance(fmt, dict):
+            continue
+        kind = fmt.get("type")
+        if kind == "json_schema" and fmt.get("json_schema") is None:
+            fmt["json_schema"] = {}
+        elif kind == "tag":
+            stack.append(fmt.get("content"))
+        elif kind in ("sequence", "or"):
+            stack.extend(fmt.get("elements") or [])
+        elif kind in ("triggered_tags", "tags_with_separator"):
+            stack.extend(fmt.get("tags") or [])
+    return spec
 
 
 def _with_reasoning(backend: BaseGrammarBackend, tokenizer) -> BaseGrammarBackend:

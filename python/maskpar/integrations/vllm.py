@@ -218,7 +218,8 @@ class MaskparBackend(StructuredOutputBackend):
     schema order where this maskpar supports ``key_order="schema"``),
     JSON_OBJECT, REGEX, GRAMMAR (Lark or GBNF, told apart by vLLM's own
     ``grammar_is_likely_lark``), CHOICE (a regex of the escaped literals).
-    STRUCTURAL_TAG is refused (not supported by maskpar yet). A grammar that
+    STRUCTURAL_TAG (xgrammar's format, current or legacy, forwarded as JSON
+    text: ``compile_structural_tag``). A grammar that
     fails to compile raises ValueError, which vLLM turns into an error for that
     request only.
 
@@ -296,10 +297,8 @@ class MaskparBackend(StructuredOutputBackend):
                 raise ValueError(f"invalid choice list: {e}") from e
             return maskpar.compile_regex(tok, choice_as_regex(choices))
         if request_type == StructuredOutputOptions.STRUCTURAL_TAG:
-            raise ValueError(
-                "the maskpar backend does not support structural tags yet; "
-                "use the xgrammar or guidance backend for tool calling with structural tags"
-            )
+            # Both shapes: {"format": ...} and the legacy {"structures", "triggers"}.
+            return maskpar.compile_structural_tag(tok, spec)
         raise ValueError(f"unknown structured output request type {request_type!s}")
 
     def _tokenizer_for(self, stop_token_ids: Iterable[int] | None) -> maskpar.Tokenizer:
