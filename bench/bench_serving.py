@@ -367,13 +367,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="CI size: B 1 4 16, K 0 4, 5 steps, the test sample's schemas",
+        help="CI size: B 1 4, K 0 4, 3 steps, the test sample's schemas",
     )
     args = ap.parse_args(argv)
     if "maskpar" not in args.engines or len(args.engines) < 2:
         ap.error("--engines: maskpar and at least one reference")
     if args.quick:
-        args.batch, args.drafts, args.steps = [1, 4, 16], [0, 4], 5
+        args.batch, args.drafts, args.steps = [1, 4], [0, 4], 3
     if args.data is None:
         use_dev = not args.quick and os.path.exists(DEFAULT_DATA)
         args.data = DEFAULT_DATA if use_dev else SAMPLE_DATA
