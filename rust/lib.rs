@@ -18,6 +18,7 @@ pub mod slices;
 pub mod tree;
 pub mod trie;
 pub mod vocab;
+pub mod warmup;
 
 #[cfg(feature = "python")]
 mod py;

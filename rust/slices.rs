@@ -161,11 +161,17 @@ pub(crate) mod tests {
         use crate::grammar::CompiledGrammar;
         use crate::matcher::MatcherCore;
         use std::sync::Arc;
-        let toks = ["\"", "a", "ab", "abcd", "abcdefgh", " \"", "\",", "1", "<eos>"];
+        let toks = [
+            "\"", "a", "ab", "abcd", "abcdefgh", " \"", "\",", "1", "<eos>",
+        ];
         let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
         let before = BUILDS.with(Cell::get);
         let vocab = Arc::new(Vocab::new(tokens, &[8], &[], None).unwrap());
-        assert_eq!(BUILDS.with(Cell::get), before + 1, "built with the vocabulary");
+        assert_eq!(
+            BUILDS.with(Cell::get),
+            before + 1,
+            "built with the vocabulary"
+        );
         for schema in [
             r#"{"type": "string"}"#,
             r#"{"type": "string", "maxLength": 9}"#,
@@ -176,12 +182,20 @@ pub(crate) mod tests {
             let mut m = MatcherCore::new(Arc::new(g));
             let mut row = vec![0u32; 1];
             m.fill_row(&mut row).unwrap();
-            let text: &[u32] = if schema.contains("array") { &[] } else { &[0, 3, 2, 0] };
+            let text: &[u32] = if schema.contains("array") {
+                &[]
+            } else {
+                &[0, 3, 2, 0]
+            };
             for &t in text {
                 assert!(m.consume_token(t).unwrap(), "{schema}: token {t}");
                 m.fill_row(&mut row).unwrap();
             }
         }
-        assert_eq!(BUILDS.with(Cell::get), before + 1, "fills built text slices");
+        assert_eq!(
+            BUILDS.with(Cell::get),
+            before + 1,
+            "fills built text slices"
+        );
     }
 }
