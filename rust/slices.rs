@@ -23,7 +23,8 @@ pub const MIN_CUT: usize = 4;
 pub struct TextSlice {
     /// Every text token of this many characters or fewer is in the slice.
     pub max_chars: usize,
-    /// The slice's tokens as a bitmask row.
+    /// The slice's tokens as the start of a bitmask row: its words cover
+    /// the vocabulary's tokens, not the padding ids a wider row has after.
     pub bits: Box<[u32]>,
     /// The vocabulary's other text tokens.
     pub rest: TokenTrie,
@@ -52,7 +53,7 @@ pub fn text_chars(bytes: &[u8]) -> Option<usize> {
 
 impl TextSlices {
     /// The slices of the text tokens among `entries` (every `(id, bytes)` of
-    /// `trie`, a vocabulary's trie whose rows are `words` words wide). Built
+    /// `trie`, a vocabulary's trie whose ids are below `words` * 32). Built
     /// once per vocabulary, with it (`Vocab::new`): a walk over every token
     /// and four tries, tens of milliseconds on a 128k vocabulary, that must
     /// never land inside a request's fill.
@@ -166,7 +167,8 @@ pub(crate) mod tests {
         ];
         let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
         let before = BUILDS.with(Cell::get);
-        let vocab = Arc::new(Vocab::new(tokens, &[8], &[], None).unwrap());
+        // Padded to 3 words: slices cover the tokens' one word only.
+        let vocab = Arc::new(Vocab::new(tokens, &[8], &[], Some(70)).unwrap());
         assert_eq!(
             BUILDS.with(Cell::get),
             before + 1,
@@ -180,16 +182,19 @@ pub(crate) mod tests {
             let ast = crate::schema::compile(schema, &Default::default()).unwrap();
             let g = CompiledGrammar::from_ast(vocab.clone(), &ast, "json_schema", schema).unwrap();
             let mut m = MatcherCore::new(Arc::new(g));
-            let mut row = vec![0u32; 1];
+            let mut row = vec![u32::MAX; 3];
             m.fill_row(&mut row).unwrap();
             let text: &[u32] = if schema.contains("array") {
                 &[]
             } else {
-                &[0, 3, 2, 0]
+                &[0, 3, 2]
             };
             for &t in text {
                 assert!(m.consume_token(t).unwrap(), "{schema}: token {t}");
                 m.fill_row(&mut row).unwrap();
+                // Inside the string: `a` (from a slice), never a padding id.
+                assert_eq!(row[0] & 0b10, 0b10, "{schema}: {row:?}");
+                assert_eq!(row[1..], [0, 0], "{schema}: padding ids allowed");
             }
         }
         assert_eq!(

@@ -125,7 +125,7 @@ impl Vocab {
             .map(|(i, b)| (i as u32, b.as_slice()))
             .collect();
         let trie = TokenTrie::new(&entries)?;
-        let text_slices = TextSlices::new(&trie, vocab_size.div_ceil(32), &entries);
+        let text_slices = TextSlices::new(&trie, n.div_ceil(32), &entries);
         Ok(Vocab {
             tokens,
             never_text,

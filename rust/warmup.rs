@@ -43,8 +43,15 @@ pub fn warm_up(vocab: &Arc<Vocab>) {
             let _ = compile(vocab, &schema);
         }
     });
-    let _ = walk_document(vocab);
+    if vocab.vocab_size() <= MAX_WALKED_VOCAB {
+        let _ = walk_document(vocab);
+    }
 }
+
+/// Vocabularies wider than this (ids, padding included) skip the document
+/// walk: each of its fills writes a whole row, 512 KiB at this width, and
+/// real vocabularies are a few hundred thousand ids.
+pub const MAX_WALKED_VOCAB: usize = 1 << 22;
 
 fn compile(vocab: &Arc<Vocab>, schema: &str) -> Result<CompiledGrammar> {
     budget::with_budget(budget::DEFAULT_COMPILE_STEPS, || {
