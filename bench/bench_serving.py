@@ -397,13 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for b in args.batch:
             r = run_config(engines, schemas, b, k, args.steps, args.check)
             results.append(r)
-            print(
-                f"  B {b:>3} K {k}: maskpar mean {ms(r.steps['maskpar']):.2f} ms, worst "
-                f"{ms(r.steps['maskpar'], 100):.2f} ms; best reference mean "
-                f"{min(ms(r.steps[n]) for n in names[1:]):.2f}, worst "
-                f"{min(ms(r.steps[n], 100) for n in names[1:]):.2f}",
-                flush=True,
-            )
+            cells = ", ".join(f"{n} {ms(r.steps[n]):.2f}/{ms(r.steps[n], 100):.2f}" for n in names)
+            print(f"  B {b:>3} K {k}, step mean/worst ms: {cells}", flush=True)
     print_steps(results, names)
     print_arrivals(results, names)
     print(f"\nschemas skipped (some engine refused the schema or its instance): {schemas.skipped}")
