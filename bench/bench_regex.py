@@ -349,6 +349,10 @@ class XGrammarEngine(Engine):
                 [m for m, _, _ in items], bitmask, [row for _, row, _ in items]
             )
             return [0] * len(items)
+        return self.fill_loop(items, bitmask)
+
+    def fill_loop(self, items: FillItems, bitmask: torch.Tensor) -> list[int]:
+        """Request by request: fill, accept, ..., rollback (vLLM's speculative path)."""
         accepted = []
         for m, row, drafts in items:
             k = len(drafts)

@@ -77,18 +77,45 @@ enum RowJob<'a> {
     AllOnes,
 }
 
-fn run_jobs(bitmask: &mut [u32], words: usize, jobs: &[Option<RowJob<'_>>]) -> Result<()> {
+fn run_jobs(
+    bitmask: &mut [u32],
+    words: usize,
+    jobs: &[Option<RowJob<'_>>],
+    here: bool,
+) -> Result<()> {
+    let run = |(row, job): (&mut [u32], &Option<RowJob<'_>>)| match job {
+        Some(RowJob::Mask(g, chart, s)) => g.fill_row(chart, s, row),
+        Some(RowJob::AllOnes) => {
+            row.fill(u32::MAX);
+            Ok(())
+        }
+        None => Ok(()),
+    };
+    if here {
+        return bitmask.chunks_mut(words).zip(jobs).try_for_each(run);
+    }
     bitmask
         .par_chunks_mut(words)
         .zip(jobs.par_iter())
-        .try_for_each(|(row, job)| match job {
-            Some(RowJob::Mask(g, chart, s)) => g.fill_row(chart, s, row),
-            Some(RowJob::AllOnes) => {
-                row.fill(u32::MAX);
-                Ok(())
-            }
-            None => Ok(()),
-        })
+        .try_for_each(run)
+}
+
+/// Whether a call runs on the calling thread rather than on `pool`: when
+/// the pool has one thread, or the call has one row to fill, nothing runs
+/// beside it, and handing the work to a pool thread only adds a wake-up
+/// (on a loaded machine, a wait for a core) to the step.
+fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
+    pool.current_num_threads() == 1 || rows <= 1
+}
+
+/// `work` on the calling thread when `here` (it then uses no rayon call,
+/// which would start rayon's global pool), else on `pool`.
+fn run_on<T: Send>(pool: &ThreadPool, here: bool, work: impl FnOnce() -> T + Send) -> T {
+    if here {
+        work()
+    } else {
+        pool.install(work)
+    }
 }
 
 /// One request of a draft fill: `drafts` may be empty.
@@ -170,7 +197,12 @@ pub fn check_layout(spans: &[Span<'_>], rows: usize, words: usize) -> Result<()>
 /// cached yet and already scheduled for an earlier row are deferred to a
 /// second pass, where they are copies: each mask is computed once per call,
 /// not once per thread that needs it.
-fn fill_rows(bitmask: &mut [u32], words: usize, mut jobs: Vec<Option<RowJob<'_>>>) -> Result<()> {
+fn fill_rows(
+    bitmask: &mut [u32],
+    words: usize,
+    mut jobs: Vec<Option<RowJob<'_>>>,
+    here: bool,
+) -> Result<()> {
     if words == 0 {
         return Ok(());
     }
@@ -184,9 +216,9 @@ fn fill_rows(bitmask: &mut [u32], words: usize, mut jobs: Vec<Option<RowJob<'_>>
             }
         }
     }
-    run_jobs(bitmask, words, &jobs)?;
+    run_jobs(bitmask, words, &jobs, here)?;
     if deferred.iter().any(Option::is_some) {
-        run_jobs(bitmask, words, &deferred)?;
+        run_jobs(bitmask, words, &deferred, here)?;
     }
     Ok(())
 }
@@ -200,11 +232,15 @@ pub fn fill_with_drafts(
     words: usize,
     pool: &ThreadPool,
 ) -> Result<Vec<usize>> {
-    pool.install(|| {
-        let chains: Vec<(Chart, Vec<State>)> = reqs
-            .par_iter()
-            .map(|r| r.matcher.draft_states(&r.drafts))
-            .collect::<Result<_>>()?;
+    let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
+    let here = runs_here(pool, rows);
+    run_on(pool, here, || {
+        let states = |r: &DraftRequest<'_>| r.matcher.draft_states(&r.drafts);
+        let chains: Vec<(Chart, Vec<State>)> = if here {
+            reqs.iter().map(states).collect::<Result<_>>()?
+        } else {
+            reqs.par_iter().map(states).collect::<Result<_>>()?
+        };
         let rows = bitmask.len().checked_div(words).unwrap_or(0);
         let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
         for (r, (chart, states)) in reqs.iter().zip(&chains) {
@@ -216,7 +252,7 @@ pub fn fill_with_drafts(
                 });
             }
         }
-        fill_rows(bitmask, words, jobs)?;
+        fill_rows(bitmask, words, jobs, here)?;
         Ok(chains.iter().map(|(_, c)| c.len() - 1).collect())
     })
 }
@@ -231,11 +267,14 @@ pub fn fill_with_tree(
     words: usize,
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
-    pool.install(|| {
-        let walks: Vec<TreeStates> = reqs
-            .par_iter()
-            .map(|r| r.matcher.tree_states(&r.tree))
-            .collect::<Result<_>>()?;
+    let here = runs_here(pool, reqs.iter().map(|r| r.tree.len()).sum());
+    run_on(pool, here, || {
+        let states = |r: &TreeRequest<'_>| r.matcher.tree_states(&r.tree);
+        let walks: Vec<TreeStates> = if here {
+            reqs.iter().map(states).collect::<Result<_>>()?
+        } else {
+            reqs.par_iter().map(states).collect::<Result<_>>()?
+        };
         let rows = bitmask.len().checked_div(words).unwrap_or(0);
         let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
         for (r, walk) in reqs.iter().zip(&walks) {
@@ -247,7 +286,7 @@ pub fn fill_with_tree(
                 });
             }
         }
-        fill_rows(bitmask, words, jobs)?;
+        fill_rows(bitmask, words, jobs, here)?;
         Ok(walks
             .iter()
             .map(|w| w.states.iter().map(Option::is_some).collect())
@@ -349,6 +388,33 @@ mod tests {
             assert_eq!(&bm[5 * words..], &s2[..]);
         }
         assert_eq!(m2.num_consumed(), 1);
+    }
+
+    /// One row (filled on the calling thread, whatever the pool) equals the
+    /// sequential fill, for a fresh matcher and after a token.
+    #[test]
+    fn one_row_fills_equal_sequential() {
+        let g = grammar();
+        let words = g.words();
+        let mut m = MatcherCore::new(g.clone());
+        for _ in 0..2 {
+            let reqs = vec![DraftRequest {
+                matcher: &m,
+                row: 1,
+                drafts: vec![],
+            }];
+            let mut bm = vec![7u32; words * 2];
+            check_layout(&spans(&reqs), 2, words).unwrap();
+            let pool = pool(Some(3)).unwrap();
+            assert!(runs_here(&pool, 1) && !runs_here(&pool, 2));
+            assert_eq!(
+                fill_with_drafts(&reqs, &mut bm, words, &pool).unwrap(),
+                vec![0]
+            );
+            assert_eq!(&bm[..words], &vec![7u32; words][..], "another row written");
+            assert_eq!(&bm[words..], &sequential(&m, &[], words).0[..]);
+            assert!(m.consume_token(0).unwrap());
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod stag;
 pub mod tree;
 pub mod trie;
 pub mod vocab;
+pub mod warmup;
 
 #[cfg(feature = "python")]
 mod py;

@@ -11,7 +11,6 @@
 //! in the much smaller `rest` trie, are walked (`cfg::sliced`).
 
 use crate::trie::TokenTrie;
-use crate::vocab::Vocab;
 
 /// Character counts at which slices are cut; the last slice takes all text
 /// tokens. Shorter slices serve strings with few characters left.
@@ -24,7 +23,8 @@ pub const MIN_CUT: usize = 4;
 pub struct TextSlice {
     /// Every text token of this many characters or fewer is in the slice.
     pub max_chars: usize,
-    /// The slice's tokens as a bitmask row.
+    /// The slice's tokens as the start of a bitmask row: its words cover
+    /// the vocabulary's tokens, not the padding ids a wider row has after.
     pub bits: Box<[u32]>,
     /// The vocabulary's other text tokens.
     pub rest: TokenTrie,
@@ -52,11 +52,17 @@ pub fn text_chars(bytes: &[u8]) -> Option<usize> {
 }
 
 impl TextSlices {
-    pub fn new(vocab: &Vocab) -> Self {
-        let trie = vocab.trie();
-        let words = vocab.vocab_size().div_ceil(32);
-        let texts: Vec<(u32, &[u8], Option<usize>)> = (0..vocab.num_tokens() as u32)
-            .filter_map(|id| vocab.text_bytes(id).map(|b| (id, b, text_chars(b))))
+    /// The slices of the text tokens among `entries` (every `(id, bytes)` of
+    /// `trie`, a vocabulary's trie whose ids are below `words` * 32). Built
+    /// once per vocabulary, with it (`Vocab::new`): a walk over every token
+    /// and four tries, tens of milliseconds on a 128k vocabulary, that must
+    /// never land inside a request's fill.
+    pub fn new(trie: &TokenTrie, words: usize, entries: &[(u32, &[u8])]) -> Self {
+        #[cfg(test)]
+        tests::BUILDS.with(|b| b.set(b.get() + 1));
+        let texts: Vec<(u32, &[u8], Option<usize>)> = entries
+            .iter()
+            .map(|&(id, b)| (id, b, text_chars(b)))
             .collect();
         let longest = texts.iter().filter_map(|t| t.2).max().unwrap_or(0);
         let mut cuts: Vec<usize> = CUTS.iter().copied().filter(|&c| c < longest).collect();
@@ -106,8 +112,16 @@ fn same_nodes(sub: &TokenTrie, full: &TokenTrie) -> Vec<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::vocab::Vocab;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Text slices built on this thread (a test's vocabularies and fills
+        /// run on its own thread): fills must build none.
+        pub(crate) static BUILDS: Cell<usize> = const { Cell::new(0) };
+    }
 
     #[test]
     fn text_is_json_string_content() {
@@ -125,7 +139,7 @@ mod tests {
         let toks = ["a", "abcdef", "\"", "xé", "a\nb", "<eos>"];
         let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
         let vocab = Vocab::new(tokens, &[5], &[], None).unwrap();
-        let slices = TextSlices::new(&vocab);
+        let slices = vocab.text_slices();
         let cuts: Vec<usize> = slices.slices.iter().map(|s| s.max_chars).collect();
         assert_eq!(cuts, vec![4, 6]);
         let first = &slices.slices[0];
@@ -139,5 +153,54 @@ mod tests {
         assert_eq!(slices.within(5).unwrap().max_chars, 4);
         assert_eq!(slices.within(100).unwrap().max_chars, 6);
         assert!(slices.within(3).is_none());
+    }
+
+    /// Text slices are built with the vocabulary: compiling and filling
+    /// string-like lexemes (where fills take them) builds none on the way.
+    #[test]
+    fn fills_build_no_text_slices() {
+        use crate::grammar::CompiledGrammar;
+        use crate::matcher::MatcherCore;
+        use std::sync::Arc;
+        let toks = [
+            "\"", "a", "ab", "abcd", "abcdefgh", " \"", "\",", "1", "<eos>",
+        ];
+        let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
+        let before = BUILDS.with(Cell::get);
+        // Padded to 3 words: slices cover the tokens' one word only.
+        let vocab = Arc::new(Vocab::new(tokens, &[8], &[], Some(70)).unwrap());
+        assert_eq!(
+            BUILDS.with(Cell::get),
+            before + 1,
+            "built with the vocabulary"
+        );
+        for schema in [
+            r#"{"type": "string"}"#,
+            r#"{"type": "string", "maxLength": 9}"#,
+            r#"{"type": "array", "items": {"type": "string", "minLength": 2}}"#,
+        ] {
+            let ast = crate::schema::compile(schema, &Default::default()).unwrap();
+            let g = CompiledGrammar::from_ast(vocab.clone(), &ast, "json_schema", schema).unwrap();
+            let mut m = MatcherCore::new(Arc::new(g));
+            let mut row = vec![u32::MAX; 3];
+            m.fill_row(&mut row).unwrap();
+            let text: &[u32] = if schema.contains("array") {
+                &[]
+            } else {
+                &[0, 3, 2]
+            };
+            for &t in text {
+                assert!(m.consume_token(t).unwrap(), "{schema}: token {t}");
+                m.fill_row(&mut row).unwrap();
+                // Inside the string: `a` (from a slice), never a padding id.
+                assert_eq!(row[0] & 0b10, 0b10, "{schema}: {row:?}");
+                assert_eq!(row[1..], [0, 0], "{schema}: padding ids allowed");
+            }
+        }
+        assert_eq!(
+            BUILDS.with(Cell::get),
+            before + 1,
+            "fills built text slices"
+        );
     }
 }

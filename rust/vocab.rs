@@ -30,8 +30,10 @@ pub struct Vocab {
     trie: TokenTrie,
     /// What the grammar engine keeps per vocabulary (`cfg::lexcache`).
     engine: EngineSlot,
-    /// Built on first use (string-like lexemes need them; regexes never).
-    text_slices: OnceLock<TextSlices>,
+    /// Built with the vocabulary, off every request's path (string-like
+    /// lexemes need them on their first fill; building them there cost that
+    /// fill tens of milliseconds).
+    text_slices: TextSlices,
 }
 
 /// State an engine above the vocabulary keeps for every grammar over it,
@@ -66,7 +68,7 @@ impl Vocab {
 
     /// The text tokens by length in characters (see `slices`).
     pub fn text_slices(&self) -> &TextSlices {
-        self.text_slices.get_or_init(|| TextSlices::new(self))
+        &self.text_slices
     }
 
     /// `tokens[i]` is the exact byte string of id `i`. `vocab_size` (the model's
@@ -123,6 +125,7 @@ impl Vocab {
             .map(|(i, b)| (i as u32, b.as_slice()))
             .collect();
         let trie = TokenTrie::new(&entries)?;
+        let text_slices = TextSlices::new(&trie, n.div_ceil(32), &entries);
         Ok(Vocab {
             tokens,
             never_text,
@@ -131,7 +134,7 @@ impl Vocab {
             vocab_size,
             trie,
             engine: EngineSlot(OnceLock::new()),
-            text_slices: OnceLock::new(),
+            text_slices,
         })
     }
 

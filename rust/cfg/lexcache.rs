@@ -444,7 +444,7 @@ impl LexCache {
             return None;
         }
         let slice = vocab.text_slices().within(reach)?;
-        (slice.bits.len() == words).then(|| build_sliced(cfg, vocab.trie(), slice, l, q))
+        (slice.bits.len() <= words).then(|| build_sliced(cfg, vocab.trie(), words, slice, l, q))
     }
 
     /// The entry from the vocabulary's shared cache, else built by a walk.
@@ -591,8 +591,17 @@ impl VisitStepper for ScanOnly<'_> {
 /// `build` at the root for one scan that survives every token of `slice`:
 /// the same bits and boundary (the boundary nodes all lie on other tokens'
 /// paths, which `slice.rest` holds), for a walk of those tokens only.
-fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
-    let mut bits = slice.bits.to_vec();
+fn build_sliced(
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    words: usize,
+    slice: &TextSlice,
+    l: u32,
+    q: u32,
+) -> LexEntry {
+    // The slice covers the tokens; padding ids past them stay 0.
+    let mut bits = vec![0u32; words];
+    bits[..slice.bits.len()].copy_from_slice(&slice.bits);
     let mut boundary = Vec::new();
     let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());
     slice.rest.walk_visits(

@@ -8,6 +8,7 @@ use super::int::{values, Int};
 use super::{detached, to_py_err};
 use crate::bitmask::words_for;
 use crate::vocab::Vocab;
+use crate::warmup;
 
 /// A tokenizer vocabulary: exact bytes per token id, EOS and special ids, and
 /// the model's logits width. Immutable and shareable across threads.
@@ -84,11 +85,14 @@ impl PyTokenizer {
         let vocab_size = vocab_size
             .map(|v| v.non_negative("vocab_size"))
             .transpose()?;
-        let vocab =
-            detached(py, || Vocab::new(tokens, &eos, &special, vocab_size))?.map_err(to_py_err)?;
-        Ok(PyTokenizer {
-            vocab: Arc::new(vocab),
-        })
+        let vocab = detached(py, || {
+            let vocab = Arc::new(Vocab::new(tokens, &eos, &special, vocab_size)?);
+            // Off every request's path: see `warmup`.
+            warmup::warm_up(&vocab);
+            Ok::<_, crate::Error>(vocab)
+        })?
+        .map_err(to_py_err)?;
+        Ok(PyTokenizer { vocab })
     }
 
     /// Builds a tokenizer from each id's exact bytes (`tokens[i]` is id `i`).
