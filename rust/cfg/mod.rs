@@ -20,3 +20,4 @@ pub mod members;
 pub mod setnames;
 pub mod textreach;
 pub mod walk;
+pub mod wordgroups;
