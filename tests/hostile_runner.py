@@ -703,9 +703,14 @@ def _():
     return size(gbnf("root ::= " + " | ".join(f'"w{i}"' for i in range(WORDS))))
 
 
-@case("lark_alternation_100k")
+@case("lark_alternation_100k", OK)
 def _():
     return size(lark("start: " + " | ".join(f'"w{i}"' for i in range(WORDS))))
+
+
+@case("lark_terminal_alternation_100k", OK)
+def _():
+    return size(lark("start: W\nW: " + " | ".join(f'"w{i}"' for i in range(WORDS))))
 
 
 @case("regex_alternation_100k")
