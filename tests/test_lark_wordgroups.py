@@ -12,9 +12,9 @@ import itertools
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_lark import OVERLAPPING, check_against_lark, lalr_oracle
 
 import maskpar
-from test_lark import OVERLAPPING, check_against_lark, lalr_oracle
 
 # Every string over "ab" of 1 to 5 characters: enough for the alternations
 # to be grouped (wordgroups::MIN_GROUP is 16) and to collide with the
@@ -67,8 +67,8 @@ def test_word_groups_agree_with_lark(llama3, src, data):
 def grammar_of_words(n: int, as_terminal: bool) -> str:
     words = " | ".join(f'"w{i:06d}x"' for i in range(n))
     if as_terminal:
-        return f"start: W+\nW: {words}\n%ignore \" \"\n"
-    return f"start: word+\nword: {words}\n%ignore \" \"\n"
+        return f'start: W+\nW: {words}\n%ignore " "\n'
+    return f'start: word+\nword: {words}\n%ignore " "\n'
 
 
 @pytest.mark.parametrize("as_terminal", [False, True])
