@@ -10,11 +10,18 @@
 //! with `Error::LimitExceeded` naming the bound.
 //!
 //! Steps are units of work (a transition computed, a symbol lowered, a pair
-//! compared), not time, so whether a compile fits does not depend on the
-//! machine or its load. The default, `DEFAULT_COMPILE_STEPS`, is about one
-//! second of work on a 2-core cloud machine and lets every grammar of the
-//! test corpora and MaskBench compile; a caller may tighten it (a server that
-//! wants 100 ms compiles passes a tenth) or loosen it.
+//! compared, a byte allocated), not time, so whether a compile fits does
+//! not depend on the machine or its load. A step is about a nanosecond of
+//! one core's work: measured on MaskBench compiles on a 2-core cloud
+//! machine, CPU time per step lies between 1 and 2.5 ns whether a compile
+//! is automaton work (determinization, products) or JSON work (merges,
+//! `$ref` copies, memo keys, which the allocator charges: `Charged`). The
+//! default, `DEFAULT_COMPILE_STEPS` (10^9), is so about a second of work,
+//! where hostile input stops. Real schemas fit but for the heaviest few:
+//! of a 400-file MaskBench sample the largest took 6 * 10^8 steps, and of
+//! the dev files two take more (`o3895` 1.1 * 10^9, `allany14` 1.5 * 10^9,
+//! 1.2 to 2.6 s of CPU here). A caller may tighten it (a server that wants
+//! 100 ms compiles passes 10^8) or loosen it (trusted, heavier schemas).
 //!
 //! The budget is per thread: a compile runs on the thread that called it
 //! (the Python layer releases the GIL but does not hand work to other
@@ -28,12 +35,11 @@ use std::cell::Cell;
 use crate::error::{Error, Result};
 
 /// Steps a compile may take unless its caller says otherwise.
-pub const DEFAULT_COMPILE_STEPS: u64 = 100_000_000;
+pub const DEFAULT_COMPILE_STEPS: u64 = 1_000_000_000;
 
 /// Steps for one automaton transition computed through a hash map (subset
 /// and product constructions, copying regex-automata's table): about 10 ns
-/// each on a 2-core cloud machine, so a step is about a nanosecond's work
-/// and the default budget about a second.
+/// each on a 2-core cloud machine, so a step is about a nanosecond's work.
 pub const HASHED_TRANSITION: usize = 12;
 /// Steps for one transition read or written in a table pass (pruning,
 /// minimizing, joining tables).
@@ -96,6 +102,58 @@ pub fn charge_later(steps: usize) {
     })
 }
 
+/// Steps per allocation made during a compile (`Charged`): a malloc and
+/// its free, about 20 ns on a 2-core cloud machine.
+pub const ALLOCATION_STEPS: u64 = 20;
+/// Bytes allocated during a compile per step (zeroing fresh pages and
+/// filling them, about a quarter of a nanosecond a byte).
+pub const BYTES_PER_STEP: u64 = 4;
+
+/// `charge_later` for an allocation of `bytes`, from the global allocator:
+/// no allocation, no panic (a thread being torn down has no budget).
+#[inline]
+pub fn charge_allocation(bytes: usize) {
+    let _ = BUDGET.try_with(|b| {
+        if let Some((left, limit)) = b.get() {
+            let steps = ALLOCATION_STEPS + bytes as u64 / BYTES_PER_STEP;
+            b.set(Some((left.saturating_sub(steps), limit)));
+        }
+    });
+}
+
+/// A global allocator that charges what a compile allocates to its budget
+/// (`charge_allocation`) and leaves the work to `A`. Outside a compile it
+/// costs one thread-local read per allocation.
+pub struct Charged<A>(pub A);
+
+// SAFETY: every call is passed on to `A` unchanged; the charge touches only
+// a `Cell` in a const-initialized thread local (it neither allocates nor
+// unwinds).
+unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for Charged<A> {
+    #[inline]
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        charge_allocation(layout.size());
+        unsafe { self.0.alloc(layout) }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        charge_allocation(layout.size());
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+
+    #[inline]
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        charge_allocation(new_size);
+        unsafe { self.0.realloc(ptr, layout, new_size) }
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+}
+
 /// An error if the running compile has used up its budget (see
 /// `charge_later`).
 pub fn check() -> Result<()> {
@@ -154,6 +212,26 @@ mod tests {
         let r = with_budget(10, || {
             charge(8)?;
             with_budget(1_000, || charge(5))
+        });
+        assert!(matches!(r, Err(Error::LimitExceeded(_))));
+    }
+
+    #[test]
+    fn allocations_inside_a_compile_are_charged() {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        let charged = Charged(System);
+        let layout = Layout::from_size_align(4096, 8).unwrap();
+        let used_by_one = with_budget(1 << 40, || {
+            // SAFETY: a non-zero layout, freed with the same layout.
+            unsafe { charged.dealloc(charged.alloc(layout), layout) };
+            Ok(used().unwrap())
+        })
+        .unwrap();
+        assert_eq!(used_by_one, ALLOCATION_STEPS + 4096 / BYTES_PER_STEP);
+        let r = with_budget(10, || {
+            // SAFETY: as above.
+            unsafe { charged.dealloc(charged.alloc(layout), layout) };
+            check()
         });
         assert!(matches!(r, Err(Error::LimitExceeded(_))));
     }

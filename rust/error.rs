@@ -10,14 +10,18 @@ pub enum Error {
     Compile(String),
     /// A configured bound was exceeded (ValueError naming the bound).
     LimitExceeded(String),
+    /// An allocation sized by the input failed (MemoryError): the process
+    /// goes on, only this call fails.
+    OutOfMemory(String),
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::InvalidArgument(m) | Error::Compile(m) | Error::LimitExceeded(m) => {
-                f.write_str(m)
-            }
+            Error::InvalidArgument(m)
+            | Error::Compile(m)
+            | Error::LimitExceeded(m)
+            | Error::OutOfMemory(m) => f.write_str(m),
         }
     }
 }

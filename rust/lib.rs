@@ -26,9 +26,12 @@ mod py;
 
 pub use error::{Error, Result};
 
-/// The extension module's allocator (see Cargo.toml). Only the `python`
-/// build sets it: a library linked into another Rust program keeps that
-/// program's choice.
+/// The extension module's allocator (see Cargo.toml), which charges each
+/// allocation made during a compile to its work budget
+/// (`budget::charge_allocation`): copying schema JSON, printing memo keys
+/// and building tables cost in proportion to the memory they take, however
+/// the code that does it is written. Only the `python` build sets it: a
+/// library linked into another Rust program keeps that program's choice.
 #[cfg(feature = "python")]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: budget::Charged<mimalloc::MiMalloc> = budget::Charged(mimalloc::MiMalloc);

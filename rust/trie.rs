@@ -345,6 +345,32 @@ impl TokenTrie {
         }
     }
 
+    /// The longest token that is a prefix of `bytes`: its length and id
+    /// (`follow`'s last hit, without collecting the others).
+    pub fn longest_prefix(&self, bytes: &[u8]) -> Option<(usize, u32)> {
+        let mut node = 0usize;
+        let mut best = None;
+        'outer: for (depth, &b) in bytes.iter().enumerate() {
+            let end = self.subtree_end(node);
+            let mut c = node + 1;
+            while c < end {
+                if self.nodes[c].byte == b {
+                    node = c;
+                    if let Some(&t) = self.node_tokens(c).first() {
+                        best = Some((depth + 1, t));
+                    }
+                    continue 'outer;
+                }
+                if self.nodes[c].byte > b {
+                    break;
+                }
+                c = self.nodes[c].subtree_end as usize;
+            }
+            break;
+        }
+        best
+    }
+
     /// Follows `bytes` from the root. Returns the deepest node reached and, for
     /// each prefix length that ends on a node holding tokens, (length, first token id).
     pub fn follow(&self, bytes: &[u8]) -> (usize, usize, Vec<(usize, u32)>) {
@@ -408,6 +434,9 @@ mod tests {
         let (node, consumed, hits) = t.follow(b"abx");
         assert_eq!(consumed, 2);
         assert_eq!(hits, vec![(1, 1), (2, 0)]);
+        assert_eq!(t.longest_prefix(b"abx"), Some((2, 0)));
+        assert_eq!(t.longest_prefix(b"abc"), Some((3, 2)));
+        assert_eq!(t.longest_prefix(b"x"), None);
         assert_eq!((t.height(0), t.height(node), t.height(node + 1)), (3, 1, 0));
     }
 

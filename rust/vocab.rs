@@ -189,8 +189,16 @@ impl Vocab {
         let mut out = Vec::new();
         let mut pos = 0;
         while pos < bytes.len() {
+            // Up to one token per byte: a list the size of a huge input is
+            // a MemoryError for this call, not an abort of the process.
+            if out.len() == out.capacity() && out.try_reserve(1).is_err() {
+                return Err(crate::error::Error::OutOfMemory(format!(
+                    "encode_greedy: out of memory after {} tokens",
+                    out.len()
+                )));
+            }
             let window = &bytes[pos..bytes.len().min(pos + max_len)];
-            let Some(&(len, id)) = self.trie.follow(window).2.last() else {
+            let Some((len, id)) = self.trie.longest_prefix(window) else {
                 return invalid!(
                     "no token of this vocabulary starts with byte 0x{:02x} (offset {pos})",
                     bytes[pos]

@@ -1104,13 +1104,20 @@ def test_generated_equal_priorities_agree_with_lark(llama3, src, data):
     terminal on all three, which lark orders by name (the documented
     difference)."""
     oracle = lalr_oracle(src)
+    assume_no_name_ties(oracle)
+    check_against_lark(llama3, src, oracle, data)
+
+
+def assume_no_name_ties(oracle: lark.Lark) -> None:
+    """Leaves out grammars where a pattern ties with another terminal on
+    priority, width and text length: lark orders those by name, maskpar by
+    the longer match (the documented difference)."""
     ranks = [
         (t.priority, t.pattern.max_width, len(t.pattern.value), t.pattern.type)
         for t in oracle.terminals
     ]
     for a, b in itertools.combinations(ranks, 2):
         assume(a[:3] != b[:3] or a[3] == b[3] == "str")
-    check_against_lark(llama3, src, oracle, data)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ use super::indent::{self, Indenter};
 use super::larkorder;
 use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
 use super::setnames::SetNames;
+use super::wordgroups::{self, PendingWords, Placement};
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, ByteSet, Op, DEAD, LARGE_REPEAT};
 
@@ -27,6 +28,10 @@ use crate::regex_dfa::{ByteDfa, ByteSet, Op, DEAD, LARGE_REPEAT};
 pub const MAX_RULES: usize = 200_000;
 pub const MAX_RHS_SYMBOLS: usize = 2_000_000;
 pub const MAX_LEXEMES: usize = 20_000;
+
+/// Compile budget steps per node lowered (its symbols, rules and checks;
+/// lexemes are charged for their keys and automata besides).
+const LOWER_NODE_STEPS: u64 = 50;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sym {
@@ -219,6 +224,9 @@ struct Lowerer<'a> {
     member_rules: Vec<MemberRules>,
     /// `%declare`d terminal names (the indenter's tokens).
     declared: Vec<String>,
+    /// Longest-match lexing: rules' plain strings waiting to be grouped
+    /// (`wordgroups`) once every other lexeme exists.
+    pending_words: Vec<PendingWords>,
 }
 
 /// Whether `d` matches `text` and nothing else.
@@ -728,6 +736,8 @@ impl Lowerer<'_> {
         );
         let mut re = String::new();
         cache_key(n, &mut re);
+        // Writing, hashing and keeping the key (a regex of the whole node).
+        crate::budget::charge_n(re.len().saturating_mul(2))?;
         let key = format!("{priority}\u{0}{re}");
         let text = larkorder::string_text(n);
         let literal = text.is_some();
@@ -753,6 +763,16 @@ impl Lowerer<'_> {
                 return Err(Error::Compile(
                     "intersections and differences need all-splits lexing".into(),
                 ))
+            }
+            // A terminal that is only strings: Lark's regex tries them
+            // longest first, so its match is the longest word that is a
+            // prefix, as a longest-match scan of their trie finds (see
+            // `wordgroups`); no regex compiler for 100,000 words.
+            Lexing::Longest
+                if literal_words(n).is_some_and(|w| !w.iter().any(String::is_empty)) =>
+            {
+                let words = literal_words(n).unwrap_or_default();
+                wordgroups::group_dfa(&words)?
             }
             Lexing::Longest => match super::lookaround::first_match(&re).map_err(|e| match e {
                 Error::Compile(m) => Error::Compile(format!("{}: {m}", lexeme_name(&re, name))),
@@ -805,6 +825,9 @@ impl Lowerer<'_> {
     /// lexing ranks each string terminal on its own, so there every
     /// alternative stays a rule of its own.
     fn alternatives(&mut self, lhs: u32, alts: &[Node], hint: &str) -> Result<()> {
+        if self.lexing == Lexing::Longest {
+            return self.longest_alternatives(lhs, alts, hint);
+        }
         let mut words: Vec<Node> = Vec::new();
         let mut others: Vec<&Node> = Vec::new();
         for a in alts {
@@ -831,8 +854,94 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// `alternatives` under longest-match lexing: plain strings, when there
+    /// are many, wait for `place_words` (see `wordgroups`); the rest
+    /// become rules now.
+    fn longest_alternatives(&mut self, lhs: u32, alts: &[Node], hint: &str) -> Result<()> {
+        let plain = |a: &Node| match a {
+            Node::Literal(s) if !s.is_empty() => Some(s.clone()),
+            Node::Seq(v) => match v.as_slice() {
+                [Node::Literal(s)] if !s.is_empty() => Some(s.clone()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let words: Vec<String> = alts.iter().filter_map(plain).collect();
+        let grouped = words.len() >= wordgroups::MIN_GROUP;
+        if grouped {
+            self.pending_words.push(PendingWords { lhs, words });
+        }
+        for a in alts {
+            crate::budget::charge(1)?;
+            if grouped && plain(a).is_some() {
+                continue;
+            }
+            let rhs = self.lower(a, hint)?;
+            self.add_rule(lhs, rhs)?;
+        }
+        Ok(())
+    }
+
+    /// The rules for the pending plain strings: grouped into trie lexemes
+    /// where `group` and `wordgroups::place` allow, else one lexeme each.
+    fn place_words(&mut self, group: bool) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending_words);
+        let placed = if group {
+            wordgroups::place(&pending, &self.lexemes)?
+        } else {
+            pending
+                .into_iter()
+                .flat_map(|p| {
+                    p.words
+                        .into_iter()
+                        .map(move |w| (p.lhs, Placement::Alone(w)))
+                })
+                .collect()
+        };
+        for (lhs, placement) in placed {
+            let sym = match placement {
+                Placement::Alone(w) => self.lexeme(&Node::Literal(w))?,
+                Placement::Group { words, rank } => self.word_group(words, rank)?,
+            };
+            self.add_rule(lhs, vec![sym])?;
+        }
+        Ok(())
+    }
+
+    /// One lexeme matching exactly `words` (Lark strings), ranked `rank`.
+    fn word_group(&mut self, words: Vec<String>, rank: larkorder::Rank) -> Result<Sym> {
+        if self.lexemes.len() >= MAX_LEXEMES {
+            return Err(Error::LimitExceeded(format!(
+                "grammar has more than {MAX_LEXEMES} lexemes"
+            )));
+        }
+        let dfa = wordgroups::group_dfa(&words)?;
+        let id = self.lexemes.len() as u32;
+        let (priority, width, text_len) = rank;
+        self.lexemes.push(Lexeme {
+            regex: format!("one of {} strings ({:?}, ...)", words.len(), words[0]),
+            priority,
+            width,
+            text_len,
+            dfa,
+            greedy: false,
+            follow: ByteSet::default(),
+            end_forbid: None,
+            declared: false,
+            // Strings (Lark retypes no pattern's match as one of them:
+            // `wordgroups::place` keeps such strings alone), and never a
+            // pattern that other strings could be embedded in.
+            literal: true,
+            text: None,
+            flags: String::new(),
+            embedded_in: Vec::new(),
+        });
+        Ok(Sym::T(id))
+    }
+
     /// Lowers `n` to a sequence of symbols, adding rules as needed.
     fn lower(&mut self, n: &Node, hint: &str) -> Result<Vec<Sym>> {
+        crate::budget::charge(LOWER_NODE_STEPS)?;
         match n {
             Node::Empty => return Ok(Vec::new()),
             Node::Tokens(set) => return Ok(vec![self.token_lexeme(set)?]),
@@ -1249,6 +1358,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             .iter()
             .flat_map(|s| [s.indent.clone(), s.dedent.clone()])
             .collect(),
+        pending_words: Vec::new(),
     };
     for r in &ast.rules {
         if l.names.contains_key(&r.name) {
@@ -1281,6 +1391,10 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
+    if ast.indenter.is_some() {
+        // The indenter checks its brackets against every lexeme: no groups.
+        l.place_words(false)?;
+    }
     let indenter = match &ast.indenter {
         Some(spec) => Some(l.indenter(spec)?),
         None => None,
@@ -1301,6 +1415,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
+    l.place_words(true)?;
     finish(l, ignore, indenter)
 }
 

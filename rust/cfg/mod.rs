@@ -21,3 +21,4 @@ pub mod setnames;
 pub mod textreach;
 pub mod tokenterm;
 pub mod walk;
+pub mod wordgroups;

@@ -5,6 +5,7 @@ use pyo3::types::{PyList, PyTuple};
 use super::buffer::Bitmask;
 use super::grammar::{compile_grammar, compile_json_schema, compile_regex, schema_cache_info};
 use super::int::{values, Int};
+use super::lists;
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
 use std::collections::HashSet;
@@ -243,13 +244,14 @@ fn fill_next_token_bitmask_par(
 /// matchers are left unchanged.
 #[pyfunction]
 #[pyo3(signature = (matchers, bitmask, num_threads=None))]
-fn fill_next_token_bitmask_par_with_draft_tokens(
-    py: Python<'_>,
+fn fill_next_token_bitmask_par_with_draft_tokens<'py>(
+    py: Python<'py>,
     matchers: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
-) -> PyResult<Vec<usize>> {
-    run_fill(py, matchers, bitmask, num_threads, true)
+) -> PyResult<Bound<'py, PyList>> {
+    let accepted = run_fill(py, matchers, bitmask, num_threads, true)?;
+    lists::usizes(py, &accepted)
 }
 
 /// For each `(matcher, row, tree)`, fills row `row + i` with the mask for
@@ -261,12 +263,12 @@ fn fill_next_token_bitmask_par_with_draft_tokens(
 /// matchers are left unchanged.
 #[pyfunction]
 #[pyo3(signature = (requests, bitmask, num_threads=None))]
-fn fill_next_token_bitmask_par_with_draft_tree(
-    py: Python<'_>,
+fn fill_next_token_bitmask_par_with_draft_tree<'py>(
+    py: Python<'py>,
     requests: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
-) -> PyResult<Vec<Vec<bool>>> {
+) -> PyResult<Bound<'py, PyList>> {
     let items = parse_items(requests, 3, "(matcher, row, tree)", true)?;
     let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
@@ -281,7 +283,9 @@ fn fill_next_token_bitmask_par_with_draft_tree(
     let mut bm = fill_bitmask(bitmask, &items, &spans)?;
     let words = bm.words;
     let buf = bm.words_mut();
-    detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)
+    let valid =
+        detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)?;
+    lists::bool_rows(py, &valid)
 }
 
 /// Grammar-aware drafts: for each `(matcher, drafts)`, the drafts up to the
@@ -290,17 +294,19 @@ fn fill_next_token_bitmask_par_with_draft_tree(
 /// matcher as a whole; matchers are left unchanged.
 #[pyfunction]
 #[pyo3(signature = (requests, max_drafts, num_threads=None))]
-fn grammar_aware_drafts(
-    py: Python<'_>,
+fn grammar_aware_drafts<'py>(
+    py: Python<'py>,
     requests: &Bound<'_, PyAny>,
     max_drafts: Int,
     num_threads: Option<Int>,
-) -> PyResult<Vec<Vec<u32>>> {
+) -> PyResult<Bound<'py, PyList>> {
     let max_drafts = max_drafts.non_negative("max_drafts")?;
     let items = parse_items(requests, 2, "(matcher, drafts)", false)?;
     let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;
-    detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?.map_err(to_py_err)
+    let drafts = detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?
+        .map_err(to_py_err)?;
+    lists::int_rows(py, &drafts)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

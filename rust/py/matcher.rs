@@ -1,10 +1,11 @@
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 
 use super::buffer::Bitmask;
 use super::grammar::PyGrammar;
 use super::int::{values, Int};
+use super::lists;
 use super::{detached, to_py_err};
 use crate::matcher::MatcherCore;
 
@@ -145,8 +146,9 @@ impl PyMatcher {
 
     /// Tokens the grammar forces next; each is allowed in turn, so they can be
     /// used as drafts that the mask always accepts.
-    fn forced_tokens(slf: &Bound<'_, Self>) -> PyResult<Vec<u32>> {
-        shared(slf)?.core.forced_tokens().map_err(to_py_err)
+    fn forced_tokens<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
+        let forced = shared(slf)?.core.forced_tokens().map_err(to_py_err)?;
+        lists::ints(slf.py(), &forced)
     }
 
     /// Number of consumed tokens: the most `rollback` can undo.

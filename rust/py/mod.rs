@@ -7,17 +7,21 @@ mod buffer;
 mod functions;
 mod grammar;
 mod int;
+mod lists;
 mod matcher;
 mod stag;
 mod tokenizer;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::error::Error;
 
 pub(crate) fn to_py_err(e: Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    match e {
+        Error::OutOfMemory(m) => PyMemoryError::new_err(m),
+        e => PyValueError::new_err(e.to_string()),
+    }
 }
 
 /// Runs `f` with the GIL released. A panic would be a bug in maskpar; it is

@@ -2,9 +2,10 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyType};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyType};
 
 use super::int::{values, Int};
+use super::lists;
 use super::{detached, to_py_err};
 use crate::bitmask::words_for;
 use crate::vocab::Vocab;
@@ -179,10 +180,12 @@ impl PyTokenizer {
 
     /// Splits `data` into this vocabulary's text tokens by longest match from
     /// the left (not necessarily the tokenizer's own merges). ValueError if
-    /// some byte starts no token.
-    fn encode_greedy(&self, py: Python<'_>, data: &[u8]) -> PyResult<Vec<u32>> {
+    /// some byte starts no token. MemoryError (not a crash) when the list
+    /// does not fit in memory.
+    fn encode_greedy<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
         let vocab = &self.vocab;
-        detached(py, || vocab.encode_greedy(data))?.map_err(to_py_err)
+        let ids = detached(py, || vocab.encode_greedy(data))?.map_err(to_py_err)?;
+        lists::ints(py, &ids)
     }
 
     fn __repr__(&self) -> String {

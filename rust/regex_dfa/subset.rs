@@ -154,8 +154,11 @@ fn determinize(
                 continue;
             }
             close(&mut to);
-            // Closing, sorting, hashing and storing the new set.
-            crate::budget::charge_n(to.len() * SET_STEPS)?;
+            // Closing, sorting (a few steps per comparison, log n of them
+            // per element: the sets of nested counts run to thousands),
+            // hashing and storing the new set.
+            let log = usize::BITS - to.len().leading_zeros();
+            crate::budget::charge_n(to.len() * (SET_STEPS + 2 * log as usize))?;
             let id = match ids.get(&to) {
                 Some(&id) => id,
                 None => {

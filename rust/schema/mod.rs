@@ -25,6 +25,7 @@
 mod arrays;
 mod check;
 mod combinators;
+mod cost;
 pub(crate) mod decimals;
 mod keys;
 mod keywords;
@@ -220,6 +221,7 @@ impl<'a> Compiler<'a> {
             Some(_) => format!("{key}@{}", self.nest),
             None => key,
         };
+        cost::charge_text(key.len())?;
         if let Some(name) = self.by_pointer.get(&key) {
             return Ok(name.clone());
         }
@@ -386,7 +388,7 @@ impl<'a> Compiler<'a> {
             self.derive(ptr)?;
             let merged = {
                 let resolve = |target: &Value, at: &str| -> Result<Value> {
-                    Ok(self.resolve(target.as_str(), at)?.1.clone())
+                    cost::cloned(self.resolve(target.as_str(), at)?.1)
                 };
                 let mut m = merge::Merger {
                     resolve: &resolve,
@@ -394,7 +396,7 @@ impl<'a> Compiler<'a> {
                     conditionals: !self.before_draft7,
                     work: 0,
                 };
-                m.merge(vec![schema.clone()], ptr, 0)?
+                m.merge(vec![cost::cloned(schema)?], ptr, 0)?
             };
             // Memoized by content: a recursive schema merged into itself
             // (`Foo.kids: allOf[Foo, Bar]`) meets the same merge again below,

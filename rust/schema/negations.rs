@@ -124,7 +124,7 @@ impl<'a> Compiler<'a> {
             );
         }
         let resolve = |target: &Value, at: &str| -> Result<Value> {
-            Ok(self.resolve(target.as_str(), at)?.1.clone())
+            super::cost::cloned(self.resolve(target.as_str(), at)?.1)
         };
         let disjoint = |a: &Value, b: &Value| {
             let view = |v| self.branch_view(v, ptr).ok().flatten();
