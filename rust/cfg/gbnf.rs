@@ -31,6 +31,23 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
 
+/// The length of the rule name at the start of `s`: name characters, and
+/// '.' between two of them (xgrammar's `a.b`; a '.' elsewhere is any
+/// character).
+fn name_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut len = 0;
+    while len < b.len() {
+        let c = b[len] as char;
+        let dot = c == '.' && len > 0 && b.get(len + 1).is_some_and(|&x| is_name_char(x as char));
+        if !is_name_char(c) && !dot {
+            break;
+        }
+        len += 1;
+    }
+    len
+}
+
 impl<'a> Parser<'a> {
     /// Skips blanks and comments; newlines too when `newlines` (inside groups,
     /// after `::=` and `|`), since outside them a newline ends a rule.
@@ -57,11 +74,8 @@ impl<'a> Parser<'a> {
     }
 
     fn name(&mut self) -> Option<String> {
-        let n: String = self
-            .rest()
-            .chars()
-            .take_while(|&c| is_name_char(c))
-            .collect();
+        let n = name_len(self.rest());
+        let n = self.rest()[..n].to_string();
         if n.is_empty() {
             return None;
         }
@@ -72,7 +86,7 @@ impl<'a> Parser<'a> {
     /// True if a rule definition (`name ::=`) starts here.
     fn at_rule_start(&self) -> bool {
         let r = self.rest();
-        let n = r.chars().take_while(|&c| is_name_char(c)).count();
+        let n = name_len(r);
         n > 0 && r[n..].trim_start_matches([' ', '\t']).starts_with("::=")
     }
 
@@ -136,6 +150,10 @@ impl<'a> Parser<'a> {
                     self.bump();
                     self.enter()?;
                     self.space(true);
+                    if self.peek() == Some('=') {
+                        return self
+                            .err("xgrammar's end-of-rule lookahead (= ...) is not supported yet");
+                    }
                     let inner = self.alternatives(true)?;
                     if self.bump() != Some(')') {
                         return self.err("expected ')'");
@@ -143,8 +161,13 @@ impl<'a> Parser<'a> {
                     self.leave();
                     inner
                 }
-                Some('<') | Some('!') => {
-                    return self.err("token references (<[id]>, !<[id]>) are not supported")
+                Some('<') => super::specials::parse_token_ref(&mut self.c, false, false)?,
+                Some('!') => {
+                    self.bump();
+                    if self.peek() != Some('<') {
+                        return self.err("expected a token after '!' (like !<[id]> or !<name>)");
+                    }
+                    super::specials::parse_token_ref(&mut self.c, true, false)?
                 }
                 Some(c) if is_name_char(c) => {
                     let pos = self.here();

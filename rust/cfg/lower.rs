@@ -219,6 +219,9 @@ struct Lowerer<'a> {
     member_rules: Vec<MemberRules>,
     /// `%declare`d terminal names (the indenter's tokens).
     declared: Vec<String>,
+    /// Longest-match terminals that match the empty string, by lexeme key:
+    /// the nonterminal `ε | nonempty lexeme` that stands for each.
+    optional_lexemes: HashMap<String, u32>,
 }
 
 /// Whether `d` matches `text` and nothing else.
@@ -731,6 +734,9 @@ impl Lowerer<'_> {
         let key = format!("{priority}\u{0}{re}");
         let text = larkorder::string_text(n);
         let literal = text.is_some();
+        if let Some(&nt) = self.optional_lexemes.get(&key) {
+            return Ok(Sym::N(nt));
+        }
         if let Some(&id) = self.lexeme_ids.get(&key) {
             let lexeme = &mut self.lexemes[id as usize];
             lexeme.literal |= literal;
@@ -765,10 +771,26 @@ impl Lowerer<'_> {
                 None => None,
             },
         };
+        let mut key = key;
+        let mut dfa = dfa;
+        let mut optional = None;
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
+            // llguidance's terminals may match the empty string: the
+            // terminal becomes optional, its lexeme the non-empty matches.
             let what = lexeme_name(&re, name);
-            return Err(Error::Compile(format!("{what} matches the empty string")));
+            let (nonempty, nt) =
+                self.optional_terminal(dfa.as_deref(), end_forbid.is_some(), &what)?;
+            dfa = nonempty;
+            optional = Some((key.clone(), nt));
+            key.push_str("\u{0}nonempty");
+        }
+        if let Some((outer, nt)) = &optional {
+            if dfa.is_none() {
+                // It matches only the empty string.
+                self.optional_lexemes.insert(outer.clone(), *nt);
+                return Ok(Sym::N(*nt));
+            }
         }
         let id = self.lexemes.len() as u32;
         let (width, text_len, flags) = match pattern {
@@ -792,7 +814,35 @@ impl Lowerer<'_> {
             tokens: None,
         });
         self.lexeme_ids.insert(key, id);
+        if let Some((outer, nt)) = optional {
+            self.add_rule(nt, vec![Sym::T(id)])?;
+            self.optional_lexemes.insert(outer, nt);
+            return Ok(Sym::N(nt));
+        }
         Ok(Sym::T(id))
+    }
+
+    /// For a longest-match terminal `what` whose `dfa` accepts the empty
+    /// string: the DFA of its non-empty matches (None if there are none)
+    /// and a fresh nonterminal that derives the empty string (the caller
+    /// adds its rule to the lexeme).
+    fn optional_terminal(
+        &mut self,
+        dfa: Option<&ByteDfa>,
+        lookahead: bool,
+        what: &str,
+    ) -> Result<(Option<Arc<ByteDfa>>, u32)> {
+        if lookahead {
+            return Err(Error::Compile(format!(
+                "{what} matches the empty string and ends in a lookahead"
+            )));
+        }
+        let dfa = dfa.expect("a nullable lexeme has a DFA");
+        let empty = ByteDfa::literals(&[b""]).expect("the empty word has a DFA");
+        let nonempty = none_if_empty(ByteDfa::product(dfa, &empty, Op::AndNot))?;
+        let nt = self.fresh("empty-terminal")?;
+        self.add_rule(nt, Vec::new())?;
+        Ok((nonempty.map(Arc::new), nt))
     }
 
     /// A rule `lhs -> a` for each alternative `a`. With all-splits lexing
@@ -1072,7 +1122,10 @@ impl Lowerer<'_> {
             )));
         }
         let Sym::T(newline) = self.terminal(&spec.newline)? else {
-            unreachable!("terminals lower to lexemes")
+            return Err(Error::Compile(format!(
+                "newline terminal {} may not match the empty string",
+                spec.newline
+            )));
         };
         let Sym::T(indent) = self.declared_lexeme(&spec.indent)? else {
             unreachable!()
@@ -1240,6 +1293,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
         lexeme_ids: HashMap::default(),
+        optional_lexemes: HashMap::default(),
         lexemes: Vec::new(),
         symbols: 0,
         member_sets: Vec::new(),
