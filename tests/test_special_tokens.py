@@ -253,3 +253,31 @@ def test_walks_agree_with_llguidance(grammar: str) -> None:
             assert ref.consume_token(t) and not ref.is_error(), (t, ref.get_error())
             assert m.consume_token(t)
         assert m.is_accepting() == ref.is_accepting(), grammar
+
+
+def test_draft_trees_and_grammar_aware_drafts_through_specials(llama3: Any) -> None:
+    enc, tok = llama3
+    n = tok.vocab_size
+    g = maskpar.compile_grammar(tok, TOOL_CALL, syntax="lark")
+    m = maskpar.Matcher(g)
+    assert m.consume_tokens(enc.encode("hi"))
+    # Node 0 is the current state; 1: the tag (valid), 2: EOM (refused
+    # here), 3: "{" after the tag, 4: EOM after the tag (refused).
+    tokens = [0, PYTHON_TAG, EOM, *enc.encode("{"), EOM]
+    parents = [-1, 0, 0, 1, 1]
+    bm = maskpar.allocate_token_bitmask(len(tokens), n)
+    valid = maskpar.fill_next_token_bitmask_par_with_draft_tree([(m, 0, (tokens, parents))], bm)
+    assert valid == [[True, True, False, True, False]]
+    for node, path in [(0, []), (1, [PYTHON_TAG]), (3, [PYTHON_TAG, tokens[3]])]:
+        seq = m.fork()
+        assert seq.consume_tokens(path)
+        one = maskpar.allocate_token_bitmask(1, n)
+        seq.fill_next_token_bitmask(one)
+        assert np.array_equal(np.asarray(one[0]), np.asarray(bm[node])), node
+    for refused in (2, 4):
+        assert (np.asarray(bm[refused]) == -1).all()
+    # Forced tokens after the call's text: the closing special, then EOS
+    # is not forced (two EOS ids).
+    assert m.consume_tokens([PYTHON_TAG, *enc.encode("{ab}")])
+    drafts = maskpar.grammar_aware_drafts([(m, [])], max_drafts=4)
+    assert drafts == [[EOM]]

@@ -382,10 +382,10 @@ mod tests {
         assert!(e.contains("line 1, column 6") && e.contains("'::='"), "{e}");
         assert!(parse("root ::= [a-").is_err());
         assert!(parse("root ::= \"a\"{5,2}").is_err());
-        assert!(parse("root ::= <[10]>")
+        assert!(parse("root ::= a \"b\"\na ::= \"a\" (= \"b\")")
             .unwrap_err()
             .to_string()
-            .contains("token references"));
+            .contains("lookahead"));
         assert!(matches!(
             parse("root ::= \"a\"{99999999}"),
             Err(Error::LimitExceeded(_))

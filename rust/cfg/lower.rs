@@ -158,6 +158,27 @@ impl Lexeme {
         dfa.is_accepting(q) && !self.ends_unconditionally(dfa, q2)
     }
 
+    /// A lexeme without text (no DFA), named `regex` in messages: the
+    /// indenter's tokens and token terminals set their field on it.
+    fn textless(regex: String) -> Self {
+        Lexeme {
+            regex,
+            priority: 0,
+            width: 0,
+            text_len: 0,
+            dfa: None,
+            greedy: false,
+            follow: ByteSet::default(),
+            end_forbid: None,
+            declared: false,
+            literal: false,
+            text: None,
+            flags: String::new(),
+            embedded_in: Vec::new(),
+            tokens: None,
+        }
+    }
+
     pub fn nullable(&self) -> bool {
         self.dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
     }
@@ -1060,20 +1081,8 @@ impl Lowerer<'_> {
         }
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
-            regex: format!("%declare {name}"),
-            priority: 0,
-            width: 0,
-            text_len: 0,
-            dfa: None,
-            greedy: false,
-            follow: ByteSet::default(),
-            end_forbid: None,
             declared: true,
-            literal: false,
-            text: None,
-            flags: String::new(),
-            embedded_in: Vec::new(),
-            tokens: None,
+            ..Lexeme::textless(format!("%declare {name}"))
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -1093,20 +1102,8 @@ impl Lowerer<'_> {
         crate::budget::charge_n(set.ranges.len())?;
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
-            regex: super::tokenterm::describe(set),
-            priority: 0,
-            width: 0,
-            text_len: 0,
-            dfa: None,
-            greedy: false,
-            follow: ByteSet::default(),
-            end_forbid: None,
-            declared: false,
-            literal: false,
-            text: None,
-            flags: String::new(),
-            embedded_in: Vec::new(),
             tokens: Some(set.clone()),
+            ..Lexeme::textless(super::tokenterm::describe(set))
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))

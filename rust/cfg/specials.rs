@@ -20,6 +20,7 @@ use super::ast::{GrammarAst, Node};
 use super::cursor::Cursor;
 use crate::error::{Error, Result};
 use crate::vocab::Vocab;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Bound on the text of a token written by name (`<...>`).
 pub const MAX_TOKEN_NAME: usize = 256;
@@ -87,8 +88,9 @@ fn read_id(c: &mut Cursor<'_>) -> Result<u32> {
 
 /// Replaces token names by their ids and checks every id against `vocab`.
 pub fn resolve(ast: &mut GrammarAst, vocab: &Vocab) -> Result<()> {
+    let mut names = TokenNames::default();
     for r in &mut ast.rules {
-        resolve_node(&mut r.body, vocab)?;
+        resolve_node(&mut r.body, vocab, &mut names)?;
     }
     for t in &ast.terminals {
         check_no_tokens(&t.body, &t.name)?;
@@ -118,16 +120,54 @@ fn is_token_name(name: &str) -> bool {
     name.starts_with('<') || name.starts_with("!<")
 }
 
+/// Token names a grammar used, resolved once each.
+#[derive(Default)]
+struct TokenNames {
+    known: HashMap<String, Option<u32>>,
+}
+
+impl TokenNames {
+    /// The id of the token whose bytes are `text`: a special (or EOS)
+    /// token if one has them, else the first text token that does. A scan
+    /// of the vocabulary per distinct name (comparing lengths first), each
+    /// charged to the compile budget.
+    fn id(&mut self, vocab: &Vocab, text: &str) -> Result<Option<u32>> {
+        if let Some(&hit) = self.known.get(text) {
+            return Ok(hit);
+        }
+        crate::budget::charge_n(vocab.num_tokens() / 16 + 1)?;
+        let want = text.as_bytes();
+        let mut plain = None;
+        let mut special = None;
+        for id in 0..vocab.num_tokens() as u32 {
+            if vocab.token_bytes(id) != Some(want) {
+                continue;
+            }
+            if vocab.text_bytes(id).is_none() {
+                special = Some(id);
+                break;
+            }
+            plain.get_or_insert(id);
+        }
+        let found = special.or(plain);
+        self.known.insert(text.to_string(), found);
+        Ok(found)
+    }
+}
+
 /// `resolve` for one rule body (nesting is bounded by the parsers).
-fn resolve_node(n: &mut Node, vocab: &Vocab) -> Result<()> {
+fn resolve_node(n: &mut Node, vocab: &Vocab, names: &mut TokenNames) -> Result<()> {
     match n {
         Node::Ref(name, pos) if is_token_name(name) => {
             let (negated, text) = match name.strip_prefix('!') {
                 Some(t) => (true, t),
                 None => (false, name.as_str()),
             };
-            let id =
-                token_by_text(vocab, text).map_err(|m| Error::Compile(format!("{m} at {pos}")))?;
+            let Some(id) = names.id(vocab, text)? else {
+                return Err(Error::Compile(format!(
+                    "the tokenizer has no token {text:?} (at {pos})"
+                )));
+            };
             *n = Node::tokens([(id, id)], negated);
         }
         Node::Tokens(set) => {
@@ -142,39 +182,18 @@ fn resolve_node(n: &mut Node, vocab: &Vocab) -> Result<()> {
         }
         Node::Seq(v) | Node::Alt(v) | Node::Intersect(v) => {
             for x in v {
-                resolve_node(x, vocab)?;
+                resolve_node(x, vocab, names)?;
             }
         }
-        Node::Repeat { node, .. } => resolve_node(node, vocab)?,
+        Node::Repeat { node, .. } => resolve_node(node, vocab, names)?,
         Node::Call(_, args, _) => {
             for x in args {
-                resolve_node(x, vocab)?;
+                resolve_node(x, vocab, names)?;
             }
         }
         _ => {}
     }
     Ok(())
-}
-
-/// The id of the token whose bytes are `text`: a special (or EOS) token if
-/// one has them, else the one text token that does.
-fn token_by_text(vocab: &Vocab, text: &str) -> std::result::Result<u32, String> {
-    let mut special = None;
-    let mut plain = None;
-    for id in 0..vocab.num_tokens() as u32 {
-        crate::budget::charge(1).map_err(|e| e.to_string())?;
-        if vocab.token_bytes(id) != Some(text.as_bytes()) {
-            continue;
-        }
-        if vocab.text_bytes(id).is_none() {
-            special.get_or_insert(id);
-        } else {
-            plain.get_or_insert(id);
-        }
-    }
-    special
-        .or(plain)
-        .ok_or_else(|| format!("the tokenizer has no token {text:?}"))
 }
 
 #[cfg(test)]
@@ -225,6 +244,14 @@ mod tests {
             assert!(gbnf::parse(bad).is_err(), "{bad}");
         }
         assert!(lark::parse("start: <think>").is_err());
+        // Hostile forms: bounded lists and names, ids past u32.
+        let many: Vec<String> = (0..=MAX_TOKEN_RANGES).map(|i| i.to_string()).collect();
+        let e = gbnf::parse(&format!("root ::= <[{}]>", many.join(","))).unwrap_err();
+        assert!(e.to_string().contains("more than"), "{e}");
+        assert!(gbnf::parse("root ::= <[4294967296]>").is_err());
+        let long = format!("root ::= <{}>", "a".repeat(MAX_TOKEN_NAME));
+        assert!(gbnf::parse(&long).is_err());
+        assert!(gbnf::parse("root ::= !x").is_err());
     }
 }
 
