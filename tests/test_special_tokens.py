@@ -220,6 +220,7 @@ DIFF_GRAMMARS = [
     'start: "a" <[128010-128012,128008]> "b"',
     HEADER,
     'start: ("x" | <[128002-128004]>){1,4} "y"',
+    'start: <[64-70]> "x"',
 ]
 
 
@@ -281,3 +282,21 @@ def test_draft_trees_and_grammar_aware_drafts_through_specials(llama3: Any) -> N
     assert m.consume_tokens([PYTHON_TAG, *enc.encode("{ab}")])
     drafts = maskpar.grammar_aware_drafts([(m, [])], max_drafts=4)
     assert drafts == [[EOM]]
+
+
+def test_a_text_token_matched_by_ids_is_read_both_ways_unlike_llguidance() -> None:
+    """Token 64 is "a": here it may be the id terminal or the text "a".
+    maskpar takes both readings (an Earley parser keeps every parse);
+    llguidance reads it as the id only and then forces "x". A documented
+    difference: this test pins both behaviours."""
+    llguidance = pytest.importorskip("llguidance")
+    grammar = 'start: <[64-70]> "x" | "a" <[64]> "y"'
+    tok = _llama3_tokenizer()
+    m = maskpar.Matcher(maskpar.compile_grammar(tok, grammar, syntax="lark"))
+    assert m.consume_token(64)
+    ours = allowed(m, 128256)
+    assert 64 in ours and 87 in ours  # "a" read as text then <[64]>; "x" (id 87)
+    ref = llguidance.LLMatcher(_llg_tokenizer(), llguidance.LLMatcher.grammar_from_lark(grammar))
+    assert ref.consume_token(64)
+    theirs = _llg_allowed(ref, 128256)
+    assert 64 not in theirs and 87 in theirs

@@ -2,6 +2,10 @@
 //! `ebnf`): `name ::= alternatives`, `|`, groups, `? * +`, `{m}`, `{m,}`,
 //! `{m,n}`, `{,n}`, string literals, character classes (with negation,
 //! ranges and escapes), `.`, `#` comments; the start rule is `root`.
+//! Also llama.cpp's tokens (`<[id]>`, `<text>`, `!` before either; see
+//! `specials`) and xgrammar's rule names with `.` (`a.b`) and end-of-rule
+//! lookahead `(= ...)`, a hint that does not change the language (see
+//! `Parser::end_of_rule_lookahead`).
 
 use super::ast::{GrammarAst, Lexing, Node, RuleDef};
 use super::cursor::Cursor;
@@ -12,6 +16,8 @@ pub const MAX_REPEAT: u32 = 10_000;
 
 struct Parser<'a> {
     c: Cursor<'a>,
+    /// The current rule ended with xgrammar's lookahead `(= ...)`.
+    lookahead: bool,
 }
 
 impl<'a> std::ops::Deref for Parser<'a> {
@@ -107,6 +113,7 @@ impl<'a> Parser<'a> {
             }
             self.pos += 3;
             self.space(true);
+            self.lookahead = false;
             let body = self.alternatives(false)?;
             match self.peek() {
                 None | Some('\n') => {}
@@ -118,7 +125,7 @@ impl<'a> Parser<'a> {
 
     fn alternatives(&mut self, nested: bool) -> Result<Node> {
         let mut alts = vec![self.sequence(nested)?];
-        loop {
+        while !self.lookahead {
             // A line that starts with '|' continues the rule above it.
             let save = self.pos;
             self.space(true);
@@ -151,8 +158,8 @@ impl<'a> Parser<'a> {
                     self.enter()?;
                     self.space(true);
                     if self.peek() == Some('=') {
-                        return self
-                            .err("xgrammar's end-of-rule lookahead (= ...) is not supported yet");
+                        self.end_of_rule_lookahead(nested)?;
+                        break;
                     }
                     let inner = self.alternatives(true)?;
                     if self.bump() != Some(')') {
@@ -180,6 +187,31 @@ impl<'a> Parser<'a> {
             items.push(item);
         }
         Ok(Node::seq(items))
+    }
+
+    /// xgrammar's end-of-rule lookahead `(= ...)` (the cursor is after
+    /// `(`, at `=`): read, checked to end its rule, and dropped. In xgrammar
+    /// it is a hint, not a constraint: its parser accepts text that breaks
+    /// it, and only its mask cache reads it, for tokens that cross the
+    /// rule's end. So the grammar's language is the one without it; where
+    /// the hint holds (its intended use) masks are the same.
+    fn end_of_rule_lookahead(&mut self, nested: bool) -> Result<()> {
+        if nested {
+            return self.err("a lookahead (= ...) may only end a rule");
+        }
+        self.bump(); // =
+        self.space(true);
+        self.alternatives(true)?;
+        if self.bump() != Some(')') {
+            return self.err("expected ')' to close the lookahead");
+        }
+        self.leave();
+        self.space(false);
+        if !matches!(self.peek(), None | Some('\n')) {
+            return self.err("a lookahead (= ...) must end its rule");
+        }
+        self.lookahead = true;
+        Ok(())
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
@@ -325,6 +357,7 @@ impl<'a> Parser<'a> {
 /// Parses GBNF text; the start rule is `root`.
 pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut p = Parser {
+        lookahead: false,
         c: Cursor::new(src, "GBNF"),
     };
     let rules = p.grammar()?;
@@ -382,10 +415,22 @@ mod tests {
         assert!(e.contains("line 1, column 6") && e.contains("'::='"), "{e}");
         assert!(parse("root ::= [a-").is_err());
         assert!(parse("root ::= \"a\"{5,2}").is_err());
-        assert!(parse("root ::= a \"b\"\na ::= \"a\" (= \"b\")")
-            .unwrap_err()
-            .to_string()
-            .contains("lookahead"));
+        for bad in [
+            "root ::= (\"a\" (= \"b\"))",
+            "root ::= \"a\" (= \"b\") \"c\"",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("lookahead"), "{bad}: {e}");
+        }
+        // Nothing continues a rule after its lookahead.
+        assert!(parse("root ::= \"a\" (= \"b\")\n | \"c\"").is_err());
+        let src = "root ::= a \"b\"\na ::= \"x\" | \"y\" (= \"b\" [a-z]*)\nc ::= \"z\"";
+        let g = parse(src).unwrap();
+        assert_eq!(g.rules.len(), 3);
+        assert_eq!(
+            g.rules[1].body,
+            Node::Alt(vec![Node::Literal("x".into()), Node::Literal("y".into())])
+        );
         assert!(matches!(
             parse("root ::= \"a\"{99999999}"),
             Err(Error::LimitExceeded(_))

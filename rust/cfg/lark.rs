@@ -9,6 +9,11 @@
 //! `%declare _INDENT _DEDENT` gets Lark's Python indenter (`indent`); other
 //! `%declare`d terminals (from post-lexers maskpar cannot know) are refused.
 //! Lookarounds in regexes are rewritten where exact (`lookaround`).
+//! llguidance's additions that only add forms Lark refuses: `x{m,n}`
+//! counts, `-` in names, terminals that match the empty string (made
+//! optional in lowering), `#` comments, special tokens and token ids (see
+//! `specials`); its `%json`/`%lark` nested grammars and parametric rules
+//! are refused with an error naming them.
 
 use std::collections::HashMap;
 
