@@ -1348,7 +1348,7 @@ def _():
 
 @case("grammar_unknown_syntax", VALUE)
 def _():
-    return size(mp().compile_grammar(tok(), 'root ::= "a"', "ebnf"))
+    return size(mp().compile_grammar(tok(), 'root ::= "a"', "bnf"))
 
 
 @case("grammar_start_missing", VALUE)

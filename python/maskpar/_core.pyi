@@ -130,9 +130,13 @@ def compile_grammar(
     max_compile_steps: int | None = None,
 ) -> Grammar:
     """Compiles a context-free grammar: ``syntax`` is "gbnf" (start rule
-    ``root``), "lark" (start rule ``start``) or "auto" (GBNF if the text has
-    ``::=`` rules, else Lark); ``start`` names another start rule, as Lark's
-    ``start=`` option does (``"file_input"`` for Lark's ``python.lark``).
+    ``root``; "ebnf" is an alias, for xgrammar's EBNF), "lark" (start rule
+    ``start``) or "auto" (GBNF if the text has ``::=`` rules, else Lark);
+    ``start`` names another start rule, as Lark's ``start=`` option does
+    (``"file_input"`` for Lark's ``python.lark``). Special tokens are
+    grammar symbols: Lark ``<|name|>``, both ``<[id]>`` and ``<[a-b,c]>``,
+    GBNF ``<name>`` and ``!<...>`` (any other token); a name the tokenizer
+    lacks or an id past it is a ValueError.
     A Lark grammar that ``%declare``s ``_INDENT`` and ``_DEDENT`` gets Lark's
     ``PythonIndenter`` run inside the parser, on its ``_NEWLINE`` (or
     ``_NL``) terminal. Errors name the line and column. ``max_compile_steps``

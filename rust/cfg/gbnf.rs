@@ -2,6 +2,10 @@
 //! `ebnf`): `name ::= alternatives`, `|`, groups, `? * +`, `{m}`, `{m,}`,
 //! `{m,n}`, `{,n}`, string literals, character classes (with negation,
 //! ranges and escapes), `.`, `#` comments; the start rule is `root`.
+//! Also llama.cpp's tokens (`<[id]>`, `<text>`, `!` before either; see
+//! `specials`) and xgrammar's rule names with `.` (`a.b`) and end-of-rule
+//! lookahead `(= ...)`, a hint that does not change the language (see
+//! `Parser::end_of_rule_lookahead`).
 
 use super::ast::{GrammarAst, Lexing, Node, RuleDef};
 use super::cursor::Cursor;
@@ -12,6 +16,8 @@ pub const MAX_REPEAT: u32 = 10_000;
 
 struct Parser<'a> {
     c: Cursor<'a>,
+    /// The current rule ended with xgrammar's lookahead `(= ...)`.
+    lookahead: bool,
 }
 
 impl<'a> std::ops::Deref for Parser<'a> {
@@ -29,6 +35,23 @@ impl std::ops::DerefMut for Parser<'_> {
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// The length of the rule name at the start of `s`: name characters, and
+/// '.' between two of them (xgrammar's `a.b`; a '.' elsewhere is any
+/// character).
+fn name_len(s: &str) -> usize {
+    let b = s.as_bytes();
+    let mut len = 0;
+    while len < b.len() {
+        let c = b[len] as char;
+        let dot = c == '.' && len > 0 && b.get(len + 1).is_some_and(|&x| is_name_char(x as char));
+        if !is_name_char(c) && !dot {
+            break;
+        }
+        len += 1;
+    }
+    len
 }
 
 impl<'a> Parser<'a> {
@@ -57,11 +80,8 @@ impl<'a> Parser<'a> {
     }
 
     fn name(&mut self) -> Option<String> {
-        let n: String = self
-            .rest()
-            .chars()
-            .take_while(|&c| is_name_char(c))
-            .collect();
+        let n = name_len(self.rest());
+        let n = self.rest()[..n].to_string();
         if n.is_empty() {
             return None;
         }
@@ -72,7 +92,7 @@ impl<'a> Parser<'a> {
     /// True if a rule definition (`name ::=`) starts here.
     fn at_rule_start(&self) -> bool {
         let r = self.rest();
-        let n = r.chars().take_while(|&c| is_name_char(c)).count();
+        let n = name_len(r);
         n > 0 && r[n..].trim_start_matches([' ', '\t']).starts_with("::=")
     }
 
@@ -93,6 +113,7 @@ impl<'a> Parser<'a> {
             }
             self.pos += 3;
             self.space(true);
+            self.lookahead = false;
             let body = self.alternatives(false)?;
             match self.peek() {
                 None | Some('\n') => {}
@@ -104,7 +125,7 @@ impl<'a> Parser<'a> {
 
     fn alternatives(&mut self, nested: bool) -> Result<Node> {
         let mut alts = vec![self.sequence(nested)?];
-        loop {
+        while !self.lookahead {
             // A line that starts with '|' continues the rule above it.
             let save = self.pos;
             self.space(true);
@@ -136,6 +157,10 @@ impl<'a> Parser<'a> {
                     self.bump();
                     self.enter()?;
                     self.space(true);
+                    if self.peek() == Some('=') {
+                        self.end_of_rule_lookahead(nested)?;
+                        break;
+                    }
                     let inner = self.alternatives(true)?;
                     if self.bump() != Some(')') {
                         return self.err("expected ')'");
@@ -143,8 +168,13 @@ impl<'a> Parser<'a> {
                     self.leave();
                     inner
                 }
-                Some('<') | Some('!') => {
-                    return self.err("token references (<[id]>, !<[id]>) are not supported")
+                Some('<') => super::specials::parse_token_ref(&mut self.c, false, false)?,
+                Some('!') => {
+                    self.bump();
+                    if self.peek() != Some('<') {
+                        return self.err("expected a token after '!' (like !<[id]> or !<name>)");
+                    }
+                    super::specials::parse_token_ref(&mut self.c, true, false)?
                 }
                 Some(c) if is_name_char(c) => {
                     let pos = self.here();
@@ -157,6 +187,31 @@ impl<'a> Parser<'a> {
             items.push(item);
         }
         Ok(Node::seq(items))
+    }
+
+    /// xgrammar's end-of-rule lookahead `(= ...)` (the cursor is after
+    /// `(`, at `=`): read, checked to end its rule, and dropped. In xgrammar
+    /// it is a hint, not a constraint: its parser accepts text that breaks
+    /// it, and only its mask cache reads it, for tokens that cross the
+    /// rule's end. So the grammar's language is the one without it; where
+    /// the hint holds (its intended use) masks are the same.
+    fn end_of_rule_lookahead(&mut self, nested: bool) -> Result<()> {
+        if nested {
+            return self.err("a lookahead (= ...) may only end a rule");
+        }
+        self.bump(); // =
+        self.space(true);
+        self.alternatives(true)?;
+        if self.bump() != Some(')') {
+            return self.err("expected ')' to close the lookahead");
+        }
+        self.leave();
+        self.space(false);
+        if !matches!(self.peek(), None | Some('\n')) {
+            return self.err("a lookahead (= ...) must end its rule");
+        }
+        self.lookahead = true;
+        Ok(())
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
@@ -302,6 +357,7 @@ impl<'a> Parser<'a> {
 /// Parses GBNF text; the start rule is `root`.
 pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut p = Parser {
+        lookahead: false,
         c: Cursor::new(src, "GBNF"),
     };
     let rules = p.grammar()?;
@@ -359,10 +415,22 @@ mod tests {
         assert!(e.contains("line 1, column 6") && e.contains("'::='"), "{e}");
         assert!(parse("root ::= [a-").is_err());
         assert!(parse("root ::= \"a\"{5,2}").is_err());
-        assert!(parse("root ::= <[10]>")
-            .unwrap_err()
-            .to_string()
-            .contains("token references"));
+        for bad in [
+            "root ::= (\"a\" (= \"b\"))",
+            "root ::= \"a\" (= \"b\") \"c\"",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("lookahead"), "{bad}: {e}");
+        }
+        // Nothing continues a rule after its lookahead.
+        assert!(parse("root ::= \"a\" (= \"b\")\n | \"c\"").is_err());
+        let src = "root ::= a \"b\"\na ::= \"x\" | \"y\" (= \"b\" [a-z]*)\nc ::= \"z\"";
+        let g = parse(src).unwrap();
+        assert_eq!(g.rules.len(), 3);
+        assert_eq!(
+            g.rules[1].body,
+            Node::Alt(vec![Node::Literal("x".into()), Node::Literal("y".into())])
+        );
         assert!(matches!(
             parse("root ::= \"a\"{99999999}"),
             Err(Error::LimitExceeded(_))

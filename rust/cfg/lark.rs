@@ -9,6 +9,11 @@
 //! `%declare _INDENT _DEDENT` gets Lark's Python indenter (`indent`); other
 //! `%declare`d terminals (from post-lexers maskpar cannot know) are refused.
 //! Lookarounds in regexes are rewritten where exact (`lookaround`).
+//! llguidance's additions that only add forms Lark refuses: `x{m,n}`
+//! counts, `-` in names, terminals that match the empty string (made
+//! optional in lowering), `#` comments, special tokens and token ids (see
+//! `specials`); its `%json`/`%lark` nested grammars and parametric rules
+//! are refused with an error naming them.
 
 use std::collections::HashMap;
 
@@ -122,11 +127,20 @@ impl<'a> Parser<'a> {
     }
 
     fn name(&mut self) -> Option<String> {
-        let n: String = self
-            .rest()
-            .chars()
-            .take_while(|&c| is_name_char(c))
-            .collect();
+        // llguidance's names may hold '-' (not before '>', the alias arrow,
+        // and not last).
+        let rest = self.rest().as_bytes();
+        let mut len = 0;
+        while len < rest.len() {
+            let c = rest[len] as char;
+            let dash =
+                c == '-' && len > 0 && rest.get(len + 1).is_some_and(|&b| is_name_char(b as char));
+            if !is_name_char(c) && !dash {
+                break;
+            }
+            len += 1;
+        }
+        let n = self.rest()[..len].to_string();
         if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
             return None;
         }
@@ -188,6 +202,7 @@ impl<'a> Parser<'a> {
                     self.space(false);
                 }
             }
+            "if" => return self.err("llguidance's parametric rules (%if, ::) are not supported"),
             "override" | "extend" => {
                 let mut tmp = Defs::default();
                 self.definition(&mut tmp, true)?;
@@ -348,6 +363,10 @@ impl<'a> Parser<'a> {
         loop {
             let (min, max) = if let Some(q) = self.eat_quantifier() {
                 q
+            } else if let Some((len, lo, hi)) = self.braced_count()? {
+                // llguidance's `x{m}`, `x{m,n}`, `x{,n}`, `x{m,}`.
+                self.pos += len;
+                (lo, hi)
             } else if self.eat("~") {
                 self.space(false);
                 let lo = self.count()?;
@@ -366,6 +385,51 @@ impl<'a> Parser<'a> {
             self.space(nested);
             item = Node::repeat(item, min, max);
         }
+    }
+
+    /// A repetition count in braces at the cursor (`{m}`, `{m,n}`, `{,n}`,
+    /// `{m,}`, blanks allowed), without moving: its length in bytes and
+    /// bounds. None if the braces hold anything else (template arguments).
+    fn braced_count(&self) -> Result<Option<(usize, u32, Option<u32>)>> {
+        let rest = self.rest();
+        let Some(inner_end) = rest.strip_prefix('{').and_then(|r| r.find('}')) else {
+            return Ok(None);
+        };
+        let inner = &rest[1..=inner_end];
+        if inner.is_empty()
+            || !inner
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
+        {
+            return Ok(None);
+        }
+        let bound = |s: &str| -> Result<Option<u32>> {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            match s.parse::<u32>() {
+                Ok(v) if v <= MAX_REPEAT => Ok(Some(v)),
+                _ => Err(Error::LimitExceeded(format!(
+                    "repetition count {s} at {} exceeds the limit {MAX_REPEAT}",
+                    self.here()
+                ))),
+            }
+        };
+        let (lo, hi) = match inner.split_once(',') {
+            None => {
+                let Some(n) = bound(inner)? else {
+                    return Ok(None);
+                };
+                (n, Some(n))
+            }
+            Some((a, b)) if !b.contains(',') => (bound(a)?.unwrap_or(0), bound(b)?),
+            Some(_) => return Ok(None),
+        };
+        if hi.is_some_and(|h| h < lo) {
+            return self.err(format!("repetition {{{}}} has max < min", inner.trim()));
+        }
+        Ok(Some((inner.len() + 2, lo, hi)))
     }
 
     fn count(&mut self) -> Result<u32> {
@@ -430,9 +494,24 @@ impl<'a> Parser<'a> {
                 }
             }
             Some('/') if !self.rest().starts_with("//") => Node::Regex(self.regex()?),
+            // llguidance's special tokens and token ids.
+            Some('<') => super::specials::parse_token_ref(&mut self.c, false, true)?,
+            Some('%') => {
+                let word: String = self.rest()[1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .collect();
+                return self.err(format!(
+                    "%{word} inside a Lark grammar is not supported (llguidance's nested \
+                     grammars: compile the JSON schema with compile_json_schema)"
+                ));
+            }
             Some(c) if is_name_char(c) && !c.is_ascii_digit() => {
                 let save = self.pos;
                 let name = self.name().unwrap();
+                if self.rest().starts_with("::") {
+                    return self.err("llguidance's parametric rules (::, %if) are not supported");
+                }
                 // `name:` starts the next definition (only possible after a newline).
                 let mut look = self.pos;
                 let bytes = self.src.as_bytes();
@@ -443,7 +522,7 @@ impl<'a> Parser<'a> {
                     self.pos = save;
                     return Ok(None);
                 }
-                if self.eat("{") {
+                if self.braced_count()?.is_none() && self.eat("{") {
                     self.enter()?;
                     let mut args = Vec::new();
                     loop {

@@ -163,6 +163,27 @@ impl Lexeme {
         dfa.is_accepting(q) && !self.ends_unconditionally(dfa, q2)
     }
 
+    /// A lexeme without text (no DFA), named `regex` in messages: the
+    /// indenter's tokens and token terminals set their field on it.
+    fn textless(regex: String) -> Self {
+        Lexeme {
+            regex,
+            priority: 0,
+            width: 0,
+            text_len: 0,
+            dfa: None,
+            greedy: false,
+            follow: ByteSet::default(),
+            end_forbid: None,
+            declared: false,
+            literal: false,
+            text: None,
+            flags: String::new(),
+            embedded_in: Vec::new(),
+            tokens: None,
+        }
+    }
+
     pub fn nullable(&self) -> bool {
         self.dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
     }
@@ -227,6 +248,9 @@ struct Lowerer<'a> {
     /// Longest-match lexing: rules' plain strings waiting to be grouped
     /// (`wordgroups`) once every other lexeme exists.
     pending_words: Vec<PendingWords>,
+    /// Longest-match terminals that match the empty string, by lexeme key:
+    /// the nonterminal `ε | nonempty lexeme` that stands for each.
+    optional_lexemes: HashMap<String, u32>,
 }
 
 /// Whether `d` matches `text` and nothing else.
@@ -741,6 +765,9 @@ impl Lowerer<'_> {
         let key = format!("{priority}\u{0}{re}");
         let text = larkorder::string_text(n);
         let literal = text.is_some();
+        if let Some(&nt) = self.optional_lexemes.get(&key) {
+            return Ok(Sym::N(nt));
+        }
         if let Some(&id) = self.lexeme_ids.get(&key) {
             let lexeme = &mut self.lexemes[id as usize];
             lexeme.literal |= literal;
@@ -785,10 +812,26 @@ impl Lowerer<'_> {
                 None => None,
             },
         };
+        let mut key = key;
+        let mut dfa = dfa;
+        let mut optional = None;
         if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
+            // llguidance's terminals may match the empty string: the
+            // terminal becomes optional, its lexeme the non-empty matches.
             let what = lexeme_name(&re, name);
-            return Err(Error::Compile(format!("{what} matches the empty string")));
+            let (nonempty, nt) =
+                self.optional_terminal(dfa.as_deref(), end_forbid.is_some(), &what)?;
+            dfa = nonempty;
+            optional = Some((key.clone(), nt));
+            key.push_str("\u{0}nonempty");
+        }
+        if let Some((outer, nt)) = &optional {
+            if dfa.is_none() {
+                // It matches only the empty string.
+                self.optional_lexemes.insert(outer.clone(), *nt);
+                return Ok(Sym::N(*nt));
+            }
         }
         let id = self.lexemes.len() as u32;
         let (width, text_len, flags) = match pattern {
@@ -812,7 +855,35 @@ impl Lowerer<'_> {
             tokens: None,
         });
         self.lexeme_ids.insert(key, id);
+        if let Some((outer, nt)) = optional {
+            self.add_rule(nt, vec![Sym::T(id)])?;
+            self.optional_lexemes.insert(outer, nt);
+            return Ok(Sym::N(nt));
+        }
         Ok(Sym::T(id))
+    }
+
+    /// For a longest-match terminal `what` whose `dfa` accepts the empty
+    /// string: the DFA of its non-empty matches (None if there are none)
+    /// and a fresh nonterminal that derives the empty string (the caller
+    /// adds its rule to the lexeme).
+    fn optional_terminal(
+        &mut self,
+        dfa: Option<&ByteDfa>,
+        lookahead: bool,
+        what: &str,
+    ) -> Result<(Option<Arc<ByteDfa>>, u32)> {
+        if lookahead {
+            return Err(Error::Compile(format!(
+                "{what} matches the empty string and ends in a lookahead"
+            )));
+        }
+        let dfa = dfa.expect("a nullable lexeme has a DFA");
+        let empty = ByteDfa::literals(&[b""]).expect("the empty word has a DFA");
+        let nonempty = none_if_empty(ByteDfa::product(dfa, &empty, Op::AndNot))?;
+        let nt = self.fresh("empty-terminal")?;
+        self.add_rule(nt, Vec::new())?;
+        Ok((nonempty.map(Arc::new), nt))
     }
 
     /// A rule `lhs -> a` for each alternative `a`. With all-splits lexing
@@ -935,6 +1006,7 @@ impl Lowerer<'_> {
             text: None,
             flags: String::new(),
             embedded_in: Vec::new(),
+            tokens: None,
         });
         Ok(Sym::T(id))
     }
@@ -1119,20 +1191,8 @@ impl Lowerer<'_> {
         }
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
-            regex: format!("%declare {name}"),
-            priority: 0,
-            width: 0,
-            text_len: 0,
-            dfa: None,
-            greedy: false,
-            follow: ByteSet::default(),
-            end_forbid: None,
             declared: true,
-            literal: false,
-            text: None,
-            flags: String::new(),
-            embedded_in: Vec::new(),
-            tokens: None,
+            ..Lexeme::textless(format!("%declare {name}"))
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -1152,20 +1212,8 @@ impl Lowerer<'_> {
         crate::budget::charge_n(set.ranges.len())?;
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
-            regex: super::tokenterm::describe(set),
-            priority: 0,
-            width: 0,
-            text_len: 0,
-            dfa: None,
-            greedy: false,
-            follow: ByteSet::default(),
-            end_forbid: None,
-            declared: false,
-            literal: false,
-            text: None,
-            flags: String::new(),
-            embedded_in: Vec::new(),
             tokens: Some(set.clone()),
+            ..Lexeme::textless(super::tokenterm::describe(set))
         });
         self.lexeme_ids.insert(key, id);
         Ok(Sym::T(id))
@@ -1181,7 +1229,10 @@ impl Lowerer<'_> {
             )));
         }
         let Sym::T(newline) = self.terminal(&spec.newline)? else {
-            unreachable!("terminals lower to lexemes")
+            return Err(Error::Compile(format!(
+                "newline terminal {} may not match the empty string",
+                spec.newline
+            )));
         };
         let Sym::T(indent) = self.declared_lexeme(&spec.indent)? else {
             unreachable!()
@@ -1349,6 +1400,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
         lexeme_ids: HashMap::default(),
+        optional_lexemes: HashMap::default(),
         lexemes: Vec::new(),
         symbols: 0,
         member_sets: Vec::new(),

@@ -18,6 +18,7 @@ pub mod lookaround;
 pub mod lower;
 pub mod members;
 pub mod setnames;
+pub mod specials;
 pub mod textreach;
 pub mod tokenterm;
 pub mod walk;

@@ -6,7 +6,7 @@ use super::int::Int;
 use super::tokenizer::PyTokenizer;
 use super::{detached, to_py_err};
 use crate::budget;
-use crate::cfg::{gbnf, lark};
+use crate::cfg::{gbnf, lark, specials};
 use crate::grammar::CompiledGrammar;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -119,10 +119,11 @@ pub fn compile_grammar(
     let syntax: &'static str = match syntax {
         "auto" if source.contains("::=") => "gbnf",
         "auto" | "lark" => "lark",
-        "gbnf" => "gbnf",
+        // xgrammar's EBNF is GBNF with a few more forms.
+        "gbnf" | "ebnf" => "gbnf",
         other => {
             return Err(PyValueError::new_err(format!(
-                "unknown syntax {other:?}; expected 'auto', 'gbnf' or 'lark'"
+                "unknown syntax {other:?}; expected 'auto', 'gbnf', 'ebnf' or 'lark'"
             )))
         }
     };
@@ -137,6 +138,7 @@ pub fn compile_grammar(
             if let Some(start) = start {
                 ast.start = start.to_string();
             }
+            specials::resolve(&mut ast, &vocab)?;
             CompiledGrammar::from_ast(vocab, &ast, syntax, source)
         })
     })?
