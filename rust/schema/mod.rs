@@ -414,6 +414,7 @@ impl<'a> Compiler<'a> {
                     resolve: &resolve,
                     ignore_ref_siblings: self.legacy_draft,
                     conditionals: !self.before_draft7,
+                    own_keywords_last: self.opts.key_order == KeyOrder::Schema,
                     work: 0,
                 };
                 m.merge(vec![schema.clone()], ptr, 0)?
