@@ -59,7 +59,11 @@ def _parts(root: Any, schema: Any, value: Any, depth: int = 0) -> list[dict]:
 
 def _valid(root: Any, schema: Any, value: Any) -> bool:
     if isinstance(root, dict) and isinstance(schema, dict):
-        schema = {**schema, "$defs": root.get("$defs", {}), "definitions": root.get("definitions", {})}
+        schema = {
+            **schema,
+            "$defs": root.get("$defs", {}),
+            "definitions": root.get("definitions", {}),
+        }
     try:
         return jsonschema.Draft202012Validator(schema).is_valid(value)
     except Exception:
@@ -106,7 +110,11 @@ def reorder(value: Any, schema: Any, root: Any | None = None) -> Any:
     for k, v in value.items():
         if k not in out:
             extra = next(
-                (p["additionalProperties"] for p in parts if isinstance(p.get("additionalProperties"), dict)),
+                (
+                    p["additionalProperties"]
+                    for p in parts
+                    if isinstance(p.get("additionalProperties"), dict)
+                ),
                 {},
             )
             out[k] = reorder(v, extra, root)
@@ -120,7 +128,9 @@ def in_schema_order(value: Any, schema: Any, root: Any | None = None) -> bool:
     root = schema if root is None else root
     if isinstance(value, list) and not isinstance(value, Pairs):
         items = schema.get("items") if isinstance(schema, dict) else None
-        return all(in_schema_order(x, items if isinstance(items, dict) else {}, root) for x in value)
+        return all(
+            in_schema_order(x, items if isinstance(items, dict) else {}, root) for x in value
+        )
     if not isinstance(value, list):
         return True
     plain = pairs_to_value(value)
@@ -130,9 +140,7 @@ def in_schema_order(value: Any, schema: Any, root: Any | None = None) -> bool:
     ranks = [rank.get(k, len(order)) for k, _ in value]
     if ranks != sorted(ranks):
         return False
-    return all(
-        in_schema_order(v, schemas[k][0] if schemas.get(k) else {}, root) for k, v in value
-    )
+    return all(in_schema_order(v, schemas[k][0] if schemas.get(k) else {}, root) for k, v in value)
 
 
 class Pairs(list):

@@ -12,10 +12,10 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_order import Pairs, in_schema_order, pairs_to_value
 
 import maskpar
 from conftest import BYTES, EOS, accepts, random_walk
-from schema_order import Pairs, in_schema_order, pairs_to_value
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -27,7 +27,11 @@ def tok():
 
 PERSON = {
     "type": "object",
-    "properties": {"reasoning": {"type": "string"}, "answer": {"type": "integer"}, "note": {"type": "boolean"}},
+    "properties": {
+        "reasoning": {"type": "string"},
+        "answer": {"type": "integer"},
+        "note": {"type": "boolean"},
+    },
     "required": ["answer", "id"],
 }
 
@@ -45,8 +49,16 @@ PERSON = {
         (PERSON, '{"answer": 1, "id": 0, "y": 1, "x": 2}', True),  # in any order
         (PERSON, '{"answer": 1, "id": 0, "answer": 2}', False),
         (PERSON, '{"reasoning": "r", "id": 0}', False),  # answer is required
-        ({**PERSON, "required": ["answer"], "additionalProperties": False}, '{"answer": 1, "x": 1}', False),
-        ({**PERSON, "required": ["answer"], "additionalProperties": False}, '{"answer": 1, "note": true}', True),
+        (
+            {**PERSON, "required": ["answer"], "additionalProperties": False},
+            '{"answer": 1, "x": 1}',
+            False,
+        ),
+        (
+            {**PERSON, "required": ["answer"], "additionalProperties": False},
+            '{"answer": 1, "note": true}',
+            True,
+        ),
         ({"required": ["b", "a"]}, '{"b": 1, "a": 2}', True),  # required's own order
         ({"required": ["b", "a"]}, '{"a": 1, "b": 2}', False),
         ({"const": {"b": 1, "a": [{"d": 1, "c": 2}]}}, '{"b": 1, "a": [{"d": 1, "c": 2}]}', True),
@@ -59,13 +71,41 @@ PERSON = {
         ({**PERSON, "minProperties": 3}, '{"answer": 1, "id": 0, "note": true}', False),
         ({**PERSON, "maxProperties": 2}, '{"answer": 1, "id": 0}', True),
         ({**PERSON, "maxProperties": 2}, '{"reasoning": "", "answer": 1, "id": 0}', False),
-        ({**PERSON, "dependentRequired": {"note": ["reasoning"]}}, '{"answer": 1, "note": true, "id": 0}', False),
-        ({**PERSON, "dependentRequired": {"note": ["reasoning"]}}, '{"reasoning": "", "answer": 1, "note": true, "id": 0}', True),
-        ({"properties": {"a": {}, "bbb": {}}, "propertyNames": {"maxLength": 2}}, '{"a": 1, "bbb": 0}', False),
-        ({"properties": {"a": {}, "bbb": {}}, "propertyNames": {"maxLength": 2}}, '{"a": 1, "zz": 0}', True),
-        ({"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}}, '{"a": 1, "x1": 2, "q": 3}', True),
-        ({"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}}, '{"x1": 2, "a": 1}', False),
-        ({"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}}, '{"a": 1, "x1": "s"}', False),
+        (
+            {**PERSON, "dependentRequired": {"note": ["reasoning"]}},
+            '{"answer": 1, "note": true, "id": 0}',
+            False,
+        ),
+        (
+            {**PERSON, "dependentRequired": {"note": ["reasoning"]}},
+            '{"reasoning": "", "answer": 1, "note": true, "id": 0}',
+            True,
+        ),
+        (
+            {"properties": {"a": {}, "bbb": {}}, "propertyNames": {"maxLength": 2}},
+            '{"a": 1, "bbb": 0}',
+            False,
+        ),
+        (
+            {"properties": {"a": {}, "bbb": {}}, "propertyNames": {"maxLength": 2}},
+            '{"a": 1, "zz": 0}',
+            True,
+        ),
+        (
+            {"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}},
+            '{"a": 1, "x1": 2, "q": 3}',
+            True,
+        ),
+        (
+            {"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}},
+            '{"x1": 2, "a": 1}',
+            False,
+        ),
+        (
+            {"properties": {"a": {}, "b": {}}, "patternProperties": {"^x": {"type": "integer"}}},
+            '{"a": 1, "x1": "s"}',
+            False,
+        ),
     ],
 )
 def test_schema_order_examples(tok, schema, text, ok):
@@ -77,7 +117,11 @@ def test_schema_order_examples(tok, schema, text, ok):
 
 def test_schema_order_has_no_property_count_limit(tok):
     names = [f"p{i}" for i in range(1000)]
-    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names}, "required": ["p999"]}
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "required": ["p999"],
+    }
     with pytest.raises(ValueError, match="at most 128"):
         maskpar.compile_json_schema(tok, schema)
     g = maskpar.compile_json_schema(tok, schema, key_order="schema")
@@ -92,7 +136,11 @@ def test_schema_order_has_no_property_count_limit(tok):
 def test_refusals_are_clear(tok):
     with pytest.raises(ValueError, match="key_order must be 'any' or 'schema'"):
         maskpar.compile_json_schema(tok, {}, key_order="sorted")
-    witness = {"type": "object", "properties": {"a": {}}, "not": {"additionalProperties": {"type": "string"}}}
+    witness = {
+        "type": "object",
+        "properties": {"a": {}},
+        "not": {"additionalProperties": {"type": "string"}},
+    }
     with pytest.raises(ValueError, match="schema key order is not supported"):
         maskpar.compile_json_schema(tok, witness, key_order="schema")
     for bad in [r"\s*", "x?", " *|,", r"[ \x0b]*"]:
@@ -114,7 +162,15 @@ def test_refusals_are_clear(tok):
 # -- walks -------------------------------------------------------------------
 
 names = st.sampled_from(["a", "b", "c", "id", "zz", "k1"])
-leaf = st.sampled_from([{"type": "integer"}, {"type": "string", "maxLength": 3}, {"type": "boolean"}, {}, {"enum": [1, "x", None]}])
+leaf = st.sampled_from(
+    [
+        {"type": "integer"},
+        {"type": "string", "maxLength": 3},
+        {"type": "boolean"},
+        {},
+        {"enum": [1, "x", None]},
+    ]
+)
 
 
 def objects(children):
@@ -178,7 +234,10 @@ def test_walks_in_schema_order_validate_and_keep_the_order(tok, schema, seed):
     seed=st.integers(0, 2**32 - 1),
 )
 def test_whitespace_options_are_honoured(tok, pattern, max_ws, seed):
-    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}, "b": {}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {"type": "integer"}}, "b": {}},
+    }
     options = {"max_whitespace": max_ws} if max_ws is not None else {"whitespace_pattern": pattern}
     g = maskpar.compile_json_schema(tok, schema, key_order="schema", **options)
     rng = random.Random(seed)
@@ -203,4 +262,31 @@ def test_whitespace_runs_past_the_bound_are_refused(tok):
     g = maskpar.compile_json_schema(tok, {"type": "array"}, max_whitespace=0)
     assert accepts(g, "[1,2]") and not accepts(g, "[1, 2]")
     g = maskpar.compile_json_schema(tok, {"type": "object"}, whitespace_pattern="\\n? ?")
-    assert accepts(g, '{\n "a":\n 1}') and not accepts(g, '{  "a": 1}') and not accepts(g, '{ \n"a": 1}')
+    assert (
+        accepts(g, '{\n "a":\n 1}')
+        and not accepts(g, '{  "a": 1}')
+        and not accepts(g, '{ \n"a": 1}')
+    )
+
+
+@pytest.mark.parametrize(
+    "layout", [{"indent": 2}, {"separators": (",", ":")}, {"whitespace": "compact"}, {}]
+)
+def test_schema_order_in_every_layout(tok, layout):
+    schema = {
+        **PERSON,
+        "properties": {**PERSON["properties"], "nested": {"properties": {"y": {}, "x": {}}}},
+    }
+    g = maskpar.compile_json_schema(tok, schema, key_order="schema", **layout)
+    dumps = {k: v for k, v in layout.items() if k != "whitespace"}
+    if layout.get("whitespace") == "compact":
+        dumps = {"separators": (",", ":")}
+    good = {"reasoning": "r", "answer": 1, "nested": {"y": [], "x": {}}, "id": 0, "more": [1]}
+    assert accepts(g, json.dumps(good, **dumps))
+    for bad in (
+        {"answer": 1, "reasoning": "r", "id": 0},
+        {"answer": 1, "nested": {"x": 1, "y": 2}, "id": 0},
+        {"answer": 1, "more": 1, "id": 0},
+    ):
+        assert not accepts(g, json.dumps(bad, **dumps))
+    assert accepts(g, json.dumps({"answer": 1, "id": 0}, **dumps))

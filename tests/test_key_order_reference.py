@@ -20,10 +20,10 @@ import random
 import re
 
 import pytest
+from schema_order import reorder
 
 import maskpar
 from conftest import BYTES, EOS, MASKBENCH_SAMPLE, accepts, random_walk
-from schema_order import reorder
 
 xgrammar = pytest.importorskip("xgrammar")
 llguidance = pytest.importorskip("llguidance")
@@ -46,7 +46,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
 @pytest.fixture(scope="module")
 def engines():
     tok = maskpar.Tokenizer.from_vocab(BYTES, [EOS])
-    info = xgrammar.TokenizerInfo(BYTES[:256] + [b""], vocab_type=xgrammar.VocabType.RAW, stop_token_ids=[EOS])
+    info = xgrammar.TokenizerInfo(
+        BYTES[:256] + [b""], vocab_type=xgrammar.VocabType.RAW, stop_token_ids=[EOS]
+    )
     xg = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
     llt = llguidance.LLTokenizer.from_tiktoken(
         encoder={b: i for i, b in enumerate(BYTES[:256])},
@@ -103,7 +105,9 @@ def test_schema_order_agrees_with_xgrammar_and_llguidance(engines):
             continue
         refs = {}
         try:
-            compiled = xg.compile_json_schema(json.dumps(schema), any_whitespace=True, strict_mode=False)
+            compiled = xg.compile_json_schema(
+                json.dumps(schema), any_whitespace=True, strict_mode=False
+            )
             refs["xgrammar"] = lambda text, c=compiled: xgrammar_accepts(c, text)
         except Exception:  # a reference's refusal: nothing to compare
             pass
@@ -135,17 +139,38 @@ def test_schema_order_agrees_with_xgrammar_and_llguidance(engines):
 MERGES = [
     # allOf members first, then the schema's own properties.
     (
-        {"type": "object", "allOf": [{"properties": {"b": {}}}, {"properties": {"a": {}, "c": {}}}], "properties": {"c": {}, "d": {}}},
-        ['{"b":1,"a":2,"c":3,"d":4}', '{"c":1,"d":2,"b":3,"a":4}', '{"b":1,"d":2}', '{"d":1,"b":2}'],
+        {
+            "type": "object",
+            "allOf": [{"properties": {"b": {}}}, {"properties": {"a": {}, "c": {}}}],
+            "properties": {"c": {}, "d": {}},
+        },
+        [
+            '{"b":1,"a":2,"c":3,"d":4}',
+            '{"c":1,"d":2,"b":3,"a":4}',
+            '{"b":1,"d":2}',
+            '{"d":1,"b":2}',
+        ],
     ),
     # A $ref's properties before its siblings'.
     (
-        {"$defs": {"X": {"properties": {"b": {}, "a": {}}}}, "type": "object", "$ref": "#/$defs/X", "properties": {"c": {}}},
+        {
+            "$defs": {"X": {"properties": {"b": {}, "a": {}}}},
+            "type": "object",
+            "$ref": "#/$defs/X",
+            "properties": {"c": {}},
+        },
         ['{"b":1,"a":2,"c":3}', '{"c":1,"b":2,"a":3}'],
     ),
     # anyOf branches after the schema's own properties (xgrammar puts them first).
     (
-        {"type": "object", "properties": {"a": {}, "b": {}}, "anyOf": [{"properties": {"c": {}}, "required": ["c"]}, {"properties": {"d": {}}, "required": ["d"]}]},
+        {
+            "type": "object",
+            "properties": {"a": {}, "b": {}},
+            "anyOf": [
+                {"properties": {"c": {}}, "required": ["c"]},
+                {"properties": {"d": {}}, "required": ["d"]},
+            ],
+        },
         ['{"a":1,"b":2,"c":3}', '{"c":3,"a":1}', '{"a":1,"d":3}'],
     ),
     # Names only `required` lists, in its order (xgrammar takes any order).
@@ -155,7 +180,11 @@ MERGES = [
     ),
     # Pattern members after the listed ones (xgrammar takes them anywhere).
     (
-        {"type": "object", "properties": {"b": {}, "a": {}}, "patternProperties": {"^x": {"type": "integer"}}},
+        {
+            "type": "object",
+            "properties": {"b": {}, "a": {}},
+            "patternProperties": {"^x": {"type": "integer"}},
+        },
         ['{"b":1,"a":2,"x":3}', '{"x":3,"b":1}', '{"b":1,"x":"s"}'],
     ),
 ]
@@ -165,6 +194,8 @@ MERGES = [
 def test_merged_schemas_order_members_as_llguidance_does(engines, schema, texts):
     tok, _, llt = engines
     g = maskpar.compile_json_schema(tok, schema, key_order="schema")
-    lark = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), defaults={"whitespace_flexible": True})
+    lark = llguidance.LLMatcher.grammar_from_json_schema(
+        json.dumps(schema), defaults={"whitespace_flexible": True}
+    )
     for text in texts:
         assert accepts(g, text) == llguidance_accepts(llt, lark, text), text
