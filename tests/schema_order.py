@@ -70,6 +70,18 @@ def _valid(root: Any, schema: Any, value: Any) -> bool:
         return False
 
 
+def _item_schemas(root: Any, schema: Any, value: list) -> list[Any]:
+    """The schema of each item of the array ``value`` (``prefixItems``, then
+    ``items``, from the first part that has them)."""
+    parts = _parts(root, _resolve(root, schema), value)
+    prefix = next((p["prefixItems"] for p in parts if isinstance(p.get("prefixItems"), list)), [])
+    items = next((p["items"] for p in parts if isinstance(p.get("items"), dict)), {})
+    if not prefix:
+        # Drafts 4-7: an array of item schemas.
+        prefix = next((p["items"] for p in parts if isinstance(p.get("items"), list)), [])
+    return [prefix[i] if i < len(prefix) else items for i in range(len(value))]
+
+
 def listed_order(parts: list[dict]) -> tuple[list[str], dict[str, list[Any]]]:
     """The listed names in schema order, and the schemas of each."""
     order: list[str] = []
@@ -96,8 +108,8 @@ def reorder(value: Any, schema: Any, root: Any | None = None) -> Any:
     """``value`` with every object's members in schema order."""
     root = schema if root is None else root
     if isinstance(value, list):
-        items = schema.get("items") if isinstance(schema, dict) else None
-        return [reorder(x, items if isinstance(items, dict) else {}, root) for x in value]
+        subs = _item_schemas(root, schema, value)
+        return [reorder(x, sub, root) for x, sub in zip(value, subs)]
     if not isinstance(value, dict):
         return value
     parts = _parts(root, _resolve(root, schema), value)
@@ -127,10 +139,8 @@ def in_schema_order(value: Any, schema: Any, root: Any | None = None) -> bool:
     schema order. Objects are lists of pairs here."""
     root = schema if root is None else root
     if isinstance(value, list) and not isinstance(value, Pairs):
-        items = schema.get("items") if isinstance(schema, dict) else None
-        return all(
-            in_schema_order(x, items if isinstance(items, dict) else {}, root) for x in value
-        )
+        subs = _item_schemas(root, schema, pairs_to_value(value))
+        return all(in_schema_order(x, sub, root) for x, sub in zip(value, subs))
     if not isinstance(value, list):
         return True
     plain = pairs_to_value(value)

@@ -133,6 +133,18 @@ def test_schema_order_has_no_property_count_limit(tok):
     assert accepts(g, json.dumps(big_const["const"]))
 
 
+def test_counted_objects_take_many_unlisted_members_in_order(tok):
+    # The count of unlisted members sits in the set's top byte: past 16 of
+    # them its bits must not be read as listed members.
+    schema = {"properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 40}
+    g = maskpar.compile_json_schema(tok, schema, key_order="schema")
+    many = {"a": 0, **{f"x{i}": i for i in range(37)}}
+    assert accepts(g, json.dumps(many))
+    assert accepts(g, json.dumps({**many, "y": 1, "z": 2}))  # 40 members
+    assert not accepts(g, json.dumps({**many, "y": 1, "z": 2, "w": 3}))  # at most 40
+    assert not accepts(g, json.dumps({"x": 1, "a": 0}))
+
+
 def test_refusals_are_clear(tok):
     with pytest.raises(ValueError, match="key_order must be 'any' or 'schema'"):
         maskpar.compile_json_schema(tok, {}, key_order="sorted")

@@ -213,7 +213,7 @@ impl MemberRules {
     /// object can still close within the maximum afterwards (so every set
     /// the parser reaches can be completed).
     pub fn may_add(&self, used: MemberSet, op: u8) -> bool {
-        if op < COUNT && self.keys(used) & (1 as MemberSet) << op != 0 {
+        if is_listed(op) && self.keys(used) & (1 as MemberSet) << op != 0 {
             return false;
         }
         let next = apply(op, used);

@@ -172,3 +172,39 @@ impl<'a> Compiler<'a> {
         self.opts.indent.is_some() && self.nest > MAX_INDENT_DEPTH
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pattern: Option<&str>, max: Option<u32>) -> SchemaOptions {
+        SchemaOptions {
+            whitespace_pattern: pattern.map(String::from),
+            max_whitespace: max,
+            ..SchemaOptions::default()
+        }
+    }
+
+    #[test]
+    fn whitespace_patterns_must_match_json_whitespace_only() {
+        for ok in [" ?", "[ \\t\\n\\r]*", "\\n? {0,4}", "", "(?:\\r\\n)+"] {
+            assert!(check_whitespace(&opts(Some(ok), None)).is_ok(), "{ok}");
+        }
+        for bad in ["\\s*", " *x", ".", "[ \\x0b]", " *|,", "\\p{Zs}"] {
+            let e = check_whitespace(&opts(Some(bad), None)).unwrap_err();
+            assert!(
+                e.to_string().contains("other than JSON whitespace"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(check_whitespace(&opts(Some("("), None)).is_err());
+        assert!(check_whitespace(&opts(Some(" ?"), Some(2))).is_err());
+        assert!(check_whitespace(&opts(None, Some(MAX_WHITESPACE_LIMIT))).is_ok());
+        assert!(check_whitespace(&opts(None, Some(MAX_WHITESPACE_LIMIT + 1))).is_err());
+        let compact = SchemaOptions {
+            whitespace: Whitespace::Compact,
+            ..opts(None, Some(1))
+        };
+        assert!(check_whitespace(&compact).is_err());
+    }
+}

@@ -13,6 +13,13 @@
 //! checked in rules linear in the members (at most `MAX_MEMBERS` of them).
 //! A required name that cannot appear (a `false` schema, rejected by
 //! `propertyNames`, or matching nothing) leaves no object (None).
+//!
+//! `key_order="schema"` fixes the order instead: listed members in their
+//! order (`properties`, then names only `required` lists), unlisted ones
+//! after them. Without counts, dependencies or a witness that is a plain
+//! sequence of optional members (`ordered_members`, no member sets and no
+//! bound on the members); with them, the member sets also check the order
+//! (`MemberRules::ordered`).
 
 use super::keys::{matching, KeyPattern};
 use super::keywords::count;
@@ -45,7 +52,7 @@ impl<'a> Compiler<'a> {
         };
         // A name listed twice is still one member (the first time counts:
         // names only `required` lists come in its order).
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = rustc_hash::FxHashSet::default();
         required.retain(|r| seen.insert(*r));
         let additional: Option<(String, &'a Value)> = match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
