@@ -249,7 +249,9 @@ class MaskparBackend(StructuredOutputBackend):
     Request types: JSON (``disable_any_whitespace`` -> compact,
     ``disable_additional_properties`` -> ``additionalProperties: false`` where
     absent, exactly as vLLM's guidance backend rewrites the schema; members in
-    schema order where this maskpar supports ``key_order="schema"``),
+    schema order, ``key_order="schema"``, as vLLM's xgrammar and guidance
+    backends generate them; a request's ``whitespace_pattern``, which the
+    request validator carries in the spec, as ``whitespace_pattern``),
     JSON_OBJECT, REGEX, GRAMMAR (Lark or GBNF, told apart by vLLM's own
     ``grammar_is_likely_lark``), CHOICE (a regex of the escaped literals).
     STRUCTURAL_TAG is refused (not supported by maskpar yet). A grammar that
