@@ -189,7 +189,18 @@ impl Cfg {
     }
 
     /// Whether a rule guarded by `guard` may be predicted with member set `used`.
+    /// Inlined into the parser's prediction loop: most rules have no guard.
+    #[inline]
     pub fn admits(&self, guard: Guard, used: MemberSet) -> bool {
+        match guard {
+            Guard::Always => true,
+            _ => self.admits_members(guard, used),
+        }
+    }
+
+    /// `admits` for a member-set guard, kept out of line.
+    #[inline(never)]
+    fn admits_members(&self, guard: Guard, used: MemberSet) -> bool {
         match guard {
             Guard::Always => true,
             Guard::Add { set, op } => self.member_rules[set as usize].may_add(used, op),
