@@ -23,7 +23,14 @@ their timings never share the two CPUs.
 Engine settings follow the JSON Schema defaults: flexible whitespace,
 additional properties allowed (xgrammar ``strict_mode=False``).
 
-Usage: ``python bench/maskbench.py [--sample N] [--engines ...]``.
+``--key-order schema``: every engine generates members in the schema's order
+(maskpar ``key_order="schema"``; xgrammar and llguidance do by default), and
+every instance is re-ordered into schema order first
+(``tests/schema_order.py``, computed from the schema alone). The default,
+``any``, compiles maskpar with members in any order and keeps the instances'
+own order.
+
+Usage: ``python bench/maskbench.py [--sample N] [--engines ...] [--key-order schema]``.
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ from bench_regex import (  # noqa: E402
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from schema_order import reorder  # noqa: E402
+
 DEFAULT_DATA = os.path.join(HERE, "..", "..", "shared", "data", "maskbench", "dev.jsonl.gz")
 ENGINES = ("maskpar", "llguidance", "xgrammar")
 EOS = EOS_IDS[0]
@@ -83,15 +93,17 @@ class Engine:
 
 
 class MaskparEngine(Engine):
-    def __init__(self, vocab: Vocab) -> None:
+    def __init__(self, vocab: Vocab, key_order: str) -> None:
         import maskpar
 
         self.mp = maskpar
         maskpar.set_num_threads(2)
         self.tok = maskpar_tokenizer(vocab)
+        self.key_order = key_order
 
     def compile(self, schema: str) -> Any:
-        return self.mp.Matcher(self.mp.compile_json_schema(self.tok, schema))
+        g = self.mp.compile_json_schema(self.tok, schema, key_order=self.key_order)
+        return self.mp.Matcher(g)
 
     def fill(self, m: Any, bitmask: Any) -> None:
         m.fill_next_token_bitmask(bitmask, 0)
@@ -145,10 +157,10 @@ class XGrammarEngine(Engine):
         return m.accept_token(t)
 
 
-def make_engine(name: str) -> Engine:
+def make_engine(name: str, key_order: str) -> Engine:
     vocab = load_vocab()
     if name == "maskpar":
-        return MaskparEngine(vocab)
+        return MaskparEngine(vocab, key_order)
     if name == "llguidance":
         return LLGuidanceEngine(vocab)
     return XGrammarEngine(vocab)
@@ -210,14 +222,14 @@ def run_file(eng: Engine, rec: dict, seqs: list[list[int]], bitmask: Any) -> Fil
     return res
 
 
-def worker(name: str, jobs: Any, results: Any) -> None:
+def worker(name: str, key_order: str, jobs: Any, results: Any) -> None:
     import torch
 
     # Engines log refusals from native code on stderr; results carry them.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
 
-    eng = make_engine(name)
+    eng = make_engine(name, key_order)
     bitmask = torch.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=torch.int32)
     results.put(("ready", None))
     while True:
@@ -239,15 +251,15 @@ def worker(name: str, jobs: Any, results: Any) -> None:
 class Runner:
     """One engine's worker process, restarted after a timeout."""
 
-    def __init__(self, name: str, timeout_s: float) -> None:
-        self.name, self.timeout_s = name, timeout_s
+    def __init__(self, name: str, timeout_s: float, key_order: str) -> None:
+        self.name, self.timeout_s, self.key_order = name, timeout_s, key_order
         self.ctx = mp.get_context("spawn")
         self.proc: Any = None
 
     def start(self) -> None:
         self.jobs, self.results = self.ctx.Queue(), self.ctx.Queue()
         self.proc = self.ctx.Process(
-            target=worker, args=(self.name, self.jobs, self.results), daemon=True
+            target=worker, args=(self.name, self.key_order, self.jobs, self.results), daemon=True
         )
         self.proc.start()
         kind, _ = self.results.get(timeout=300)
@@ -433,6 +445,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per file and engine")
     ap.add_argument("--top", type=int, default=15, help="errors listed per engine")
     ap.add_argument("--jsonl", default=None, help="write per-file results here")
+    ap.add_argument(
+        "--key-order",
+        choices=("any", "schema"),
+        default="any",
+        help="schema: members in schema order (instances re-ordered to match)",
+    )
     return ap.parse_args(argv)
 
 
@@ -440,15 +458,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     recs = load_files(args.data, args.sample, args.seed, args.match)
     enc = load_vocab().encode
+    if args.key_order == "schema":
+        for r in recs:
+            for t in r["tests"]:
+                t["data"] = reorder(t["data"], r["schema"])
     seqs = [[enc(json.dumps(t["data"], ensure_ascii=False)) for t in r["tests"]] for r in recs]
     print(
-        f"MaskBench dev: {len(recs)} files, {sum(len(s) for s in seqs)} instances, "
+        f"MaskBench dev (key order: {args.key_order}): {len(recs)} files, "
+        f"{sum(len(s) for s in seqs)} instances, "
         f"{sum(len(x) for s in seqs for x in s)} tokens (Llama-3); "
         f"per-file limit {args.timeout:.0f} s; {versions()}"
     )
     results: dict[str, list[FileResult]] = {}
     for name in args.engines:
-        runner = Runner(name, args.timeout)
+        runner = Runner(name, args.timeout, args.key_order)
         t0 = time.time()
         out = []
         for i, (rec, s) in enumerate(zip(recs, seqs)):

@@ -151,6 +151,9 @@ def compile_json_schema(
     separators: tuple[str, str] | None = None,
     strict_properties: bool = False,
     assert_formats: bool = True,
+    key_order: str = "any",
+    max_whitespace: int | None = None,
+    whitespace_pattern: str | None = None,
     max_compile_steps: int | None = None,
 ) -> Grammar:
     """Compiles a JSON Schema (dict or JSON text) to a grammar over the text
@@ -161,7 +164,14 @@ def compile_json_schema(
     the same arguments, overriding ``whitespace`` (indented containers nest
     at most ``MAX_INDENT_DEPTH`` deep); ``strict_properties`` refuses
     unlisted properties unless ``additionalProperties`` allows them; known
-    formats constrain strings unless ``assert_formats=False``. Keywords that
+    formats constrain strings unless ``assert_formats=False``.
+    ``key_order="schema"`` generates members in the schema's ``properties``
+    order (optional ones may be left out), then names only ``required``
+    lists, then unlisted members in any order, as xgrammar and llguidance
+    do; the default "any" takes each listed member at most once in any
+    order. ``max_whitespace`` bounds each run of flexible whitespace, or
+    ``whitespace_pattern`` (a regex matching JSON whitespace only) is what
+    each run must match whole. Keywords that
     cannot be compiled exactly raise ValueError naming the keyword and its
     JSON pointer. ``max_compile_steps`` bounds the compile's work (default
     ``DEFAULT_COMPILE_STEPS``). Results are cached by content (thread-safe)."""

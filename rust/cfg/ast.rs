@@ -129,6 +129,9 @@ pub struct Members {
     pub twins: Vec<(usize, usize)>,
     /// Listed members at least one of which is used (empty: no such rule).
     pub any_of: Vec<usize>,
+    /// Listed members come in their order, before the unlisted ones
+    /// (`key_order="schema"`).
+    pub ordered: bool,
 }
 
 impl Members {
@@ -151,6 +154,9 @@ impl Members {
                 .map(|&(a, b)| (a as u8, b as u8))
                 .collect(),
             any_of: bits(&mut self.any_of.iter().copied()),
+            ordered: self.ordered,
+            live: 0,
+            extra_live: false,
         }
     }
 }

@@ -1118,6 +1118,7 @@ mod tests {
             dependent: vec![],
             twins: vec![],
             any_of: vec![],
+            ordered: false,
         };
         let build = |members: Members| {
             let ast = GrammarAst {

@@ -18,7 +18,9 @@ use super::greedy::greedy_lexemes;
 use super::horn::Horn;
 use super::indent::{self, Indenter};
 use super::larkorder;
-use super::members::{self, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS};
+use super::members::{
+    self, is_listed, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS, ORDERED_COUNT, ORDERED_KEEP,
+};
 use super::setnames::SetNames;
 use super::wordgroups::{self, PendingWords, Placement};
 use crate::error::{Error, Result};
@@ -221,7 +223,18 @@ impl Cfg {
     }
 
     /// Whether a rule guarded by `guard` may be predicted with member set `used`.
+    /// Inlined into the parser's prediction loop: most rules have no guard.
+    #[inline]
     pub fn admits(&self, guard: Guard, used: MemberSet) -> bool {
+        match guard {
+            Guard::Always => true,
+            _ => self.admits_members(guard, used),
+        }
+    }
+
+    /// `admits` for a member-set guard, kept out of line.
+    #[inline(never)]
+    fn admits_members(&self, guard: Guard, used: MemberSet) -> bool {
         match guard {
             Guard::Always => true,
             Guard::Add { set, op } => self.member_rules[set as usize].may_add(used, op),
@@ -1137,7 +1150,12 @@ impl Lowerer<'_> {
         // object of its own (a literal), whose set takes the next index.
         self.member_sets.push(after);
         self.member_rules.push(rules.clone());
-        let extra_op = if rules.counted() { COUNT } else { KEEP };
+        let extra_op = match (rules.ordered, rules.counted()) {
+            (false, false) => KEEP,
+            (false, true) => COUNT,
+            (true, false) => ORDERED_KEEP,
+            (true, true) => ORDERED_COUNT,
+        };
         // Lowered together, the separator and a literal key form one lexeme.
         let entries = m
             .listed
@@ -1542,7 +1560,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
                 .all(|s| s.nonterminal() == Some(after) || sym_ok(s, productive));
             match r.guard {
                 _ if !ok => {}
-                Guard::Add { op, .. } if op < COUNT => addable |= (1 as MemberSet) << op,
+                Guard::Add { op, .. } if is_listed(op) => addable |= (1 as MemberSet) << op,
                 Guard::Add { .. } => extra = true,
                 Guard::Close { .. } => close = true,
                 Guard::Always => {}
@@ -1580,12 +1598,28 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
     if !productive[0] {
         return Err(Error::Compile("the grammar matches no string".into()));
     }
+    // Ordered objects look ahead at what may still come (`MemberRules::live`).
+    let extra_live: Vec<bool> = (l.member_sets.iter())
+        .map(|after| {
+            member_rules[after].iter().any(|r| {
+                matches!(r.guard, Guard::Add { op, .. } if !is_listed(op))
+                    && (r.rhs.iter())
+                        .all(|s| s.nonterminal() == Some(*after) || sym_ok(s, &productive))
+            })
+        })
+        .collect();
+    drop(member_rules);
+    let mut member_rules_out = l.member_rules;
+    for (set, rules) in member_rules_out.iter_mut().enumerate() {
+        rules.live = can_add[set];
+        rules.extra_live = extra_live[set];
+    }
     let rules: Vec<Rule> = l
         .rules
         .into_iter()
         .filter(|r| r.rhs.iter().all(|s| sym_ok(s, &productive)))
         .filter(|r| match r.guard {
-            Guard::Add { set, op } if op < COUNT => can_add[set as usize] & (1 << op) != 0,
+            Guard::Add { set, op } if is_listed(op) => can_add[set as usize] & (1 << op) != 0,
             _ => true,
         })
         .collect();
@@ -1634,7 +1668,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         lexemes,
         ignore,
         lexing,
-        member_rules: l.member_rules,
+        member_rules: member_rules_out,
         indenter,
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         names: SetNames::default(),

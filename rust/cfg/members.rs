@@ -7,6 +7,13 @@
 //! Bits 0..120 are the listed members. When members are counted (a minimum
 //! or maximum is given) the top byte counts the unlisted ones, saturating at
 //! `MAX_COUNT`.
+//!
+//! Ordered objects (`key_order="schema"` with counts or dependencies; plain
+//! ones need no set, see `schema::objects`) also fix the order: a listed
+//! member comes after every listed member used before it, all before the
+//! unlisted ones. Bit `EXTRAS_BEGUN` (so at most 119 listed members) records
+//! that an unlisted member came, and each step keeps the object completable
+//! in that order: what is still missing comes later and can be added.
 
 use crate::error::{Error, Result};
 
@@ -14,6 +21,14 @@ use crate::error::{Error, Result};
 pub const KEEP: u8 = u8::MAX;
 /// `Sym::P`'s op for "one more unlisted member".
 pub const COUNT: u8 = u8::MAX - 1;
+/// `Sym::P`'s op for "an unlisted member" in an ordered object.
+pub const ORDERED_KEEP: u8 = u8::MAX - 2;
+/// `Sym::P`'s op for "one more unlisted member" in an ordered object.
+pub const ORDERED_COUNT: u8 = u8::MAX - 3;
+/// Whether `op` adds a listed member (its index) rather than an unlisted one.
+pub fn is_listed(op: u8) -> bool {
+    op < ORDERED_COUNT
+}
 /// A set of members (and the count of unlisted ones).
 pub type MemberSet = u128;
 const COUNT_SHIFT: u32 = 120;
@@ -22,6 +37,10 @@ const LISTED: MemberSet = (1 << COUNT_SHIFT) - 1;
 pub const MAX_MEMBERS: usize = 128;
 /// Listed members per object when members are counted.
 pub const MAX_COUNTED_MEMBERS: usize = COUNT_SHIFT as usize;
+/// In an ordered object: an unlisted member came (no listed one may follow).
+const EXTRAS_BEGUN: MemberSet = 1 << (COUNT_SHIFT - 1);
+/// Listed members per ordered object (below `EXTRAS_BEGUN`).
+pub const MAX_ORDERED_MEMBERS: usize = COUNT_SHIFT as usize - 1;
 /// Bound on `minProperties` / `maxProperties` (the counter is one byte).
 pub const MAX_COUNT: u32 = 200;
 
@@ -32,6 +51,8 @@ pub fn apply(op: u8, used: MemberSet) -> MemberSet {
         // Past MAX_COUNT only "at least min" is asked, and min <= MAX_COUNT.
         COUNT if used >> COUNT_SHIFT >= MAX_COUNT as MemberSet => used,
         COUNT => used + (1 << COUNT_SHIFT),
+        ORDERED_KEEP => used | EXTRAS_BEGUN,
+        ORDERED_COUNT => apply(COUNT, used | EXTRAS_BEGUN),
         m => used | (1 as MemberSet) << m,
     }
 }
@@ -52,12 +73,21 @@ pub struct MemberRules {
     /// Listed members of which at least one must be used (none: no such
     /// constraint); `not` of `additionalProperties` makes them.
     pub any_of: MemberSet,
+    /// Members come in index order, all before the unlisted ones.
+    pub ordered: bool,
+    /// Whether an unlisted member may be added (set with `live`).
+    pub extra_live: bool,
+    /// The listed members that may really be added (set once the grammar's
+    /// productive rules are known; ordered objects look ahead with it).
+    pub live: MemberSet,
 }
 
 impl MemberRules {
     /// Refuses what the set cannot represent exactly.
     pub fn check(&self) -> Result<()> {
-        let limit = if self.counted() {
+        let limit = if self.ordered {
+            MAX_ORDERED_MEMBERS
+        } else if self.counted() {
             MAX_COUNTED_MEMBERS
         } else {
             MAX_MEMBERS
@@ -87,6 +117,13 @@ impl MemberRules {
                     .into(),
             ));
         }
+        if self.ordered && (self.any_of != 0 || !self.twins.is_empty()) {
+            return Err(Error::Compile(
+                "a member some other member must be (`not` of `additionalProperties`) in schema \
+                 key order is not supported yet"
+                    .into(),
+            ));
+        }
         if self.min > 0 && !self.dependent.is_empty() {
             // Adding a member may add its dependencies too, so "some count in
             // [min, max]" is no longer reachable one member at a time.
@@ -103,8 +140,34 @@ impl MemberRules {
         self.min > 0 || self.max.is_some()
     }
 
-    fn count(used: MemberSet) -> u32 {
-        (used & LISTED).count_ones() + (used >> COUNT_SHIFT) as u32
+    fn count(&self, used: MemberSet) -> u32 {
+        let listed = if self.ordered {
+            used & LISTED & !EXTRAS_BEGUN
+        } else {
+            used & LISTED
+        };
+        listed.count_ones() + (used >> COUNT_SHIFT) as u32
+    }
+
+    /// Ordered objects: whether `op` may come after the members of `used`,
+    /// and the object still close afterwards (`next`), in order.
+    fn in_order(&self, used: MemberSet, op: u8, next: MemberSet) -> bool {
+        let missing = self.missing(next);
+        if !is_listed(op) {
+            return missing == 0;
+        }
+        let later = !((2 as MemberSet) << op).wrapping_sub(1);
+        let at_or_after = !((1 as MemberSet) << op).wrapping_sub(1);
+        if used & EXTRAS_BEGUN != 0 || used & LISTED & at_or_after != 0 {
+            return false;
+        }
+        if missing & !(later & self.live) != 0 {
+            return false; // something required comes before, or cannot come
+        }
+        // Dependencies are refused with a minimum (see `check`), so the
+        // later live members can all still be added.
+        let reachable = (self.live & later & LISTED & !EXTRAS_BEGUN).count_ones();
+        self.min == 0 || self.count(next) + reachable >= self.min || self.extra_live
     }
 
     /// `used` with the twin of each member in it (the keys in use).
@@ -150,16 +213,19 @@ impl MemberRules {
     /// object can still close within the maximum afterwards (so every set
     /// the parser reaches can be completed).
     pub fn may_add(&self, used: MemberSet, op: u8) -> bool {
-        if op < COUNT && self.keys(used) & (1 as MemberSet) << op != 0 {
+        if is_listed(op) && self.keys(used) & (1 as MemberSet) << op != 0 {
             return false;
         }
         let next = apply(op, used);
+        if self.ordered && !self.in_order(used, op, next) {
+            return false;
+        }
         self.max
-            .is_none_or(|max| Self::count(next) + self.missing(next).count_ones() <= max)
+            .is_none_or(|max| self.count(next) + self.missing(next).count_ones() <= max)
     }
 
     pub fn may_close(&self, used: MemberSet) -> bool {
-        self.missing(used) == 0 && self.witnessed(used) && Self::count(used) >= self.min
+        self.missing(used) == 0 && self.witnessed(used) && self.count(used) >= self.min
     }
 
     /// Given which listed members' rules derive a string (`addable`), whether
@@ -237,5 +303,42 @@ mod tests {
         }
         assert_eq!(saturated >> COUNT_SHIFT, MAX_COUNT as MemberSet);
         assert_eq!(saturated & LISTED, 0);
+    }
+
+    #[test]
+    fn ordered_objects_add_members_in_order_and_stay_completable() {
+        // Members 0..4 in order; 2 required; 3 requires 1; unlisted ones last.
+        let r = MemberRules {
+            listed: 4,
+            required: 1 << 2,
+            dependent: vec![(3, 1 << 1)],
+            ordered: true,
+            live: 0b1111,
+            extra_live: true,
+            ..MemberRules::default()
+        };
+        assert!(r.may_add(0, 0) && r.may_add(0, 2));
+        assert!(!r.may_add(0, 3)); // 2 is required and comes before 3
+        assert!(!r.may_add(1 << 2, 1)); // 1 comes before 2
+        assert!(!r.may_add(1 << 2, 2)); // used already
+        assert!(!r.may_add(0, ORDERED_KEEP)); // 2 is still missing
+        let two = 1 << 2;
+        assert!(r.may_add(two, ORDERED_KEEP));
+        assert!(!r.may_add(two, 3)); // 3 would need 1, which comes before
+        assert!(r.may_add(1 << 1 | two, 3));
+        let extras = apply(ORDERED_KEEP, two);
+        assert!(!r.may_add(extras, 3) && r.may_add(extras, ORDERED_KEEP));
+        assert!(r.may_close(extras) && r.may_close(two) && !r.may_close(0));
+        // A minimum the later members cannot reach refuses the earlier step.
+        let at_least = MemberRules {
+            listed: 3,
+            min: 2,
+            ordered: true,
+            live: 0b111,
+            extra_live: false,
+            ..MemberRules::default()
+        };
+        assert!(at_least.may_add(0, 1) && !at_least.may_add(0, 2));
+        assert_eq!(at_least.count(apply(ORDERED_COUNT, 1)), 2);
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use pyo3::exceptions::{PyRecursionError, PyTypeError, PyValueError};
 use pyo3::types::{PyBool, PyDict, PyInt, PyString};
 
-use crate::schema::{self, SchemaOptions, Whitespace};
+use crate::schema::{self, KeyOrder, SchemaOptions, Whitespace, MAX_WHITESPACE_LIMIT};
 
 /// A compiled grammar: immutable, thread-safe, shared by any number of matchers.
 #[pyclass(frozen, module = "maskpar._core", name = "Grammar")]
@@ -240,7 +240,7 @@ fn check_separator(which: &str, sep: &str, mark: char) -> PyResult<()> {
 
 /// Compiles a JSON Schema (a dict or JSON text) to a grammar over JSON text.
 #[pyfunction]
-#[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true, max_compile_steps=None))]
+#[pyo3(signature = (tokenizer, schema, *, whitespace="flexible", indent=None, separators=None, strict_properties=false, assert_formats=true, key_order="any", max_whitespace=None, whitespace_pattern=None, max_compile_steps=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile_json_schema(
     py: Python<'_>,
@@ -251,6 +251,9 @@ pub fn compile_json_schema(
     separators: Option<(String, String)>,
     strict_properties: bool,
     assert_formats: bool,
+    key_order: &str,
+    max_whitespace: Option<Int>,
+    whitespace_pattern: Option<String>,
     max_compile_steps: Option<Int>,
 ) -> PyResult<PyGrammar> {
     let limit = steps(max_compile_steps)?;
@@ -289,12 +292,37 @@ pub fn compile_json_schema(
             )))
         }
     };
+    let key_order = match key_order {
+        "any" => KeyOrder::Any,
+        "schema" => KeyOrder::Schema,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "key_order must be 'any' or 'schema', got {other:?}"
+            )))
+        }
+    };
+    let max_whitespace = match max_whitespace {
+        None => None,
+        Some(Int(n)) => Some(
+            u32::try_from(n)
+                .ok()
+                .filter(|&n| n <= MAX_WHITESPACE_LIMIT)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "max_whitespace must be from 0 to {MAX_WHITESPACE_LIMIT}, got {n}"
+                    ))
+                })?,
+        ),
+    };
     let opts = SchemaOptions {
         whitespace,
         separators,
         indent,
         strict_properties,
         assert_formats,
+        key_order,
+        max_whitespace,
+        whitespace_pattern,
     };
     let vocab = tokenizer.vocab.clone();
     let key: SchemaKey = (Arc::as_ptr(&vocab) as usize, text, format!("{opts:?}"));

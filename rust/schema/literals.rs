@@ -13,7 +13,7 @@
 
 use super::keywords::pinned_values;
 use super::objects::MemberCounts;
-use super::{check, lit, re, refuse, strings, Compiler};
+use super::{check, lit, re, refuse, strings, Compiler, KeyOrder};
 use crate::cfg::ast::Node;
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;
@@ -84,14 +84,19 @@ impl<'a> Compiler<'a> {
                 }
                 Ok(c.container("[", Node::seq(items), false, "]"))
             })?,
-            Value::Object(o) if o.len() <= MAX_MEMBERS => self.nested(|c| {
-                // Equal objects may list their keys in any order.
-                let listed = o
-                    .iter()
-                    .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
-                    .collect::<Result<Vec<(String, Node, bool)>>>()?;
-                c.members(&listed, None, MemberCounts::default(), ptr)
-            })?,
+            Value::Object(o)
+                if o.len() <= MAX_MEMBERS || self.opts.key_order == KeyOrder::Schema =>
+            {
+                self.nested(|c| {
+                    // Equal objects may list their keys in any order; in schema
+                    // key order, in the value's own order (as json.dumps writes it).
+                    let listed = o
+                        .iter()
+                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
+                        .collect::<Result<Vec<(String, Node, bool)>>>()?;
+                    c.members(&listed, None, MemberCounts::default(), ptr)
+                })?
+            }
             Value::Object(o) => {
                 return refuse(
                     ptr,

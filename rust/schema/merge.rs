@@ -29,6 +29,11 @@ pub struct Merger<'r> {
     pub ignore_ref_siblings: bool,
     /// Draft 7 on: `if`/`then`/`else` are keywords (before, annotations).
     pub conditionals: bool,
+    /// A schema's own keywords merge after what its `$ref` and `allOf`
+    /// name, so its `properties` come after theirs, in the member order
+    /// `key_order="schema"` keeps (llguidance's; the intersection is the
+    /// same either way).
+    pub own_keywords_last: bool,
     pub work: usize,
 }
 
@@ -52,25 +57,42 @@ impl Merger<'_> {
         let mut queue: std::collections::VecDeque<Value> = parts.into();
         let mut plain: Vec<Map<String, Value>> = Vec::new();
         let mut choices: Vec<(String, Vec<Value>)> = Vec::new();
+        // With `own_keywords_last`, an expanded schema's own keywords wait
+        // here until what it names is merged (`Value::Null` marks them).
+        let mut waiting: Vec<Map<String, Value>> = Vec::new();
         while let Some(part) = queue.pop_front() {
+            if part.is_null() {
+                plain.extend(waiting.pop());
+                continue;
+            }
             let mut o = match part {
                 Value::Bool(true) => continue,
                 Value::Bool(false) => return Ok(Value::Bool(false)),
                 Value::Object(o) => o,
                 _ => return refuse(ptr, "a schema must be an object or a boolean"),
             };
+            let mut named = Vec::new();
             if let Some(target) = o.remove("$ref") {
                 self.spend(ptr)?;
                 let resolved = (self.resolve)(&target, ptr)?;
                 if self.ignore_ref_siblings {
                     o.clear();
                 }
-                queue.push_back(resolved);
+                named.push(resolved);
             }
             match o.remove("allOf") {
-                Some(Value::Array(list)) => queue.extend(list),
+                Some(Value::Array(list)) => named.extend(list),
                 Some(_) => return refuse(&format!("{ptr}/allOf"), "`allOf` must be an array"),
                 None => {}
+            }
+            let own_last = self.own_keywords_last && !named.is_empty();
+            if own_last {
+                // Depth first: what it names, then its own keywords.
+                for n in std::iter::once(Value::Null).chain(named.into_iter().rev()) {
+                    queue.push_front(n);
+                }
+            } else {
+                queue.extend(named);
             }
             for k in ["anyOf", "oneOf"] {
                 match o.remove(k) {
@@ -84,7 +106,11 @@ impl Merger<'_> {
                     None => {}
                 }
             }
-            plain.push(o);
+            if own_last {
+                waiting.push(o);
+            } else {
+                plain.push(o);
+            }
         }
         let mut merged = Map::new();
         for p in plain {

@@ -65,6 +65,7 @@ use crate::cfg::ast::{GrammarAst, Lexing, Node, Pos, RuleDef};
 use crate::error::{Error, Result};
 use keywords::{is_constraint, type_names, TYPES, UNSUPPORTED};
 pub use keywords::{MORE_PATTERNS, NON_INTEGER, NOT_MULTIPLE_OF, SOME_ITEM, SOME_MEMBER};
+pub use layout::MAX_WHITESPACE_LIMIT;
 use refs::{declares, has_nested_id};
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
@@ -76,6 +77,17 @@ pub enum Whitespace {
     Flexible,
     /// None at all: `{"a":1,"b":[2,3]}`.
     Compact,
+}
+
+/// The order of an object's members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// Any order, each listed member at most once.
+    Any,
+    /// `properties` order (optional ones may be left out), then names only
+    /// `required` lists, then unlisted members in any order: what xgrammar,
+    /// llguidance and OpenAI's strict mode generate.
+    Schema,
 }
 
 #[derive(Clone, Debug)]
@@ -92,6 +104,12 @@ pub struct SchemaOptions {
     pub strict_properties: bool,
     /// Known `format`s constrain strings; false: every format is an annotation.
     pub assert_formats: bool,
+    pub key_order: KeyOrder,
+    /// Flexible whitespace: at most this many characters in a row.
+    pub max_whitespace: Option<u32>,
+    /// Flexible whitespace: each run between two tokens matches this regex
+    /// (checked to match only JSON whitespace, see `layout`).
+    pub whitespace_pattern: Option<String>,
 }
 
 impl Default for SchemaOptions {
@@ -102,12 +120,16 @@ impl Default for SchemaOptions {
             indent: None,
             strict_properties: false,
             assert_formats: true,
+            key_order: KeyOrder::Any,
+            max_whitespace: None,
+            whitespace_pattern: None,
         }
     }
 }
 
 /// Compiles `schema` (JSON text) to a grammar whose start rule is `root`.
 pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
+    layout::check_whitespace(opts)?;
     let root: Value = serde_json::from_str(schema)
         .map_err(|e| Error::Compile(format!("the schema is not valid JSON: {e}")))?;
     let arena = typed_arena::Arena::new();
@@ -394,6 +416,7 @@ impl<'a> Compiler<'a> {
                     resolve: &resolve,
                     ignore_ref_siblings: self.legacy_draft,
                     conditionals: !self.before_draft7,
+                    own_keywords_last: self.opts.key_order == KeyOrder::Schema,
                     work: 0,
                 };
                 m.merge(vec![cost::cloned(schema)?], ptr, 0)?

@@ -302,6 +302,34 @@ def test_request_types_walk_and_terminate(backend, hf_tokenizer, kind, spec, tex
     assert torch.equal(row_of(grammar), row)
 
 
+def test_json_whitespace_options_and_schema_order(hf_tokenizer):
+    """SGLang's --constrained-json-whitespace-pattern / -max-whitespace-cnt
+    reach compile_json_schema; members come in schema order."""
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}})
+
+    def accepts(backend, text: str) -> bool:
+        grammar = compile_(backend, "json", schema)
+        return grammar.matcher.consume_bytes(text.encode()) and grammar.matcher.is_accepting()
+
+    default = mp_sglang.MaskparGrammarBackend(hf_tokenizer, VOCAB, {EOS})
+    assert default.json_options["key_order"] == "schema"
+    assert accepts(default, '{"a": 1,\n\n   "b": 2}') and not accepts(default, '{"b": 2, "a": 1}')
+    pattern = mp_sglang.MaskparGrammarBackend(hf_tokenizer, VOCAB, {EOS}, whitespace_pattern="[ ]?")
+    assert accepts(pattern, '{ "a": 1, "b": 2 }') and not accepts(pattern, '{"a":  1}')
+    bounded = mp_sglang.MaskparGrammarBackend(hf_tokenizer, VOCAB, {EOS}, max_whitespace_cnt=2)
+    assert accepts(bounded, '{"a":\n 1}') and not accepts(bounded, '{"a":   1}')
+    compact = mp_sglang.MaskparGrammarBackend(
+        hf_tokenizer, VOCAB, {EOS}, any_whitespace=False, max_whitespace_cnt=2
+    )
+    assert accepts(compact, '{"a":1}') and not accepts(compact, '{"a": 1}')
+    with pytest.raises(ValueError, match="not both"):
+        mp_sglang.MaskparGrammarBackend(
+            hf_tokenizer, VOCAB, {EOS}, whitespace_pattern=" ?", max_whitespace_cnt=2
+        )
+    with pytest.raises(ValueError, match="other than JSON whitespace"):
+        mp_sglang.MaskparGrammarBackend(hf_tokenizer, VOCAB, {EOS}, whitespace_pattern=r"\s*")
+
+
 def test_json_any_and_full_assistant_ebnf(backend, hf_tokenizer):
     grammar = compile_(backend, "json", "$$ANY$$")
     for t in hf_tokenizer.encode('[1, {"a": null}]', add_special_tokens=False):

@@ -347,13 +347,38 @@ def test_json_members_in_schema_order_as_with_xgrammar(model_dir):
     assert not accepts_whole(manager, mp, text)
 
 
+def test_whitespace_pattern_shapes_json_whitespace(model_dir):
+    manager = StructuredOutputManager(make_config(model_dir))
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}})
+
+    def request(req_id, **params):
+        params = StructuredOutputsParams(whitespace_pattern="[ ]?", **params)
+        return make_request(manager, req_id, params)
+
+    assert accepts_whole(manager, request("p1", json=schema), '{ "a": 1, "b": 2 }')
+    assert not accepts_whole(manager, request("p2", json=schema), '{  "a": 1}')
+    assert not accepts_whole(manager, request("p3", json=schema), '{\n"a": 1}')
+    # Members in schema order.
+    assert not accepts_whole(manager, request("p4", json=schema), '{"b": 1, "a": 2}')
+    assert accepts_whole(manager, request("p5", json_object=True), '{"x": [1, 2]}')
+    assert not accepts_whole(manager, request("p6", json_object=True), '{"x":  1}')
+    assert accepts_whole(manager, request("p7", regex="a  b"), "a  b")  # moot for regexes
+    # Without the pattern: any JSON whitespace, as before.
+    plain = make_request(manager, "p8", StructuredOutputsParams(json=schema))
+    assert accepts_whole(manager, plain, '{\n  "a": 1}')
+    compact = StructuredOutputManager(make_config(model_dir, disable_any_whitespace=True))
+    r = make_request(compact, "p9", StructuredOutputsParams(json=schema, whitespace_pattern=" ?"))
+    assert accepts_whole(compact, r, '{"a":1}') and not accepts_whole(compact, r, '{"a": 1}')
+
+
 def test_unsupported_options_are_clear_client_errors(model_dir):
     from vllm.exceptions import VLLMValidationError
 
     manager = StructuredOutputManager(make_config(model_dir))
     make_request(manager, "ok", StructuredOutputsParams(regex="a"))
-    with pytest.raises(VLLMValidationError, match="whitespace_pattern"):
-        make_request(manager, "w", StructuredOutputsParams(json="{}", whitespace_pattern=" *"))
+    for bad in [r"\s*", " *x", "("]:
+        with pytest.raises(VLLMValidationError, match="whitespace_pattern"):
+            make_request(manager, "w", StructuredOutputsParams(json="{}", whitespace_pattern=bad))
     with pytest.raises(VLLMValidationError, match="Invalid structural tag"):
         make_request(manager, "t", StructuredOutputsParams(structural_tag="{not json"))
     tag = json.dumps({"structures": [], "triggers": []})

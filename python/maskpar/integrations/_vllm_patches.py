@@ -123,9 +123,7 @@ def _validate_maskpar_request(params: Any, model_config: Any, tokenizer: Any) ->
         )
     # maskpar's own limits.
     if so.whitespace_pattern is not None:
-        raise VLLMValidationError(
-            "the maskpar structured-output backend does not support whitespace_pattern yet"
-        )
+        _carry_whitespace_pattern(so)
     if so.structural_tag is not None:
         try:
             json.loads(so.structural_tag)
@@ -137,6 +135,35 @@ def _validate_maskpar_request(params: Any, model_config: Any, tokenizer: Any) ->
         except json.JSONDecodeError as e:
             raise VLLMValidationError("Invalid JSON grammar specification.") from e
     so.__post_init__()
+
+
+def _carry_whitespace_pattern(so: Any) -> None:
+    """Checks a request's ``whitespace_pattern`` and, for JSON requests,
+    moves it into the grammar spec (the engine's backend sees only the spec;
+    see ``vllm.wrap_json_spec``). vLLM's own backends ignore the option;
+    maskpar applies it to the flexible whitespace between JSON tokens. Other
+    request types have no such whitespace, so it is moot there."""
+    from vllm.exceptions import VLLMValidationError
+
+    from .vllm import check_whitespace_pattern, wrap_json_spec
+
+    if not isinstance(so.whitespace_pattern, str):
+        raise VLLMValidationError("structured_outputs.whitespace_pattern must be a string")
+    try:
+        check_whitespace_pattern(so.whitespace_pattern)
+    except ValueError as e:
+        raise VLLMValidationError(f"Invalid whitespace_pattern: {e}") from e
+    if so.json is not None:
+        spec = so.json
+        if isinstance(spec, str):
+            try:
+                spec = json.loads(spec)
+            except json.JSONDecodeError as e:
+                raise VLLMValidationError("Invalid JSON grammar specification.") from e
+        so.json = wrap_json_spec(spec, so.whitespace_pattern)
+    elif so.json_object:
+        so.json_object = None
+        so.json = wrap_json_spec({"type": "object"}, so.whitespace_pattern)
 
 
 def _patch_request_validation() -> None:

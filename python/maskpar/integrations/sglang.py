@@ -278,8 +278,9 @@ class MaskparGrammarBackend(BaseGrammarBackend):
 
     ``any_whitespace`` (SGLang's ``--constrained-json-disable-any-whitespace``
     negated) picks flexible or compact JSON whitespace; ``whitespace_pattern`` and
-    ``max_whitespace_cnt`` are passed on when maskpar supports them and refused
-    (ValueError, at startup) when it does not, rather than silently ignored.
+    ``max_whitespace_cnt`` become ``compile_json_schema``'s ``whitespace_pattern``
+    and ``max_whitespace`` (one of them; moot with compact whitespace), checked at
+    startup (ValueError) rather than on every request.
     JSON members follow the schema's ``properties`` order, as with xgrammar and
     llguidance, once maskpar offers ``key_order="schema"``.
     """
@@ -308,11 +309,21 @@ class MaskparGrammarBackend(BaseGrammarBackend):
                 "order, not the schema's properties order as with xgrammar",
                 maskpar.__version__,
             )
+        if whitespace_pattern is not None and max_whitespace_cnt is not None:
+            raise ValueError(
+                "give SGLang's --constrained-json-whitespace-pattern or "
+                "--constrained-json-max-whitespace-cnt, not both, with the maskpar grammar "
+                "backend (a pattern bounds its own runs: [ \\t\\n\\r]{0,N})"
+            )
         for name, flag, value in (
             ("whitespace_pattern", "whitespace-pattern", whitespace_pattern),
             ("max_whitespace", "max-whitespace-cnt", max_whitespace_cnt),
         ):
             if value is None:
+                continue
+            if not any_whitespace:
+                # Compact JSON has no whitespace between tokens: within any bound.
+                logger.info("maskpar: %s is moot with compact JSON whitespace", name)
                 continue
             if name not in supported:
                 raise ValueError(
@@ -321,6 +332,8 @@ class MaskparGrammarBackend(BaseGrammarBackend):
                     "option or use another grammar backend"
                 )
             options[name] = value
+        # A pattern maskpar refuses fails at startup, not on every request.
+        maskpar.compile_json_schema(self.tokenizer, {"type": "null"}, **options)
         self.json_options = options
         _install_requested_tree_fill()
 

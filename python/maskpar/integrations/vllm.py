@@ -29,6 +29,7 @@ never imports it.
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import json
 import logging
@@ -187,6 +188,39 @@ def _json_schema_accepts_key_order(tokenizer: maskpar.Tokenizer) -> bool:
     return True
 
 
+# A JSON request's spec with its whitespace_pattern (set by the request
+# validator in the frontend, read by the backend in the engine).
+_WRAPPED_SCHEMA = "$maskpar-schema"
+_WRAPPED_PATTERN = "$maskpar-whitespace-pattern"
+
+
+def wrap_json_spec(schema: Any, whitespace_pattern: str) -> str:
+    """The spec of a JSON request whose flexible whitespace must match
+    ``whitespace_pattern`` (vLLM hands the backend only the spec)."""
+    return json.dumps({_WRAPPED_SCHEMA: schema, _WRAPPED_PATTERN: whitespace_pattern})
+
+
+def unwrap_json_spec(spec: Any) -> tuple[Any, str | None]:
+    """The schema and whitespace pattern of a JSON request's spec."""
+    value = json.loads(spec) if isinstance(spec, str) else spec
+    if isinstance(value, dict) and set(value) == {_WRAPPED_SCHEMA, _WRAPPED_PATTERN}:
+        return value[_WRAPPED_SCHEMA], value[_WRAPPED_PATTERN]
+    return spec, None
+
+
+@functools.cache
+def _pattern_check_tokenizer() -> maskpar.Tokenizer:
+    return maskpar.Tokenizer.from_vocab([bytes([i]) for i in range(256)], eos_token_ids=[])
+
+
+def check_whitespace_pattern(pattern: str) -> None:
+    """Raises ValueError if maskpar refuses ``pattern`` as a JSON
+    ``whitespace_pattern`` (not a regex, or it matches something other than
+    JSON whitespace)."""
+    tok = _pattern_check_tokenizer()
+    maskpar.compile_json_schema(tok, {"type": "null"}, whitespace_pattern=pattern)
+
+
 def choice_as_regex(choices: list[str]) -> str:
     """A regex (maskpar's Rust syntax) matching exactly one of ``choices``:
     ASCII letters, digits and ``_`` and all non-ASCII characters stand for
@@ -215,7 +249,9 @@ class MaskparBackend(StructuredOutputBackend):
     Request types: JSON (``disable_any_whitespace`` -> compact,
     ``disable_additional_properties`` -> ``additionalProperties: false`` where
     absent, exactly as vLLM's guidance backend rewrites the schema; members in
-    schema order where this maskpar supports ``key_order="schema"``),
+    schema order, ``key_order="schema"``, as vLLM's xgrammar and guidance
+    backends generate them; a request's ``whitespace_pattern``, which the
+    request validator carries in the spec, as ``whitespace_pattern``),
     JSON_OBJECT, REGEX, GRAMMAR (Lark or GBNF, told apart by vLLM's own
     ``grammar_is_likely_lark``), CHOICE (a regex of the escaped literals).
     STRUCTURAL_TAG (xgrammar's format, current or legacy, forwarded as JSON
@@ -261,12 +297,16 @@ class MaskparBackend(StructuredOutputBackend):
 
     # -- compiling --------------------------------------------------------
 
-    def _json_options(self) -> dict[str, Any]:
+    def _json_options(self, whitespace_pattern: str | None = None) -> dict[str, Any]:
         options: dict[str, Any] = {
             "whitespace": "compact" if self.disable_any_whitespace else "flexible"
         }
         if self.json_key_order_schema:
             options["key_order"] = "schema"
+        if whitespace_pattern is not None and not self.disable_any_whitespace:
+            # Compact JSON has no whitespace between tokens, which any
+            # pattern allows (checked: it matches JSON whitespace only).
+            options["whitespace_pattern"] = whitespace_pattern
         return options
 
     def _compile_base(self, request_type: StructuredOutputOptions, spec: str) -> maskpar.Grammar:
@@ -275,14 +315,14 @@ class MaskparBackend(StructuredOutputBackend):
 
         tok = self.mp_tokenizer
         if request_type == StructuredOutputOptions.JSON:
-            schema: Any = spec
+            schema, pattern = unwrap_json_spec(spec)
             if self.disable_additional_properties:
                 from vllm.v1.structured_output.backend_guidance import (
                     process_for_additional_properties,
                 )
 
-                schema = process_for_additional_properties(spec)
-            return maskpar.compile_json_schema(tok, schema, **self._json_options())
+                schema = process_for_additional_properties(schema)
+            return maskpar.compile_json_schema(tok, schema, **self._json_options(pattern))
         if request_type == StructuredOutputOptions.JSON_OBJECT:
             return maskpar.compile_json_schema(tok, {"type": "object"}, **self._json_options())
         if request_type == StructuredOutputOptions.REGEX:
