@@ -342,6 +342,19 @@ def test_unsatisfiable_subschemas_prune_what_uses_them(byte_tok):
             maskpar.compile_json_schema(byte_tok, schema)
 
 
+def test_float_consts_keep_the_digits_json_dumps_writes(byte_tok):
+    # A number in a schema parses to the nearest double (as Python's json
+    # does), so const and enum write back json.dumps's shortest digits; a
+    # parse one ulp off wrote a neighbouring value (about 1 in 9 of these).
+    rng = random.Random(7)
+    values = [rng.uniform(-1e6, 1e6) for _ in range(300)] + [900719.9440766305, 0.1, 1e-7]
+    for v in values:
+        for schema in ({"const": v}, {"enum": [v, "x"]}):
+            g = maskpar.compile_json_schema(byte_tok, json.dumps(schema))
+            assert accepts(g, json.dumps(v)), (schema, json.dumps(v))
+            assert not accepts(g, repr(math.nextafter(v, math.inf))), schema
+
+
 def test_large_const_objects_are_refused_not_ordered(byte_tok):
     small = {f"k{i}": i for i in range(3)}
     g = maskpar.compile_json_schema(byte_tok, {"const": small})

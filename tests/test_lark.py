@@ -1288,6 +1288,7 @@ def test_auto_syntax_and_ignore_placement(llama3):
         ('start: %lark { start: "a" }', r"%lark inside a Lark grammar is not supported"),
         ('start: a::x\na::x: "a"', r"parametric rules"),
         ('%if x\nstart: "a"', r"%if"),
+        ("start: X\nX: A{}", r"terminal X calls template 'A' at line 2, column 4"),
         ("start: b", r"undefined rule 'b' referenced at line 1, column 8"),
         ('start: _sep{"a"}\n_sep{x, s}: x (s x)*', r"takes 2 arguments, got 1 at line 1"),
         ('start: "a"\nstart: "b"', r"defined twice \(again at line 2, column 1\)"),

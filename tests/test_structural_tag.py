@@ -596,6 +596,15 @@ def test_differences(llama3: Any, xgr_compiler: Any) -> None:
     # JSON Schema integers: 2.0 is one (maskpar), xgrammar writes digits only.
     spec = st({"type": "json_schema", "json_schema": {"type": "integer"}})
     assert mp_accepts(tok, spec, "2.0") and not xgr_accepts(xgr_compiler, spec, "2.0")
+    # Members come in the schema's properties order on both engines.
+    obj = {
+        "type": "object",
+        "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+        "required": ["b", "a"],
+    }
+    spec = st({"type": "json_schema", "json_schema": obj})
+    for text, ok in [('{"b": 1, "a": 2}', True), ('{"a": 2, "b": 1}', False)]:
+        assert mp_accepts(tok, spec, text) == ok == xgr_accepts(xgr_compiler, spec, text)
     # Text must be UTF-8 in maskpar; xgrammar lets free text hold any bytes.
     spec = st(tag("<think>", ANY, "</think>"))
     lone = next(i for i in range(256) if enc.decode_single_token_bytes(i) == b"\xa5")

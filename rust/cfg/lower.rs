@@ -166,7 +166,8 @@ impl Lexeme {
     }
 
     /// A lexeme without text (no DFA), named `regex` in messages: the
-    /// indenter's tokens and token terminals set their field on it.
+    /// indenter's tokens and token terminals set their field on it, and
+    /// word groups their trie's DFA and rank.
     fn textless(regex: String) -> Self {
         Lexeme {
             regex,
@@ -1003,23 +1004,19 @@ impl Lowerer<'_> {
         let id = self.lexemes.len() as u32;
         let (priority, width, text_len) = rank;
         self.lexemes.push(Lexeme {
-            regex: format!("one of {} strings ({:?}, ...)", words.len(), words[0]),
             priority,
             width,
             text_len,
             dfa,
-            greedy: false,
-            follow: ByteSet::default(),
-            end_forbid: None,
-            declared: false,
             // Strings (Lark retypes no pattern's match as one of them:
             // `wordgroups::place` keeps such strings alone), and never a
             // pattern that other strings could be embedded in.
             literal: true,
-            text: None,
-            flags: String::new(),
-            embedded_in: Vec::new(),
-            tokens: None,
+            ..Lexeme::textless(format!(
+                "one of {} strings ({:?}, ...)",
+                words.len(),
+                words[0]
+            ))
         });
         Ok(Sym::T(id))
     }
@@ -1395,6 +1392,15 @@ impl Lowerer<'_> {
                 let body = self.inline_terminals(&def.body, stack, size)?;
                 stack.pop();
                 body
+            }
+            // Templates are rules: a terminal cannot call one (Lark's own
+            // grammar cannot write `A{}` in a terminal body either).
+            Node::Call(name, _, pos) => {
+                return Err(Error::Compile(format!(
+                    "terminal {} calls template '{name}' at {pos}: templates are rules, \
+                     and a terminal may only use terminals",
+                    stack[0]
+                )))
             }
             Node::Seq(v) => Node::Seq(all(v, stack)?),
             Node::Alt(v) => Node::Alt(all(v, stack)?),

@@ -192,6 +192,8 @@ impl<'v> Lowering<'v> {
                     // xgrammar's structural tags refuse members the schema
                     // does not list, unless additionalProperties allows them.
                     strict_properties: true,
+                    // Members in `properties` order, as xgrammar generates them.
+                    key_order: schema::KeyOrder::Schema,
                     ..SchemaOptions::default()
                 };
                 let ast = schema::compile(text, &opts)
