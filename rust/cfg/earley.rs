@@ -27,12 +27,15 @@ use crate::regex_dfa::DEAD;
 
 /// Bound on items in one Earley set (per-byte parser work is bounded by it).
 pub const MAX_ITEMS_PER_SET: usize = 200_000;
-/// Bound on the items one parser step looks at (predictions and the
-/// completions tried against earlier sets): with it every consume and every
+/// Bound on the work of one parser step (rules predicted, items completed,
+/// and the earlier items each completion advances): with it every consume and every
 /// parser walk below a trie node is bounded in work, whatever the grammar's
 /// ambiguity (`x ::= x x | "a"` makes each step complete against every
-/// earlier position, so a long text costs cubic time without it).
-pub const MAX_CLOSURE_WORK: usize = 250_000;
+/// earlier position, so a long text costs cubic time without it). Twice
+/// llguidance's per-step item bound (`step_max_items`, 50,000): a JSON
+/// grammar's step looks at tens of items; at 250,000 a 2,000-token walk of
+/// an ambiguous grammar took 4-6 s to reach the bound, at this one about 1.
+pub const MAX_CLOSURE_WORK: usize = 100_000;
 /// Sets up to this many items are deduplicated by a scan of their items;
 /// past it, by a hash table. Most sets are small (a JSON grammar's hold about
 /// ten items), and there a scan beats building and hashing into a table.
@@ -222,6 +225,33 @@ impl Completion {
     }
 }
 
+/// The nonterminals a closure has predicted, with their member sets.
+#[derive(Default)]
+struct Predicted {
+    /// Scanned while short (a JSON set predicts a handful).
+    few: Vec<(u32, super::members::MemberSet)>,
+    many: Option<HashSet<(u32, super::members::MemberSet)>>,
+}
+
+impl Predicted {
+    /// Records `(b, members)`; whether it is new.
+    #[inline]
+    fn first(&mut self, b: u32, members: super::members::MemberSet) -> bool {
+        let key = (b, members);
+        if let Some(t) = &mut self.many {
+            return t.insert(key);
+        }
+        if self.few.contains(&key) {
+            return false;
+        }
+        self.few.push(key);
+        if self.few.len() > SCANNED_ITEMS {
+            self.many = Some(self.few.drain(..).collect());
+        }
+        true
+    }
+}
+
 /// The items of a set being built, each once.
 struct ItemList {
     items: Vec<Item>,
@@ -326,26 +356,33 @@ impl Cfg {
         drop(kernel);
         let mut set = ItemList::of(buf);
         let mut waiting: Vec<u32> = Vec::new();
+        // Nonterminals (with the member set they start with) already
+        // predicted here: the many items of an ambiguous set that wait for
+        // one nonterminal predict its rules once, not once each.
+        let mut predicted = Predicted::default();
         let mut i = 0;
-        // Items looked at (predictions and completions tried): the size of
-        // a set is bounded, but on an ambiguous grammar each of its items
+        // Rules predicted, items completed and parents advanced: the size
+        // of a set is bounded, but on an ambiguous grammar each of its items
         // may complete against many earlier ones.
         let mut work = 0usize;
         while i < set.items.len() {
             let it = set.items[i];
             i += 1;
-            work += 1;
             match self.next_sym(&it) {
                 Some(sym @ (Sym::N(b) | Sym::P(b, _))) => {
                     let members = sym.member_set(it.members);
-                    for &r in &self.by_lhs[b as usize] {
-                        if self.admits(self.rules[r as usize].guard, members) {
-                            set.insert(Item {
-                                rule: r,
-                                dot: 0,
-                                origin: cur,
-                                members,
-                            });
+                    if predicted.first(b, members) {
+                        let rules = &self.by_lhs[b as usize];
+                        work += rules.len();
+                        for &r in rules {
+                            if self.admits(self.rules[r as usize].guard, members) {
+                                set.insert(Item {
+                                    rule: r,
+                                    dot: 0,
+                                    origin: cur,
+                                    members,
+                                });
+                            }
                         }
                     }
                     if self.nullable[b as usize] {
@@ -368,12 +405,15 @@ impl Cfg {
                     // Completions of empty spans (origin == cur) were already
                     // advanced at prediction time, as the nonterminal is nullable.
                     let lhs = self.rules[it.rule as usize].lhs;
+                    // The completion, and each parent it advances (a small
+                    // set is read whole, at most `INDEXED_ITEMS` items).
+                    work += 1;
                     for p in chart.set(it.origin).waiting_for(lhs) {
-                        work += 1;
                         let parent = self.next_sym(p);
                         if parent.and_then(Sym::nonterminal) == Some(lhs)
                             && parent.map(|s| s.member_set(p.members)) == Some(it.members)
                         {
+                            work += 1;
                             set.insert(Item {
                                 dot: p.dot + 1,
                                 ..*p
