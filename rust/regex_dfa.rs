@@ -20,8 +20,10 @@ use crate::error::{Error, Result};
 mod block_product;
 mod minimize;
 mod periodic;
+mod sequences;
 mod subset;
 use periodic::{check_states, JoinedClasses, Periodic};
+pub use sequences::{union_of_sequences, SeqPart};
 
 /// Bound on the DFA's memory while it is built and once built (bytes).
 pub const DFA_SIZE_LIMIT: usize = 64 << 20;

@@ -733,6 +733,19 @@ def _():
     return size(schema({"enum": [{"k": i, "v": [i, str(i)]} for i in range(10_000)]}))
 
 
+# Enums of arrays, and of objects in their own key order, are one lexeme
+# (cfg::valueunion): they compile.
+@case("schema_enum_arrays_10k", OK)
+def _():
+    return size(schema({"enum": [[i, str(i), {"a": i}] for i in range(10_000)]}))
+
+
+@case("schema_enum_objects_10k_schema_order", OK)
+def _():
+    values = [{"k": i, "v": [i, str(i)]} for i in range(10_000)]
+    return size(schema({"enum": values}, key_order="schema"))
+
+
 @case("schema_many_properties_10k")
 def _():
     props = {f"p{i}": {"type": "integer"} for i in range(10_000)}

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import random
-from decimal import Decimal
+import re
+from types import SimpleNamespace
 from typing import Any
 
 import jsonschema
@@ -206,19 +207,48 @@ def test_random_schemas(schema: Any, whitespace: str, as_text: bool, rng: random
     except RecursionError:
         assume(False)  # jsonschema loops on some `$ref` cycles: not judged
         return
-    exact = json.loads(text.decode("utf-8"), parse_float=Decimal)
+    exact = json.loads(text.decode("utf-8"), parse_float=str, parse_int=str)
     errors = [e for e in errors if not float_rounding_only(e, exact)]
     assert not errors, f"{text!r} does not validate: {errors[0].message}"
 
 
 def float_rounding_only(error: Any, exact: Any) -> bool:
     """Whether a `multipleOf` error is jsonschema's float rounding: the
-    number as written (`exact`, parsed as decimals) is a multiple."""
+    number as written (`exact`, its text) is a multiple, in integer
+    arithmetic (`1E+1000000000000000000` is past even Decimal's exponents)."""
     if error.validator != "multipleOf":
         return False
     for key in error.absolute_path:
         exact = exact[key]
-    return Decimal(exact) % Decimal(str(error.validator_value)) == 0
+    x, ex = decimal_parts(str(exact))
+    d, ed = decimal_parts(str(error.validator_value))
+    if x == 0:
+        return True
+    if ex >= ed:
+        return x * pow(10, ex - ed, d) % d == 0
+    # x / (d * 10^(ed - ex)) is an integer only if x has that many digits.
+    return ed - ex <= len(str(abs(x))) and x % (d * 10 ** (ed - ex)) == 0
+
+
+def test_the_float_rounding_check_is_exact_arithmetic():
+    def multiple(text: str, divisor: float) -> bool:
+        error = SimpleNamespace(validator="multipleOf", absolute_path=[], validator_value=divisor)
+        return float_rounding_only(error, text)
+
+    assert multiple("0.3", 0.1) and multiple("1E+1000000000000000000", 0.5)
+    assert multiple("-7.5e1", 2.5) and multiple("0", 0.7) and multiple("4.0", 2)
+    assert not multiple("0.35", 0.1) and not multiple("1e-1000000000000000000", 0.5)
+    assert not multiple("3", 2) and not multiple("1.25", 0.5)
+
+
+def decimal_parts(text: str) -> tuple[int, int]:
+    """``(c, e)`` with the number written as ``text`` equal to ``c * 10**e``."""
+    m = re.fullmatch(r"(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?", text)
+    assert m, text
+    sign, whole, frac, exp = m.groups()
+    frac = frac or ""
+    c = int(sign + whole + frac)
+    return c, int(exp or 0) - len(frac)
 
 
 # ----- Matcher call sequences against the oracle -------------------------------

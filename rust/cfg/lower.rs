@@ -22,6 +22,7 @@ use super::members::{
     self, is_listed, MemberRules, MemberSet, COUNT, KEEP, MAX_MEMBERS, ORDERED_COUNT, ORDERED_KEEP,
 };
 use super::setnames::SetNames;
+use super::valueunion;
 use super::wordgroups::{self, PendingWords, Placement};
 use crate::error::{Error, Result};
 use crate::regex_dfa::{ByteDfa, ByteSet, Op, DEAD, LARGE_REPEAT};
@@ -482,6 +483,12 @@ fn composed(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
     }
 }
 
+/// The DFA of regular node `n` as a part of a larger automaton (kept in
+/// the cache only when small).
+pub(super) fn composed_part(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    composed(n, PART_ENTRY_BYTES)
+}
+
 /// `n`'s DFA built from its parts' (see `composed`; `keep` as in `cached`).
 fn compose(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
     if let Some(words) = literal_words(n) {
@@ -523,7 +530,7 @@ fn compose(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
 
 /// The strings of `n` if it is a literal, a sequence of literals or an
 /// alternation of those.
-fn literal_words(n: &Node) -> Option<Vec<String>> {
+pub(super) fn literal_words(n: &Node) -> Option<Vec<String>> {
     fn word(n: &Node) -> Option<String> {
         match n {
             Node::Empty => Some(String::new()),
@@ -925,6 +932,19 @@ impl Lowerer<'_> {
                 _ => others.push(a),
             }
         }
+        // Many regular alternatives (enums of arrays and objects): one
+        // lexeme too, where their union stays about the size of their text.
+        let regular = others.iter().filter(|a| is_regular(a)).count();
+        if self.lexing == Lexing::AllSplits && regular >= valueunion::MIN_UNION {
+            let (union, rest): (Vec<&Node>, Vec<&Node>) =
+                others.iter().partition(|a| is_regular(a));
+            if let Some(dfa) = valueunion::union_dfa(&union)? {
+                let what = format!("one of {} values", union.len());
+                let sym = self.built_lexeme(dfa, what)?;
+                self.add_rule(lhs, vec![sym])?;
+                others = rest;
+            }
+        }
         if words.len() > 1 {
             let rhs = vec![self.lexeme(&Node::Alt(words))?];
             self.add_rule(lhs, rhs)?;
@@ -991,6 +1011,21 @@ impl Lowerer<'_> {
             self.add_rule(lhs, vec![sym])?;
         }
         Ok(())
+    }
+
+    /// A lexeme of automaton `dfa` (all-splits lexing), named `what`.
+    fn built_lexeme(&mut self, dfa: ByteDfa, what: String) -> Result<Sym> {
+        if self.lexemes.len() >= MAX_LEXEMES {
+            return Err(Error::LimitExceeded(format!(
+                "grammar has more than {MAX_LEXEMES} lexemes"
+            )));
+        }
+        let id = self.lexemes.len() as u32;
+        self.lexemes.push(Lexeme {
+            dfa: Some(Arc::new(dfa)),
+            ..Lexeme::textless(what)
+        });
+        Ok(Sym::T(id))
     }
 
     /// One lexeme matching exactly `words` (Lark strings), ranked `rank`.

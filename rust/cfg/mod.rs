@@ -21,5 +21,6 @@ pub mod setnames;
 pub mod specials;
 pub mod textreach;
 pub mod tokenterm;
+pub mod valueunion;
 pub mod walk;
 pub mod wordgroups;

@@ -7,9 +7,13 @@
 //! Python's text for them (`python_number`); since JSON compares numbers by
 //! value, an integral one also takes its int and float forms (`2`, `2.0`,
 //! `-0` for zero). Arrays are written item by item. An object's members may
-//! come in any order (equal objects list their keys differently), so it is
-//! written through the same `members` as object schemas, with every member
-//! required, and has at most `MAX_MEMBERS` keys.
+//! come in any order (equal objects list their keys differently): while that
+//! makes at most `PERMUTED_ORDERS` texts, every order is written out (a
+//! regular node, so an enum of many objects is one lexeme); past it the
+//! object goes through the
+//! same `members` as object schemas, with every member required, and has at
+//! most `MAX_MEMBERS` keys. In schema key order an object is written in its
+//! own order, as json.dumps writes it.
 
 use super::keywords::pinned_values;
 use super::objects::MemberCounts;
@@ -84,12 +88,40 @@ impl<'a> Compiler<'a> {
                 }
                 Ok(c.container("[", Node::seq(items), false, "]"))
             })?,
-            Value::Object(o)
-                if o.len() <= MAX_MEMBERS || self.opts.key_order == KeyOrder::Schema =>
-            {
+            Value::Object(o) if self.opts.key_order == KeyOrder::Schema => {
+                // In the value's own order, as json.dumps writes it.
                 self.nested(|c| {
-                    // Equal objects may list their keys in any order; in schema
-                    // key order, in the value's own order (as json.dumps writes it).
+                    let members = o
+                        .iter()
+                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?)))
+                        .collect::<Result<Vec<(String, Node)>>>()?;
+                    Ok(c.fixed_members(&members))
+                })?
+            }
+            Value::Object(o) if spelled_orders(v) <= PERMUTED_ORDERS => {
+                // Equal objects may list their keys in any order: each order
+                // spelled out, a regular node (an enum of many such objects
+                // is one lexeme, see `cfg::valueunion`).
+                self.nested(|c| {
+                    let members = o
+                        .iter()
+                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?)))
+                        .collect::<Result<Vec<(String, Node)>>>()?;
+                    Ok(Node::alt(
+                        permutations(members.len())
+                            .into_iter()
+                            .map(|order| {
+                                let ordered: Vec<(String, Node)> =
+                                    order.iter().map(|&i| members[i].clone()).collect();
+                                c.fixed_members(&ordered)
+                            })
+                            .collect(),
+                    ))
+                })?
+            }
+            Value::Object(o) if o.len() <= MAX_MEMBERS => {
+                self.nested(|c| {
+                    // Equal objects may list their keys in any order.
                     let listed = o
                         .iter()
                         .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
@@ -109,6 +141,47 @@ impl<'a> Compiler<'a> {
             }
         })
     }
+}
+
+/// An `enum`/`const` object is written as every order of its members when
+/// that makes at most this many texts of it (its nested objects' orders
+/// multiply in): four members, or two of two members inside one of three.
+/// Larger ones go through member sets, which cost no more per order.
+const PERMUTED_ORDERS: usize = 24;
+
+/// How many texts `v` has when each of its objects is written in every
+/// order of its members (saturating).
+fn spelled_orders(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a
+            .iter()
+            .map(spelled_orders)
+            .fold(1, usize::saturating_mul),
+        Value::Object(o) => o.values().map(spelled_orders).fold(
+            (1..=o.len()).fold(1, usize::saturating_mul),
+            usize::saturating_mul,
+        ),
+        _ => 1,
+    }
+}
+
+/// Every order of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    for k in 0..n {
+        // Insert `k` at every position of each order of `0..k`.
+        out = out
+            .into_iter()
+            .flat_map(|order: Vec<usize>| {
+                (0..=k).map(move |at| {
+                    let mut o = order.clone();
+                    o.insert(at, k);
+                    o
+                })
+            })
+            .collect();
+    }
+    out
 }
 
 /// A number equal to `n`, as json.dumps writes ints and floats: an integral

@@ -331,6 +331,31 @@ impl<'a> Compiler<'a> {
         ]))
     }
 
+    /// `{ ... }` with exactly `members`, in this order: a plain sequence
+    /// (regular), as `ordered_members` writes all-required members with no
+    /// unlisted ones.
+    pub(super) fn fixed_members(&self, members: &[(String, Node)]) -> Node {
+        if members.is_empty() {
+            return Node::seq(vec![lit("{"), self.ws(), lit("}")]);
+        }
+        let (open, close) = match self.item_lines() {
+            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
+            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        };
+        let ksep = self.key_sep();
+        let mut items = vec![lit("{"), self.ws(), open];
+        for (i, (k, v)) in members.iter().enumerate() {
+            if i > 0 {
+                items.push(self.item_sep());
+            }
+            items.push(lit(&format!("\"{}\"", strings::encode(k))));
+            items.push(ksep.clone());
+            items.push(v.clone());
+        }
+        items.push(close);
+        Node::seq(items)
+    }
+
     /// `{ ... }` with the listed members in their order (required ones
     /// present, optional ones may be left out), then `extra` members in any
     /// order: no member sets, just two rules per member, read right to left.
