@@ -153,10 +153,7 @@ const PERMUTED_ORDERS: usize = 24;
 /// order of its members (saturating).
 fn spelled_orders(v: &Value) -> usize {
     match v {
-        Value::Array(a) => a
-            .iter()
-            .map(spelled_orders)
-            .fold(1, usize::saturating_mul),
+        Value::Array(a) => a.iter().map(spelled_orders).fold(1, usize::saturating_mul),
         Value::Object(o) => o.values().map(spelled_orders).fold(
             (1..=o.len()).fold(1, usize::saturating_mul),
             usize::saturating_mul,
