@@ -31,6 +31,11 @@ pub const MASK_CLASS_WORK_LIMIT: usize = 200_000_000;
 /// Below a boundary node with at least this many trie nodes, grammar masks
 /// use the cached lexer-only split again instead of walking with the parser.
 pub const CACHED_SUBTREE_NODES: usize = 32;
+/// Nested cache-and-boundary splits one fill makes along a token path (see
+/// `fill_cfg_below`): each is a stack frame, and a 65,535-byte token of
+/// one-byte lexemes made one per byte (a stack overflow on a 2 MiB thread).
+/// Real vocabularies split a handful of times.
+const MAX_FILL_LEVELS: usize = 64;
 /// Bound on a regex grammar's automaton states: its mask cache keeps a slot
 /// per state (or class of states). A table within the automaton size bound
 /// has fewer; a long count's shared copies have as many as it counts.
@@ -454,13 +459,15 @@ impl CompiledGrammar {
         let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
         let key = lex_key(&c.frontier);
         let mut first = true;
-        self.fill_cfg_below(cfg, lex_cache, &mut stepper, 0, key, row, &mut first)
+        self.fill_cfg_below(cfg, lex_cache, &mut stepper, 0, key, row, &mut first, 0)
     }
 
     /// Tokens below trie `node`, where `stepper`'s frame `depth(node)` holds
     /// the parser state: the lexer-only part comes from the cache; only the
     /// boundary nodes, where a lexeme may end, run the parser, and below each
-    /// the same split applies again.
+    /// the same split applies again (`level` times so far: past
+    /// `MAX_FILL_LEVELS` the parser walks the rest, so that a long token of
+    /// short lexemes does not nest a call per byte).
     #[allow(clippy::too_many_arguments)]
     fn fill_cfg_below(
         &self,
@@ -471,6 +478,7 @@ impl CompiledGrammar {
         key: Vec<(u32, u32)>,
         row: &mut [u32],
         first: &mut bool,
+        level: usize,
     ) -> Result<()> {
         let trie = self.vocab.trie();
         if key.iter().any(|&(l, _)| l & GUARD != 0) {
@@ -494,7 +502,7 @@ impl CompiledGrammar {
             // One entry (the common case), without the merging below.
             let (e, filtered) = apply_entry(&key);
             let boundary = filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]);
-            return self.fill_boundary(cfg, lex_cache, stepper, node, boundary, row, first);
+            return self.fill_boundary(cfg, lex_cache, stepper, node, boundary, row, first, level);
         }
         // With all-splits lexing the scans are independent alternatives, so
         // the lexer-only part is the union of one cache entry per scan: those
@@ -515,7 +523,7 @@ impl CompiledGrammar {
                 outer.push(b);
             }
         }
-        self.fill_boundary(cfg, lex_cache, stepper, node, &outer, row, first)
+        self.fill_boundary(cfg, lex_cache, stepper, node, &outer, row, first, level)
     }
 
     /// The parser's part below trie `node` (see `fill_cfg_below`): a walk
@@ -530,6 +538,7 @@ impl CompiledGrammar {
         boundary: &[BoundaryNode],
         row: &mut [u32],
         first: &mut bool,
+        level: usize,
     ) -> Result<()> {
         let trie = self.vocab.trie();
         let base = trie.depth(node);
@@ -560,13 +569,14 @@ impl CompiledGrammar {
                 MANY_TOKENS => trie.node_tokens(b).iter().for_each(|&t| set_bit(row, t)),
                 t => set_bit(row, t),
             }
-            if bn.subtree_size() < CACHED_SUBTREE_NODES {
-                // Small subtree: walking it with the parser beats a cache lookup.
+            if bn.subtree_size() < CACHED_SUBTREE_NODES || level >= MAX_FILL_LEVELS {
+                // Small subtree: walking it with the parser beats a cache
+                // lookup. Deep down a long token: the walk keeps the stack flat.
                 walk_below(stepper, trie, b, row)?;
                 continue;
             }
             let below = stepper.lex_key_at(base + path.len());
-            self.fill_cfg_below(cfg, lex_cache, stepper, b, below, row, first)?;
+            self.fill_cfg_below(cfg, lex_cache, stepper, b, below, row, first, level + 1)?;
         }
         Ok(())
     }

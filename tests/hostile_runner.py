@@ -417,6 +417,95 @@ def _():
     return size(lark("start: /" + "(" * DEEP + "a" + ")" * DEEP + "/"))
 
 
+# Trees deeper than their groups: postfix operators on nested groups (each a
+# level of the tree), terminals inlined into terminals, template bodies and
+# arguments substituted into each other, %extend after %extend, and the
+# lookaround rewriter's own regex parser. Each segfaulted before its depth
+# was counted (ast::MAX_NODE_DEPTH, cursor peaks).
+
+
+def stacked_operators(inner: str) -> str:
+    """``inner`` in 198 nested groups with 2..199 ``*`` after each: every
+    group stays under 200 open, but the tree is about 20,000 levels deep."""
+    for level in range(198, 0, -1):
+        inner = "(" + inner + ")" + "*" * (200 - level)
+    return inner
+
+
+@case("gbnf_operators_on_nested_groups", VALUE)
+def _():
+    return size(gbnf("root ::= " + stacked_operators("x") + '\nx ::= "a"\n'))
+
+
+@case("lark_operators_on_nested_groups", VALUE)
+def _():
+    return size(lark("start: " + stacked_operators('"a"') + "\n"))
+
+
+@case("lark_terminal_chain_of_deep_bodies", VALUE)
+def _():
+    terms = "".join(f"T{k}: {stacked_operators(f'T{k + 1}')}\n" for k in range(40))
+    return size(lark("start: T0\n" + terms + 'T40: "a"\n'))
+
+
+@case("lark_terminal_chain_200_deep")
+def _():
+    # Each body a group of one level: 200 terminals deep in all.
+    terms = "".join(f"T{k}: (T{k + 1})+\n" for k in range(199))
+    return size(lark("start: T0\n" + terms + 'T199: "a"\n'))
+
+
+@case("lark_template_chain_of_deep_bodies", VALUE)
+def _():
+    calls = "".join(
+        f"t{k}{{x}}: {stacked_operators(f't{k - 1}{{x}}')}\n" for k in range(1, 9)
+    )
+    return size(lark('start: t8{"a"}\nt0{x}: x\n' + calls))
+
+
+@case("lark_template_arguments_nest_per_level")
+def _():
+    # Each level wraps its argument once more: 60 levels of 2 nodes.
+    calls = "".join(f"t{k}{{x}}: t{k - 1}{{(x)+}}\n" for k in range(1, 60))
+    return size(lark('start: t59{"a"}\nt0{x}: x\n' + calls))
+
+
+@case("lark_template_arguments_nest_past_the_tree_bound", VALUE)
+def _():
+    # Ten levels a template, sixty templates: 600 levels once substituted.
+    calls = "".join(f"t{k}{{x}}: t{k - 1}{{{'(' * 10}x{')+' * 10}}}\n" for k in range(1, 60))
+    return size(lark('start: t59{"a"}\nt0{x}: x\n' + calls))
+
+
+@case("lark_extend_20k")
+def _():
+    return size(lark('start: "a"\n' + '%extend start: "b"\n' * 20_000))
+
+
+@case("lark_lookaround_nested_groups_300k", VALUE)
+def _():
+    return size(lark("start: /(?=a)" + "(" * 300_000 + "a" + ")" * 300_000 + "/\n"))
+
+
+@case("lark_verbose_regex_comment_of_groups_300k", VALUE)
+def _():
+    return size(lark("start: /(?x)a#" + "(" * 300_000 + "/\n"))
+
+
+@case("fill_token_of_65535_one_byte_lexemes")
+def _():
+    # Every byte of the token ends a lexeme: the fill's cache-and-boundary
+    # splits nested once per byte (a stack overflow on the 2 MiB threads of
+    # the parallel fill).
+    t = mp().Tokenizer.from_vocab(BYTES[:256] + [b"a" * 65_535, b"<eos>"], [257])
+    g = mp().compile_grammar(t, 'root ::= x*\nx ::= "a" | "a" "a"', syntax="gbnf")
+    ms = [mp().Matcher(g) for _ in range(4)]
+    bm = bitmask(4, t.vocab_size)
+    mp().fill_next_token_bitmask_par([(m, i) for i, m in enumerate(ms)], bm)
+    assert all(256 in allowed(bm, i) and ord("a") in allowed(bm, i) for i in range(4))
+    return {"allowed": len(allowed(bm, 0))}
+
+
 @case("schema_text_nested_items_100k", VALUE)
 def _():
     return size(schema(nested_json("items", DEEP)))

@@ -187,6 +187,41 @@ impl Node {
         Node::Tokens(TokenSet::new(ranges, negated))
     }
 
+    /// Whether the tree is more than `limit` levels deep (read without
+    /// recursion, so any tree may be asked).
+    pub fn deeper_than(&self, limit: usize) -> bool {
+        let mut stack: Vec<(&Node, usize)> = vec![(self, 1)];
+        while let Some((n, d)) = stack.pop() {
+            if d > limit {
+                return true;
+            }
+            let d = d + 1;
+            match n {
+                Node::Seq(v) | Node::Alt(v) | Node::Intersect(v) | Node::Call(_, v, _) => {
+                    stack.extend(v.iter().map(|c| (c, d)))
+                }
+                Node::Repeat { node, .. } => stack.push((node, d)),
+                Node::Minus(a, b) => stack.extend([(&**a, d), (&**b, d)]),
+                Node::Members(m) => {
+                    stack.extend(m.listed.iter().map(|(x, _)| (x, d)));
+                    if let Some((a, b)) = &m.extra {
+                        stack.extend([(a, d), (b, d)]);
+                    }
+                    stack.extend([&m.open, &m.sep, &m.close, &m.close_empty].map(|x| (x, d)));
+                }
+                Node::Empty
+                | Node::Literal(_)
+                | Node::Class { .. }
+                | Node::AnyChar
+                | Node::Regex(_)
+                | Node::Ref(..)
+                | Node::DecimalMultiples(_)
+                | Node::Tokens(_) => {}
+            }
+        }
+        false
+    }
+
     pub fn alt(mut items: Vec<Node>) -> Node {
         if items.len() == 1 {
             items.pop().unwrap()
@@ -223,6 +258,12 @@ pub struct TermDef {
     pub pos: Pos,
 }
 
+/// Bound on the depth of a rule's tree once templates are expanded,
+/// `%extend`s merged and terminals inlined (as parsed, each body is at most
+/// `cursor::MAX_NESTING` deep). Lowering and every later walk of a body
+/// recurse once per level, so this bounds their stack use.
+pub const MAX_NODE_DEPTH: usize = 400;
+
 #[derive(Clone, Debug)]
 pub struct GrammarAst {
     pub rules: Vec<RuleDef>,
@@ -233,6 +274,29 @@ pub struct GrammarAst {
     pub lexing: Lexing,
     /// Indentation tokens made by the parser (Lark's Python grammars).
     pub indenter: Option<IndenterSpec>,
+}
+
+impl GrammarAst {
+    /// Refuses a rule, terminal or `%ignore` body deeper than
+    /// `MAX_NODE_DEPTH`, naming it.
+    pub fn check_depth(&self) -> crate::error::Result<()> {
+        let bodies = self
+            .rules
+            .iter()
+            .map(|r| (r.name.as_str(), &r.body))
+            .chain(self.terminals.iter().map(|t| (t.name.as_str(), &t.body)))
+            .chain(self.ignore.iter().map(|n| ("%ignore", n)));
+        for (name, body) in bodies {
+            crate::budget::charge(1)?;
+            if body.deeper_than(MAX_NODE_DEPTH) {
+                return Err(crate::error::Error::LimitExceeded(format!(
+                    "{name} nests deeper than {MAX_NODE_DEPTH} levels (groups, operators, \
+                     templates and terminals together)"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What Lark's `PythonIndenter` reads and makes, by terminal name.

@@ -20,12 +20,16 @@ pub struct Cursor<'a> {
     counted: Cell<(usize, u32, u32)>,
     /// Groups open around the cursor (see `MAX_NESTING`).
     depth: u32,
+    /// How deep the item being parsed reaches: its groups, and the postfix
+    /// operators wrapped around them (see `item_start`).
+    peak: u32,
 }
 
 /// Bound on groups nested in one another in grammar text (`(`, `[` and
-/// the like). The parsers, lowering and every later walk of a rule body
-/// recurse once per level, so this bounds their stack use; real grammars
-/// nest a handful of levels.
+/// the like), postfix operators counted as a level each on top of what they
+/// wrap (`((a)*)*` is four). The parsers, lowering and every later walk of
+/// a rule body recurse once per level of its tree, so this bounds their
+/// stack use; real grammars nest a handful of levels.
 pub const MAX_NESTING: u32 = 200;
 
 impl<'a> Cursor<'a> {
@@ -36,6 +40,7 @@ impl<'a> Cursor<'a> {
             syntax,
             counted: Cell::new((0, 1, 1)),
             depth: 0,
+            peak: 0,
         }
     }
 
@@ -46,12 +51,36 @@ impl<'a> Cursor<'a> {
             return self.err(format!("groups nest deeper than {MAX_NESTING} levels"));
         }
         self.depth += 1;
+        self.peak = self.peak.max(self.depth);
         Ok(())
     }
 
     /// Closes the group `enter` opened.
     pub fn leave(&mut self) {
         self.depth -= 1;
+    }
+
+    /// Starts an item (an atom and its postfix operators): returns what
+    /// `item_end` restores. An item's depth is the deepest of its groups,
+    /// plus one per operator around it.
+    pub fn item_start(&mut self) -> u32 {
+        std::mem::replace(&mut self.peak, self.depth)
+    }
+
+    /// A postfix operator around the current item: one level more on top
+    /// of the item's deepest group, refused past `MAX_NESTING`.
+    pub fn wrap(&mut self) -> Result<()> {
+        if self.peak >= MAX_NESTING {
+            return self.err(format!("groups nest deeper than {MAX_NESTING} levels"));
+        }
+        self.peak += 1;
+        Ok(())
+    }
+
+    /// Ends the item `item_start` began (`saved` is what it returned): the
+    /// enclosing group reaches as deep as this item did.
+    pub fn item_end(&mut self, saved: u32) {
+        self.peak = self.peak.max(saved);
     }
 
     pub fn here(&self) -> Pos {

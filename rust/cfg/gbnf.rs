@@ -146,6 +146,7 @@ impl<'a> Parser<'a> {
             if !nested && self.at_rule_start() && !items.is_empty() {
                 break;
             }
+            let saved = self.item_start();
             let item = match self.peek() {
                 Some('"') => Node::Literal(self.literal()?),
                 Some('[') => self.class()?,
@@ -159,6 +160,7 @@ impl<'a> Parser<'a> {
                     self.space(true);
                     if self.peek() == Some('=') {
                         self.end_of_rule_lookahead(nested)?;
+                        self.item_end(saved);
                         break;
                     }
                     let inner = self.alternatives(true)?;
@@ -180,10 +182,14 @@ impl<'a> Parser<'a> {
                     let pos = self.here();
                     Node::Ref(self.name().unwrap(), pos)
                 }
-                _ => break,
+                _ => {
+                    self.item_end(saved);
+                    break;
+                }
             };
             self.space(nested);
             let item = self.postfix(item, nested)?;
+            self.item_end(saved);
             items.push(item);
         }
         Ok(Node::seq(items))
@@ -215,7 +221,6 @@ impl<'a> Parser<'a> {
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
-        let mut applied = 0;
         loop {
             let (min, max) = if let Some(q) = self.eat_quantifier() {
                 q
@@ -223,12 +228,10 @@ impl<'a> Parser<'a> {
                 self.space(false);
                 self.counts()? // consumes the closing '}'
             } else {
-                (0..applied).for_each(|_| self.leave());
                 return Ok(item);
             };
             // Each operator wraps the item once more: a level of nesting.
-            self.enter()?;
-            applied += 1;
+            self.wrap()?;
             self.space(nested);
             item = Node::repeat(item, min, max);
         }
@@ -364,19 +367,37 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     if rules.is_empty() {
         return Err(Error::Compile("GBNF grammar has no rules".into()));
     }
-    Ok(GrammarAst {
+    let ast = GrammarAst {
         rules,
         terminals: Vec::new(),
         ignore: Vec::new(),
         start: "root".into(),
         lexing: Lexing::AllSplits,
         indenter: None,
-    })
+    };
+    ast.check_depth()?;
+    Ok(ast)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postfix_operators_count_as_levels_on_top_of_their_groups() {
+        // 100 groups and an operator after each: 200 levels, the bound.
+        let deep = format!("root ::= {}\"a\"{}", "(".repeat(100), ")*".repeat(100));
+        assert!(parse(&deep).is_ok());
+        let err = parse(&format!("{deep}*")).unwrap_err().to_string();
+        assert!(err.contains("groups nest deeper than 200 levels"), "{err}");
+        // Side by side, items do not add up: each counts 200 levels.
+        let item = deep.replace("root ::= ", "");
+        assert!(parse(&format!("root ::= {item} {item}")).is_ok());
+        // The count is an upper bound of the tree's depth (groups make no
+        // node of their own): 100 repetitions around a literal.
+        let tree = parse(&deep).unwrap().rules[0].body.clone();
+        assert!(tree.deeper_than(100) && !tree.deeper_than(101));
+    }
 
     #[test]
     fn parses_rules_groups_and_postfix() {

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use super::ast::{GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef};
+use super::ast::{GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef, MAX_NODE_DEPTH};
 use super::cursor::Cursor;
 use super::lookaround;
 use crate::error::{Error, Result};
@@ -350,16 +350,21 @@ impl<'a> Parser<'a> {
 
     fn expansion(&mut self, nested: bool) -> Result<Node> {
         let mut items = Vec::new();
-        while let Some(atom) = self.atom()? {
+        loop {
+            let saved = self.item_start();
+            let Some(atom) = self.atom()? else {
+                self.item_end(saved);
+                break;
+            };
             self.space(nested);
             let item = self.postfix(atom, nested)?;
+            self.item_end(saved);
             items.push(item);
         }
         Ok(Node::seq(items))
     }
 
     fn postfix(&mut self, mut item: Node, nested: bool) -> Result<Node> {
-        let mut applied = 0;
         loop {
             let (min, max) = if let Some(q) = self.eat_quantifier() {
                 q
@@ -376,12 +381,10 @@ impl<'a> Parser<'a> {
                 }
                 (lo, Some(hi))
             } else {
-                (0..applied).for_each(|_| self.leave());
                 return Ok(item);
             };
             // Each operator wraps the item once more: a level of nesting.
-            self.enter()?;
-            applied += 1;
+            self.wrap()?;
             self.space(nested);
             item = Node::repeat(item, min, max);
         }
@@ -656,7 +659,7 @@ fn merge(defs: &mut Defs, new: Defs, extend: bool, pos: Pos) -> Result<()> {
             )));
         };
         old.body = if extend {
-            Node::alt(vec![old.body.clone(), r.body])
+            extended(std::mem::replace(&mut old.body, Node::Empty), r.body)
         } else {
             r.body
         };
@@ -669,13 +672,26 @@ fn merge(defs: &mut Defs, new: Defs, extend: bool, pos: Pos) -> Result<()> {
             )));
         };
         old.body = if extend {
-            Node::alt(vec![old.body.clone(), t.body])
+            extended(std::mem::replace(&mut old.body, Node::Empty), t.body)
         } else {
             t.body
         };
         old.priority = t.priority;
     }
     Ok(())
+}
+
+/// `old` with `new` as one more alternative: added to `old`'s alternatives
+/// rather than around them, so a long run of `%extend`s neither deepens
+/// the tree nor copies it each time.
+fn extended(old: Node, new: Node) -> Node {
+    match old {
+        Node::Alt(mut alts) => {
+            alts.push(new);
+            Node::Alt(alts)
+        }
+        old => Node::alt(vec![old, new]),
+    }
 }
 
 /// Replaces template calls by instantiated rules (memoized per argument list).
@@ -690,7 +706,22 @@ fn key_of(n: &Node) -> String {
 }
 
 impl Expander<'_> {
-    fn expand(&mut self, n: &Node, env: &HashMap<String, Node>, depth: usize) -> Result<Node> {
+    /// `n` with its template calls expanded; `depth` counts the templates
+    /// being expanded around it, `level` the nodes (each call recurses once
+    /// per level of the tree, and template bodies add up).
+    fn expand(
+        &mut self,
+        n: &Node,
+        env: &HashMap<String, Node>,
+        depth: usize,
+        level: usize,
+    ) -> Result<Node> {
+        if level > MAX_NODE_DEPTH {
+            return Err(Error::LimitExceeded(format!(
+                "template expansion nests deeper than {MAX_NODE_DEPTH} levels"
+            )));
+        }
+        let level = level + 1;
         Ok(match n {
             Node::Ref(name, _) if env.contains_key(name) => env[name].clone(),
             Node::Call(name, args, pos) => {
@@ -714,8 +745,16 @@ impl Expander<'_> {
                 }
                 let args: Vec<Node> = args
                     .iter()
-                    .map(|a| self.expand(a, env, depth + 1))
+                    .map(|a| self.expand(a, env, depth + 1, level))
                     .collect::<Result<_>>()?;
+                // Arguments are copied into the body: each may be as deep
+                // as a body, no deeper.
+                if args.iter().any(|a| a.deeper_than(MAX_NODE_DEPTH)) {
+                    return Err(Error::LimitExceeded(format!(
+                        "an argument of template '{name}' at {pos} nests deeper than \
+                         {MAX_NODE_DEPTH} levels"
+                    )));
+                }
                 let key = format!(
                     "{name}{{{}}}",
                     args.iter().map(key_of).collect::<Vec<_>>().join(",")
@@ -726,7 +765,7 @@ impl Expander<'_> {
                 let rule = format!("{name}#{}", self.made.len());
                 self.made.insert(key, rule.clone());
                 let inner: HashMap<String, Node> = t.params.iter().cloned().zip(args).collect();
-                let body = self.expand(&t.body.clone(), &inner, depth + 1)?;
+                let body = self.expand(&t.body.clone(), &inner, depth + 1, level)?;
                 self.new_rules.push(RuleDef {
                     name: rule.clone(),
                     body,
@@ -736,16 +775,16 @@ impl Expander<'_> {
             }
             Node::Seq(v) => Node::Seq(
                 v.iter()
-                    .map(|x| self.expand(x, env, depth))
+                    .map(|x| self.expand(x, env, depth, level))
                     .collect::<Result<_>>()?,
             ),
             Node::Alt(v) => Node::Alt(
                 v.iter()
-                    .map(|x| self.expand(x, env, depth))
+                    .map(|x| self.expand(x, env, depth, level))
                     .collect::<Result<_>>()?,
             ),
             Node::Repeat { node, min, max } => Node::Repeat {
-                node: Box::new(self.expand(node, env, depth)?),
+                node: Box::new(self.expand(node, env, depth, level)?),
                 min: *min,
                 max: *max,
             },
@@ -819,7 +858,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut rules = Vec::with_capacity(defs.rules.len());
     for r in &defs.rules {
         rules.push(RuleDef {
-            body: ex.expand(&r.body, &empty, 0)?,
+            body: ex.expand(&r.body, &empty, 0, 0)?,
             ..r.clone()
         });
     }
@@ -827,16 +866,18 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     let ignore = defs
         .ignore
         .iter()
-        .map(|n| ex.expand(n, &empty, 0))
+        .map(|n| ex.expand(n, &empty, 0, 0))
         .collect::<Result<Vec<_>>>()?;
-    Ok(GrammarAst {
+    let ast = GrammarAst {
         rules,
         terminals: defs.terminals,
         ignore,
         start: "start".into(),
         lexing: Lexing::Longest,
         indenter,
-    })
+    };
+    ast.check_depth()?;
+    Ok(ast)
 }
 
 /// Lark's Python grammars `%declare _INDENT _DEDENT` for its

@@ -55,7 +55,14 @@ struct Piece {
 struct Parser<'a> {
     s: &'a [char],
     i: usize,
+    /// Groups open around `i`: every walk of the parsed pieces recurses
+    /// once per level, so the parse refuses past `MAX_GROUP_NESTING`.
+    depth: usize,
 }
+
+/// Bound on groups nested in a regex this parser reads (regex-syntax's own
+/// default nest limit, which the pattern meets afterwards anyway).
+const MAX_GROUP_NESTING: usize = 250;
 
 impl Parser<'_> {
     fn err<T>(&self, what: &str) -> Result<T> {
@@ -225,7 +232,14 @@ impl Parser<'_> {
             self.i += 1;
             "(".to_string()
         };
+        if self.depth >= MAX_GROUP_NESTING {
+            return self.err(&format!(
+                "groups nest deeper than {MAX_GROUP_NESTING} levels"
+            ));
+        }
+        self.depth += 1;
         let alts = self.alts()?;
+        self.depth -= 1;
         if self.s.get(self.i) != Some(&')') {
             return self.err("unterminated group");
         }
@@ -297,7 +311,11 @@ fn render(p: &Piece, out: &mut String) {
 
 fn parse(re: &str) -> Result<Vec<Vec<Piece>>> {
     let chars: Vec<char> = re.chars().collect();
-    let mut p = Parser { s: &chars, i: 0 };
+    let mut p = Parser {
+        s: &chars,
+        i: 0,
+        depth: 0,
+    };
     let alts = p.alts()?;
     if p.i != chars.len() {
         return p.err("unbalanced parenthesis");

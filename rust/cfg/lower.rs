@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ast::{
     GrammarAst, IndenterSpec, Lexing, Members, Node, Pos, RuleDef, TermDef, TokenSet,
+    MAX_NODE_DEPTH,
 };
 use super::cursor::MAX_NESTING;
 use super::greedy::greedy_lexemes;
@@ -1368,7 +1369,7 @@ impl Lowerer<'_> {
         }
         let def = self.terminals[name];
         let mut size = 0;
-        let body = self.inline_terminals(&def.body, &mut vec![name.to_string()], &mut size)?;
+        let body = self.inline_terminals(&def.body, &mut vec![name.to_string()], &mut size, 0)?;
         if super::tokenterm::holds_tokens(&body) {
             return Err(Error::Compile(format!(
                 "terminal {name} holds a special token or token id: use it in a rule"
@@ -1390,7 +1391,16 @@ impl Lowerer<'_> {
         n: &Node,
         stack: &mut Vec<String>,
         size: &mut usize,
+        depth: usize,
     ) -> Result<Node> {
+        // The result is as deep as this recursion: each level a node.
+        if depth > MAX_NODE_DEPTH {
+            return Err(Error::LimitExceeded(format!(
+                "terminal {} nests deeper than {MAX_NODE_DEPTH} levels once the terminals it \
+                 uses are inlined",
+                stack[0]
+            )));
+        }
         *size += 1;
         if *size > MAX_RHS_SYMBOLS {
             return Err(Error::LimitExceeded(format!(
@@ -1401,7 +1411,7 @@ impl Lowerer<'_> {
         crate::budget::charge(1)?;
         let mut all = |v: &[Node], stack: &mut Vec<String>| -> Result<Vec<Node>> {
             v.iter()
-                .map(|x| self.inline_terminals(x, stack, size))
+                .map(|x| self.inline_terminals(x, stack, size, depth + 1))
                 .collect()
         };
         Ok(match n {
@@ -1424,7 +1434,7 @@ impl Lowerer<'_> {
                     )));
                 }
                 stack.push(name.clone());
-                let body = self.inline_terminals(&def.body, stack, size)?;
+                let body = self.inline_terminals(&def.body, stack, size, depth)?;
                 stack.pop();
                 body
             }
@@ -1440,7 +1450,7 @@ impl Lowerer<'_> {
             Node::Seq(v) => Node::Seq(all(v, stack)?),
             Node::Alt(v) => Node::Alt(all(v, stack)?),
             Node::Repeat { node, min, max } => Node::Repeat {
-                node: Box::new(self.inline_terminals(node, stack, size)?),
+                node: Box::new(self.inline_terminals(node, stack, size, depth + 1)?),
                 min: *min,
                 max: *max,
             },
@@ -1451,6 +1461,8 @@ impl Lowerer<'_> {
 
 /// Lowers `ast` and prunes what can never match.
 pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
+    // Every walk below recurses once per level of a body.
+    ast.check_depth()?;
     let mut l = Lowerer {
         names: HashMap::default(),
         terminals: ast.terminals.iter().map(|t| (t.name.clone(), t)).collect(),

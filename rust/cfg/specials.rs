@@ -155,7 +155,8 @@ impl TokenNames {
     }
 }
 
-/// `resolve` for one rule body (nesting is bounded by the parsers).
+/// `resolve` for one rule body (its depth is bounded by the parsers:
+/// `ast::MAX_NODE_DEPTH`, checked when they finish).
 fn resolve_node(n: &mut Node, vocab: &Vocab, names: &mut TokenNames) -> Result<()> {
     match n {
         Node::Ref(name, pos) if is_token_name(name) => {

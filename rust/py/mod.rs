@@ -20,8 +20,25 @@ use crate::error::Error;
 pub(crate) fn to_py_err(e: Error) -> PyErr {
     match e {
         Error::OutOfMemory(m) => PyMemoryError::new_err(m),
-        e => PyValueError::new_err(e.to_string()),
+        e => PyValueError::new_err(shortened(e.to_string())),
     }
+}
+
+/// Messages longer than this many characters keep their start and end.
+const MAX_MESSAGE_CHARS: usize = 4000;
+
+/// `m` cut in the middle when long: errors quote the grammar text they are
+/// about (a regex, a rule), and a hostile request's text is megabytes that
+/// a server would log; the cause is said at the end, the place at the start.
+fn shortened(m: String) -> String {
+    let n = m.chars().count();
+    if n <= MAX_MESSAGE_CHARS {
+        return m;
+    }
+    let head: String = m.chars().take(MAX_MESSAGE_CHARS / 2).collect();
+    let tail: String = m.chars().skip(n - MAX_MESSAGE_CHARS / 4).collect();
+    let cut = n - head.chars().count() - tail.chars().count();
+    format!("{head}[... {cut} characters ...]{tail}")
 }
 
 /// Runs `f` with the GIL released. A panic would be a bug in maskpar; it is
