@@ -689,6 +689,13 @@ def _():
     return size(schema({"type": "string", "pattern": "a[ab]{30}"}))
 
 
+@case("regex_fuzz_wide_dot_counts_after_loops", VALUE)
+def _():
+    # Found by the long fuzz run of 2026-11-26 (a timeout without the
+    # budget): `.{34}` after a loop, twice, is the exponential class above.
+    return size(regex_grammar("\x00\x00\x00\x00\x00+\x00*.{34}\tz+\x00*.{34}\tz\x00\x00\x02:c|"))
+
+
 @case("gbnf_exponential_30")
 def _():
     return size(gbnf('root ::= [ab]* "a" [ab]{30}'))
