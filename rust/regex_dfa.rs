@@ -13,7 +13,7 @@ use regex_automata::nfa::thompson;
 use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
-use regex_syntax::hir::{Hir, HirKind};
+use regex_syntax::hir::{Hir, HirKind, Look};
 
 use crate::error::{Error, Result};
 
@@ -57,14 +57,42 @@ impl ByteDfa {
     /// Compiles `pattern` (Rust `regex` syntax) for full-match use: a text
     /// is accepted if any way of matching the pattern spans all of it.
     pub fn new(pattern: &str) -> Result<Self> {
-        let Some(hir) = hir_to_compose(pattern) else {
-            return Self::build(pattern, MatchKind::All);
+        let hir = match hir_to_compose(pattern) {
+            Some(hir) => {
+                if let Some(d) = compose_parsed(&hir)? {
+                    return Ok(d);
+                }
+                hir
+            }
+            None => match parse_utf8(pattern) {
+                Some(hir) => hir,
+                // regex-automata words the error.
+                None => return Self::build(pattern, MatchKind::All),
+            },
         };
-        if let Some(d) = compose_parsed(&hir)? {
-            return Ok(d);
+        Self::full_match(pattern, &hir)
+    }
+
+    /// `hir`'s full-match DFA, determinized by regex-automata as `hir`
+    /// followed by `SENTINEL` where `hir` matches UTF-8 only (so the byte
+    /// is new): a state accepts where the sentinel leads to a match. Only
+    /// the states after the sentinel are then match states. regex-automata
+    /// moves its match states together by pairwise swaps and resolves them
+    /// by following each swap cycle, quadratic in a long cycle: a DFA of
+    /// 250,000 states nearly all accepting (`(?:-?[1-9][\--9]{0,15})*`)
+    /// took minutes there, past any budget.
+    fn full_match(pattern: &str, hir: &Hir) -> Result<Self> {
+        // An end assertion (`$`, `\b`) would see the sentinel, not the end.
+        let looks = hir.properties().look_set();
+        if !hir.properties().is_utf8() || !looks.remove(Look::Start).is_empty() {
+            return Self::from_dense(pattern, &build_dense_from_hir(pattern, hir)?, None);
         }
-        // Parsed already: regex-automata starts from the syntax tree.
-        Self::from_dense(pattern, &build_dense_from_hir(pattern, &hir)?)
+        let marked = Hir::concat(vec![hir.clone(), Hir::literal([SENTINEL])]);
+        Self::from_dense(
+            pattern,
+            &build_dense_from_hir(pattern, &marked)?,
+            Some(SENTINEL),
+        )
     }
 
     /// Compiles `pattern` with the match a backtracking engine such as
@@ -77,11 +105,13 @@ impl ByteDfa {
     }
 
     fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
-        Self::from_dense(pattern, &build_dense(pattern, kind)?)
+        Self::from_dense(pattern, &build_dense(pattern, kind)?, None)
     }
 
     /// `dfa`'s states reachable from its anchored start, as a table.
-    fn from_dense(pattern: &str, dfa: &dense::DFA<Vec<u32>>) -> Result<Self> {
+    /// (With `sentinel`: `dfa` reads the pattern then that byte, and the
+    /// table keeps the pattern's part, see `full_match`.)
+    fn from_dense(pattern: &str, dfa: &dense::DFA<Vec<u32>>, sentinel: Option<u8>) -> Result<Self> {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| Error::Compile(format!("invalid regex {pattern:?}: {e}")))?;
@@ -115,12 +145,19 @@ impl ByteDfa {
             })
         };
         let start_id = intern(start, &mut order);
+        // The sentinel's class leads out of the pattern: dead here (no
+        // other byte shares it, as no other byte leads there).
+        let sentinel_class = sentinel.map(|b| bc.get(b) as usize);
         let mut next = 0;
         while next < order.len() {
             let s = order[next];
             next += 1;
             crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
-            for &rep in &representative {
+            for (c, &rep) in representative.iter().enumerate() {
+                if sentinel_class == Some(c) {
+                    raw_trans.push(DEAD);
+                    continue;
+                }
                 let t = dfa.next_state(s, rep);
                 let id = intern(t, &mut order);
                 raw_trans.push(id);
@@ -135,7 +172,11 @@ impl ByteDfa {
         let n = order.len() + 1;
         let mut accepting = vec![false; n];
         for (i, &s) in order.iter().enumerate() {
-            accepting[i + 1] = dfa.is_match_state(dfa.next_eoi_state(s));
+            let end = match sentinel {
+                Some(b) => dfa.next_state(s, b),
+                None => s,
+            };
+            accepting[i + 1] = dfa.is_match_state(dfa.next_eoi_state(end));
         }
         let table = Table {
             classes,
@@ -1143,6 +1184,20 @@ fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
 /// `pattern`'s syntax tree when it may compose (a large count, or an
 /// alternation with loops); None otherwise or when it does not parse
 /// (`build` reports the error).
+/// The byte `ByteDfa::full_match` appends: never in UTF-8 text.
+const SENTINEL: u8 = 0xFF;
+
+/// `pattern`'s syntax tree as regex-automata would parse it for
+/// `build_dense` (Unicode, UTF-8 only); None where it does not parse.
+fn parse_utf8(pattern: &str) -> Option<Hir> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(true)
+        .utf8(true)
+        .build()
+        .parse(pattern)
+        .ok()
+}
+
 fn hir_to_compose(pattern: &str) -> Option<Hir> {
     // Most patterns have no large count: skip parsing them twice.
     let has_large_count = pattern.split('{').skip(1).any(|rest| {
@@ -1158,12 +1213,7 @@ fn hir_to_compose(pattern: &str) -> Option<Hir> {
     if !has_large_count && !may_search {
         return None;
     }
-    regex_syntax::ParserBuilder::new()
-        .unicode(true)
-        .utf8(true)
-        .build()
-        .parse(pattern)
-        .ok()
+    parse_utf8(pattern)
 }
 
 /// `hir`'s DFA (full-match semantics) put together from its parts where
@@ -1816,6 +1866,26 @@ pub(crate) mod tests {
         assert!(full_match(&alt, b"ab") && !live_prefix(&alt, b"abc"));
         let greedy = ByteDfa::first_match("[a-z]+").unwrap();
         assert!(full_match(&greedy, b"abc"));
+    }
+
+    #[test]
+    fn the_sentinel_build_equals_the_plain_one() {
+        // Built through `full_match` (pattern then 0xFF) and as the pattern
+        // alone: the same language. The first took minutes in
+        // regex-automata's match-state shuffle at {0,15}.
+        for p in [
+            "(?:-?(?:[4-9]|[1-9][\\--9]{0,9}))*",
+            "(?:)|a+|é*b",
+            "[^\"\\\\]*\"",
+            "(?i)ab|[α-ω]{2,3}",
+            "^ab(?:c|d)*",
+            "x?",
+        ] {
+            let hir = parse_utf8(p).unwrap();
+            let marked = ByteDfa::full_match(p, &hir).unwrap();
+            let plain = ByteDfa::build(p, MatchKind::All).unwrap();
+            assert_equivalent(p, &marked, &plain);
+        }
     }
 
     #[test]

@@ -696,6 +696,15 @@ def _():
     return size(regex_grammar("\x00\x00\x00\x00\x00+\x00*.{34}\tz+\x00*.{34}\tz\x00\x00\x02:c|"))
 
 
+@case("regex_many_accepting_states_match_shuffle")
+def _():
+    # Found by the long fuzz run of 2026-11-26 (in a GBNF `number` rule):
+    # 300,000 DFA states, nearly all accepting, sat for minutes in
+    # regex-automata's match-state shuffle; built as the pattern then a
+    # sentinel byte, about a second.
+    return size(regex_grammar("(?:-?(?:[4-9]|[1-9][\\--9]{0,15}))*"))
+
+
 @case("gbnf_exponential_30")
 def _():
     return size(gbnf('root ::= [ab]* "a" [ab]{30}'))
