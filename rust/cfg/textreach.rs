@@ -194,24 +194,30 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
     // A longest-match lexeme may end where it may back off (see `Lexeme`).
     let backs_off = cfg.lexing == Lexing::Longest;
+    // Most classes lead to the state the previous one led to (a string's
+    // characters all go to one state): those are not pushed again.
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
             if !live(t) || (backs_off && lexeme.may_back_off(dfa, x, t)) {
                 return false;
             }
-            out.push(t);
+            if out.last() != Some(&t) {
+                out.push(t);
+            }
         }
         true
     };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(16);
     if !step_all(s, &classes.ascii, &mut out) {
         return None;
     }
+    let (mut states, mut next) = (Vec::with_capacity(16), Vec::with_capacity(16));
     for ranges in &classes.multibyte {
-        let mut states = vec![s];
+        states.clear();
+        states.push(s);
         for bytes in ranges {
-            let mut next = Vec::with_capacity(states.len());
+            next.clear();
             for &x in &states {
                 if !step_all(x, bytes, &mut next) {
                     return None;
@@ -219,9 +225,9 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
             }
             next.sort_unstable();
             next.dedup();
-            states = next;
+            std::mem::swap(&mut states, &mut next);
         }
-        out.extend(states);
+        out.extend_from_slice(&states);
     }
     out.sort_unstable();
     out.dedup();
