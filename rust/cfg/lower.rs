@@ -935,10 +935,8 @@ impl Lowerer<'_> {
         }
         // Many regular alternatives (enums of arrays and objects): one
         // lexeme too, where their union stays about the size of their text.
-        let regular = others.iter().filter(|a| is_regular(a)).count();
-        if self.lexing == Lexing::AllSplits && regular >= valueunion::MIN_UNION {
-            let (union, rest): (Vec<&Node>, Vec<&Node>) =
-                others.iter().partition(|a| is_regular(a));
+        let (union, rest): (Vec<&Node>, Vec<&Node>) = others.iter().partition(|a| is_regular(a));
+        if union.len() >= valueunion::MIN_UNION {
             if let Some(dfa) = valueunion::union_dfa(&union)? {
                 let what = format!("one of {} values", union.len());
                 let sym = self.built_lexeme(dfa, what)?;

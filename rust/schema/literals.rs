@@ -88,48 +88,11 @@ impl<'a> Compiler<'a> {
                 }
                 Ok(c.container("[", Node::seq(items), false, "]"))
             })?,
-            Value::Object(o) if self.opts.key_order == KeyOrder::Schema => {
-                // In the value's own order, as json.dumps writes it.
-                self.nested(|c| {
-                    let members = o
-                        .iter()
-                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?)))
-                        .collect::<Result<Vec<(String, Node)>>>()?;
-                    Ok(c.fixed_members(&members))
-                })?
-            }
-            Value::Object(o) if spelled_orders(v) <= PERMUTED_ORDERS => {
-                // Equal objects may list their keys in any order: each order
-                // spelled out, a regular node (an enum of many such objects
-                // is one lexeme, see `cfg::valueunion`).
-                self.nested(|c| {
-                    let members = o
-                        .iter()
-                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?)))
-                        .collect::<Result<Vec<(String, Node)>>>()?;
-                    Ok(Node::alt(
-                        permutations(members.len())
-                            .into_iter()
-                            .map(|order| {
-                                let ordered: Vec<(String, Node)> =
-                                    order.iter().map(|&i| members[i].clone()).collect();
-                                c.fixed_members(&ordered)
-                            })
-                            .collect(),
-                    ))
-                })?
-            }
-            Value::Object(o) if o.len() <= MAX_MEMBERS => {
-                self.nested(|c| {
-                    // Equal objects may list their keys in any order.
-                    let listed = o
-                        .iter()
-                        .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?, true)))
-                        .collect::<Result<Vec<(String, Node, bool)>>>()?;
-                    c.members(&listed, None, MemberCounts::default(), ptr)
-                })?
-            }
-            Value::Object(o) => {
+            Value::Object(o)
+                if self.opts.key_order == KeyOrder::Any
+                    && o.len() > MAX_MEMBERS
+                    && spelled_orders(v) > PERMUTED_ORDERS =>
+            {
                 return refuse(
                     ptr,
                     format!(
@@ -139,6 +102,31 @@ impl<'a> Compiler<'a> {
                     ),
                 )
             }
+            Value::Object(o) => self.nested(|c| {
+                let members = o
+                    .iter()
+                    .map(|(k, x)| Ok((k.clone(), c.literal(x, ptr)?)))
+                    .collect::<Result<Vec<(String, Node)>>>()?;
+                if c.opts.key_order == KeyOrder::Schema {
+                    // In the value's own order, as json.dumps writes it.
+                    return Ok(c.fixed_members(&members));
+                }
+                if spelled_orders(v) <= PERMUTED_ORDERS {
+                    // Equal objects may list their keys in any order: each
+                    // order spelled out, a regular node (an enum of many such
+                    // objects is one lexeme, see `cfg::valueunion`).
+                    let orders = permutations(members.len()).into_iter().map(|order| {
+                        let ordered: Vec<(String, Node)> =
+                            order.iter().map(|&i| members[i].clone()).collect();
+                        c.fixed_members(&ordered)
+                    });
+                    return Ok(Node::alt(orders.collect()));
+                }
+                // Past that, member sets, every member required.
+                let listed: Vec<(String, Node, bool)> =
+                    members.into_iter().map(|(k, n)| (k, n, true)).collect();
+                c.members(&listed, None, MemberCounts::default(), ptr)
+            })?,
         })
     }
 }
