@@ -8,16 +8,14 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use regex_automata::dfa::{dense, Automaton, StartKind};
 use regex_automata::nfa::thompson;
-use regex_automata::util::primitives::StateID;
-use regex_automata::util::{start, syntax};
-use regex_automata::{Anchored, MatchKind};
-use regex_syntax::hir::{Hir, HirKind, Look};
+use regex_automata::MatchKind;
+use regex_syntax::hir::{Hir, HirKind};
 
 use crate::error::{Error, Result};
 
 mod block_product;
+mod lazy;
 mod minimize;
 mod periodic;
 mod sequences;
@@ -73,26 +71,9 @@ impl ByteDfa {
         Self::full_match(pattern, &hir)
     }
 
-    /// `hir`'s full-match DFA, determinized by regex-automata as `hir`
-    /// followed by `SENTINEL` where `hir` matches UTF-8 only (so the byte
-    /// is new): a state accepts where the sentinel leads to a match. Only
-    /// the states after the sentinel are then match states. regex-automata
-    /// moves its match states together by pairwise swaps and resolves them
-    /// by following each swap cycle, quadratic in a long cycle: a DFA of
-    /// 250,000 states nearly all accepting (`(?:-?[1-9][\--9]{0,15})*`)
-    /// took minutes there, past any budget.
+    /// `hir`'s full-match DFA (`pattern` names it in errors).
     fn full_match(pattern: &str, hir: &Hir) -> Result<Self> {
-        // An end assertion (`$`, `\b`) would see the sentinel, not the end.
-        let looks = hir.properties().look_set();
-        if !hir.properties().is_utf8() || !looks.remove(Look::Start).is_empty() {
-            return Self::from_dense(pattern, &build_dense_from_hir(pattern, hir)?, None);
-        }
-        let marked = Hir::concat(vec![hir.clone(), Hir::literal([SENTINEL])]);
-        Self::from_dense(
-            pattern,
-            &build_dense_from_hir(pattern, &marked)?,
-            Some(SENTINEL),
-        )
+        lazy::determinize(pattern, lazy::LazySource::from_hir(pattern, hir)?)
     }
 
     /// Compiles `pattern` with the match a backtracking engine such as
@@ -105,90 +86,7 @@ impl ByteDfa {
     }
 
     fn build(pattern: &str, kind: MatchKind) -> Result<Self> {
-        Self::from_dense(pattern, &build_dense(pattern, kind)?, None)
-    }
-
-    /// `dfa`'s states reachable from its anchored start, as a table.
-    /// (With `sentinel`: `dfa` reads the pattern then that byte, and the
-    /// table keeps the pattern's part, see `full_match`.)
-    fn from_dense(pattern: &str, dfa: &dense::DFA<Vec<u32>>, sentinel: Option<u8>) -> Result<Self> {
-        let start = dfa
-            .start_state(&start::Config::new().anchored(Anchored::Yes))
-            .map_err(|e| Error::Compile(format!("invalid regex {pattern:?}: {e}")))?;
-
-        let bc = dfa.byte_classes();
-        let stride = bc.alphabet_len() - 1; // the last class is end-of-input
-        let mut classes = [0u8; 256];
-        let mut representative = vec![0u8; stride];
-        let mut class_size = vec![0usize; stride];
-        for b in 0..=255u8 {
-            let c = bc.get(b);
-            classes[b as usize] = c;
-            if class_size[c as usize] == 0 {
-                representative[c as usize] = b;
-            }
-            class_size[c as usize] += 1;
-        }
-
-        // Number the states reachable from the start (1-based; 0 = dead).
-        let mut ids: HashMap<StateID, u32> = HashMap::default();
-        let mut order: Vec<StateID> = Vec::new();
-        let mut raw_trans: Vec<u32> = vec![0; stride]; // row 0: dead
-        let is_dead = |s: StateID| dfa.is_dead_state(s) || dfa.is_quit_state(s);
-        let mut intern = |s: StateID, order: &mut Vec<StateID>| -> u32 {
-            if is_dead(s) {
-                return DEAD;
-            }
-            *ids.entry(s).or_insert_with(|| {
-                order.push(s);
-                order.len() as u32
-            })
-        };
-        let start_id = intern(start, &mut order);
-        // The sentinel's class leads out of the pattern: dead here (no
-        // other byte shares it, as no other byte leads there).
-        let sentinel_class = sentinel.map(|b| bc.get(b) as usize);
-        let mut next = 0;
-        while next < order.len() {
-            let s = order[next];
-            next += 1;
-            crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
-            for (c, &rep) in representative.iter().enumerate() {
-                if sentinel_class == Some(c) {
-                    raw_trans.push(DEAD);
-                    continue;
-                }
-                let t = dfa.next_state(s, rep);
-                let id = intern(t, &mut order);
-                raw_trans.push(id);
-            }
-            if raw_trans.len() * 4 > DFA_SIZE_LIMIT {
-                return Err(Error::LimitExceeded(format!(
-                    "regex {pattern:?} needs a DFA larger than {} MiB",
-                    DFA_SIZE_LIMIT >> 20
-                )));
-            }
-        }
-        let n = order.len() + 1;
-        let mut accepting = vec![false; n];
-        for (i, &s) in order.iter().enumerate() {
-            let end = match sentinel {
-                Some(b) => dfa.next_state(s, b),
-                None => s,
-            };
-            accepting[i + 1] = dfa.is_match_state(dfa.next_eoi_state(end));
-        }
-        let table = Table {
-            classes,
-            class_size,
-            representative,
-            trans: raw_trans,
-            accepting,
-            start: start_id,
-        };
-        table
-            .pruned()
-            .ok_or_else(|| Error::Compile(format!("regex {pattern:?} matches no string")))
+        lazy::determinize(pattern, lazy::LazySource::new(pattern, kind)?)
     }
 
     /// The strings `a` accepts that `b` does (`Op::And`) or does not
@@ -1184,11 +1082,8 @@ fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
 /// `pattern`'s syntax tree when it may compose (a large count, or an
 /// alternation with loops); None otherwise or when it does not parse
 /// (`build` reports the error).
-/// The byte `ByteDfa::full_match` appends: never in UTF-8 text.
-const SENTINEL: u8 = 0xFF;
-
 /// `pattern`'s syntax tree as regex-automata would parse it for
-/// `build_dense` (Unicode, UTF-8 only); None where it does not parse.
+/// the DFA builders (Unicode, UTF-8 only); None where it does not parse.
 fn parse_utf8(pattern: &str) -> Option<Hir> {
     regex_syntax::ParserBuilder::new()
         .unicode(true)
@@ -1385,80 +1280,11 @@ fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
     }
 }
 
-/// Budget steps per byte of a DFA that regex-automata determinizes: it
-/// cannot charge as it goes, so its size bound is what the budget has left
-/// (about 12 MiB from the default budget, about a second of work here).
-const DETERMINIZED_BYTE: u64 = 8;
-
-/// The bound on regex-automata's determinization: `DFA_SIZE_LIMIT`, or less
-/// where the compile's budget has less left.
-fn determinize_limit() -> usize {
-    let by_budget = crate::budget::remaining().map_or(u64::MAX, |left| left / DETERMINIZED_BYTE);
-    DFA_SIZE_LIMIT.min(usize::try_from(by_budget).unwrap_or(usize::MAX))
-}
-
-/// Charges a DFA regex-automata built, or names the budget where the size
-/// bound it ran into was the budget's.
-fn charged(
-    built: std::result::Result<dense::DFA<Vec<u32>>, Error>,
-    limit: usize,
-) -> Result<dense::DFA<Vec<u32>>> {
-    match built {
-        Ok(dfa) => {
-            let bytes = dfa.memory_usage() as u64;
-            crate::budget::charge(bytes.saturating_mul(DETERMINIZED_BYTE))?;
-            Ok(dfa)
-        }
-        Err(Error::LimitExceeded(_)) if limit < DFA_SIZE_LIMIT => {
-            Err(crate::budget::exhausted_error())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-fn dense_config(kind: MatchKind, limit: usize) -> dense::Config {
-    dense::Config::new()
-        // All keeps every alternative alive (full-match semantics: `a|ab`
-        // accepts "ab"); LeftmostFirst drops what a backtracking engine would
-        // not prefer once it has a match.
-        .match_kind(kind)
-        .start_kind(StartKind::Anchored)
-        .byte_classes(true)
-        .minimize(false)
-        .dfa_size_limit(Some(limit))
-        .determinize_size_limit(Some(limit))
-}
-
-fn thompson_config() -> thompson::Config {
+pub(super) fn thompson_config() -> thompson::Config {
     thompson::Config::new().nfa_size_limit(Some(NFA_SIZE_LIMIT))
 }
 
-fn build_dense(pattern: &str, kind: MatchKind) -> Result<dense::DFA<Vec<u32>>> {
-    let limit = determinize_limit();
-    let built = dense::Builder::new()
-        .configure(dense_config(kind, limit))
-        .syntax(syntax::Config::new().unicode(true).utf8(true))
-        .thompson(thompson_config())
-        .build(pattern)
-        .map_err(|e| build_error(pattern, &e));
-    charged(built, limit)
-}
-
-/// `build_dense` (full-match semantics) from `pattern`'s syntax tree.
-fn build_dense_from_hir(pattern: &str, hir: &Hir) -> Result<dense::DFA<Vec<u32>>> {
-    let nfa = thompson::Compiler::new()
-        .configure(thompson_config())
-        .build_from_hir(hir)
-        .map_err(|e| build_error(pattern, &e))?;
-    let limit = determinize_limit();
-    let built = dense::Builder::new()
-        .configure(dense_config(MatchKind::All, limit))
-        .build_from_nfa(&nfa)
-        .map_err(|e| build_error(pattern, &e));
-    charged(built, limit)
-}
-
-fn build_error(pattern: &str, e: &dyn std::error::Error) -> Error {
+pub(super) fn build_error(pattern: &str, e: &dyn std::error::Error) -> Error {
     let mut msg = format!("invalid regex {pattern:?}: {e}");
     let mut src = e.source();
     while let Some(s) = src {
@@ -1812,7 +1638,7 @@ pub(crate) mod tests {
         assert!(e.contains("invalid regex"), "{e}");
         assert!(ByteDfa::new("[^\\x00-\\x{10FFFF}]").is_err());
         let e = ByteDfa::new("[ab]*a[ab]{24}").map(|_| ()).unwrap_err();
-        assert!(e.to_string().contains("limit"), "{e}");
+        assert!(e.to_string().contains("larger than 64 MiB"), "{e}");
         assert!(matches!(e, Error::LimitExceeded(_) | Error::Compile(_)));
     }
 
@@ -1868,24 +1694,75 @@ pub(crate) mod tests {
         assert!(full_match(&greedy, b"abc"));
     }
 
+    /// regex-automata's dense DFA of `pattern` (match kind `kind`, built
+    /// whole by its own determinizer), as a full-match test of a text.
+    fn dense_full_match(pattern: &str, kind: MatchKind) -> impl Fn(&[u8]) -> bool {
+        use regex_automata::dfa::{dense, Automaton, StartKind};
+        use regex_automata::util::start;
+        use regex_automata::Anchored;
+        let dfa = dense::Builder::new()
+            .configure(
+                dense::Config::new()
+                    .match_kind(kind)
+                    .start_kind(StartKind::Anchored),
+            )
+            .build(pattern)
+            .unwrap();
+        let start = dfa
+            .start_state(&start::Config::new().anchored(Anchored::Yes))
+            .unwrap();
+        move |text: &[u8]| {
+            let s = text.iter().fold(start, |s, &b| dfa.next_state(s, b));
+            dfa.is_match_state(dfa.next_eoi_state(s))
+        }
+    }
+
     #[test]
-    fn the_sentinel_build_equals_the_plain_one() {
-        // Built through `full_match` (pattern then 0xFF) and as the pattern
-        // alone: the same language. The first took minutes in
-        // regex-automata's match-state shuffle at {0,15}.
+    fn lazy_determinization_agrees_with_the_dense_builder() {
+        // Every text over each pattern's bytes (and one other), as long as
+        // 30,000 texts allow, with full-match and first-match semantics,
+        // against the dense DFA regex-automata builds whole. The first
+        // pattern's DFA at {0,15} took minutes in the dense builder's
+        // match-state shuffle.
         for p in [
-            "(?:-?(?:[4-9]|[1-9][\\--9]{0,9}))*",
+            "(?:-?(?:[4-9]|[1-9][\\--9]{0,3}))*",
             "(?:)|a+|é*b",
             "[^\"\\\\]*\"",
-            "(?i)ab|[α-ω]{2,3}",
-            "^ab(?:c|d)*",
-            "x?",
+            "(?i)ab|[α-γ]{1,2}",
+            "^ab(?:c|d)*$",
+            "x?(?-u:\\b)y*",
+            "ab|abcd",
+            "x[a-c]*?y",
         ] {
-            let hir = parse_utf8(p).unwrap();
-            let marked = ByteDfa::full_match(p, &hir).unwrap();
-            let plain = ByteDfa::build(p, MatchKind::All).unwrap();
-            assert_equivalent(p, &marked, &plain);
+            let mut alphabet: Vec<u8> = p.bytes().collect();
+            alphabet.push(b'z');
+            alphabet.sort_unstable();
+            alphabet.dedup();
+            for (kind, ours) in [
+                (MatchKind::All, ByteDfa::build(p, MatchKind::All).unwrap()),
+                (MatchKind::LeftmostFirst, ByteDfa::first_match(p).unwrap()),
+            ] {
+                let theirs = dense_full_match(p, kind);
+                let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+                while level.len() <= 30_000 {
+                    for t in &level {
+                        assert_eq!(full_match(&ours, t), theirs(t), "{p:?} ({kind:?}) on {t:?}");
+                    }
+                    level = level
+                        .iter()
+                        .flat_map(|t| alphabet.iter().map(move |&b| [&t[..], &[b]].concat()))
+                        .collect();
+                }
+            }
         }
+    }
+
+    #[test]
+    fn the_budget_stops_an_exponential_determinization_part_way() {
+        // The exponential class: past the budget part way, with its error.
+        let err =
+            crate::budget::with_budget(10_000_000, || ByteDfa::new("[ab]*a[ab]{30}")).unwrap_err();
+        assert!(err.to_string().contains("steps of work"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,213 @@
+//! Determinizing a pattern into a `Table`, through regex-automata's lazy DFA.
+//!
+//! regex-automata's dense builder determinizes a whole pattern inside one
+//! call. That call cannot stop for a work budget, so it was bounded by size
+//! only: the exponential class (`[ab]*a[ab]{30}`) ran to the 64 MiB bound,
+//! two to four seconds. And at its end the builder moves its match states
+//! together by pairwise swaps, which it resolves by following each swap
+//! cycle: when nearly every state accepts, one long cycle makes that step
+//! quadratic (a DFA of 250,000 such states took minutes).
+//!
+//! The lazy ("hybrid") DFA has the same determinizer and the same
+//! semantics, but makes a state when a transition first leads to it and
+//! keeps it where it was made: nothing is shuffled. `determinize` asks for
+//! every state reachable from the anchored start, breadth first, and charges
+//! each to the compile's budget as it is made (its transitions and the bytes
+//! it adds to the cache, which hold its set of NFA states), so the budget
+//! ends an exponential determinization part way: about a second at the
+//! default budget.
+//!
+//! The lazy DFA keeps its states in a cache that it clears when full, which
+//! would invalidate every state id read so far: the cache is given room for
+//! the DFA size bound, and a clear is reported as that bound exceeded.
+
+use regex_automata::hybrid::dfa::{Builder, Cache, Config, DFA};
+use regex_automata::hybrid::LazyStateID;
+use regex_automata::nfa::thompson::{self, NFA};
+use regex_automata::util::{start, syntax};
+use regex_automata::{Anchored, MatchKind};
+use regex_syntax::hir::Hir;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{build_error, thompson_config, ByteDfa, Table, DEAD, DFA_SIZE_LIMIT};
+use crate::error::{Error, Result};
+
+/// A lazy DFA and its cache, read state by state by `determinize`.
+pub(super) struct LazySource<'p> {
+    pattern: &'p str,
+    dfa: DFA,
+    cache: Cache,
+    /// Cache bytes already charged to the budget.
+    charged: usize,
+}
+
+impl<'p> LazySource<'p> {
+    /// `pattern` (Unicode, UTF-8 only) with match semantics `kind`.
+    pub(super) fn new(pattern: &'p str, kind: MatchKind) -> Result<Self> {
+        let dfa = Builder::new()
+            .configure(config(kind))
+            .syntax(syntax::Config::new().unicode(true).utf8(true))
+            .thompson(thompson_config())
+            .build(pattern)
+            .map_err(|e| build_error(pattern, &e))?;
+        Ok(Self::with(pattern, dfa))
+    }
+
+    /// `hir` (the syntax tree of `pattern`) with full-match semantics.
+    pub(super) fn from_hir(pattern: &'p str, hir: &Hir) -> Result<Self> {
+        let nfa: NFA = thompson::Compiler::new()
+            .configure(thompson_config())
+            .build_from_hir(hir)
+            .map_err(|e| build_error(pattern, &e))?;
+        let dfa = Builder::new()
+            .configure(config(MatchKind::All))
+            .build_from_nfa(nfa)
+            .map_err(|e| build_error(pattern, &e))?;
+        Ok(Self::with(pattern, dfa))
+    }
+
+    fn with(pattern: &'p str, dfa: DFA) -> Self {
+        let cache = dfa.create_cache();
+        LazySource {
+            pattern,
+            dfa,
+            cache,
+            charged: 0,
+        }
+    }
+
+    /// A state as `determinize` keys it (None: dead), or the size bound's
+    /// error once the cache has been cleared (every id read is stale).
+    /// A state's id always carries the same tags (match, start), so equal
+    /// states have equal ids.
+    fn id(&self, s: LazyStateID) -> Result<Option<LazyStateID>> {
+        if self.cache.clear_count() > 0 {
+            return Err(self.too_large());
+        }
+        Ok((!(s.is_dead() || s.is_quit())).then_some(s))
+    }
+
+    fn too_large(&self) -> Error {
+        Error::LimitExceeded(format!(
+            "regex {:?} needs a DFA larger than {} MiB",
+            self.pattern,
+            DFA_SIZE_LIMIT >> 20
+        ))
+    }
+}
+
+/// Budget steps per byte the lazy DFA's cache grows by: a state's bytes
+/// are its transitions and its set of NFA states, which determinizing it
+/// went through. Measured so that the default budget (10^9 steps) ends the
+/// exponential class (`[ab]*a[ab]{30}`) after about a second here.
+const CACHED_BYTE: u64 = 16;
+
+fn config(kind: MatchKind) -> Config {
+    Config::new()
+        .match_kind(kind)
+        .byte_classes(true)
+        // Room for the DFA size bound and the states' NFA sets; a clear is
+        // reported as the bound exceeded (module docs).
+        .cache_capacity(2 * DFA_SIZE_LIMIT)
+}
+
+impl LazySource<'_> {
+    /// The anchored start state (None: dead).
+    fn start(&mut self) -> Result<Option<LazyStateID>> {
+        let config = start::Config::new().anchored(Anchored::Yes);
+        let s = self
+            .dfa
+            .start_state(&mut self.cache, &config)
+            .map_err(|e| Error::Compile(format!("invalid regex {:?}: {e}", self.pattern)))?;
+        self.id(s)
+    }
+
+    /// The state after `byte` (None: dead).
+    fn next(&mut self, s: LazyStateID, byte: u8) -> Result<Option<LazyStateID>> {
+        let t = self
+            .dfa
+            .next_state(&mut self.cache, s, byte)
+            .map_err(|_| self.too_large())?;
+        self.id(t)
+    }
+
+    /// Whether the text may end in `s`.
+    fn accepts_at_end(&mut self, s: LazyStateID) -> Result<bool> {
+        let end = self
+            .dfa
+            .next_eoi_state(&mut self.cache, s)
+            .map_err(|_| self.too_large())?;
+        self.id(end)?;
+        Ok(end.is_match())
+    }
+
+    /// Charges the cache's growth since the last charge.
+    fn charge(&mut self) -> Result<()> {
+        let used = self.cache.memory_usage();
+        let grown = used.saturating_sub(self.charged);
+        self.charged = used;
+        crate::budget::charge(grown as u64 * CACHED_BYTE)
+    }
+}
+
+/// The states of `source` reachable from its anchored start, as a table
+/// (`pattern` names it in errors).
+pub(super) fn determinize(pattern: &str, mut source: LazySource<'_>) -> Result<ByteDfa> {
+    let bc = *source.dfa.byte_classes();
+    let stride = bc.alphabet_len() - 1; // the last class is end-of-input
+    let mut classes = [0u8; 256];
+    let mut representative = vec![0u8; stride];
+    let mut class_size = vec![0usize; stride];
+    for b in 0..=255u8 {
+        let c = bc.get(b);
+        classes[b as usize] = c;
+        if class_size[c as usize] == 0 {
+            representative[c as usize] = b;
+        }
+        class_size[c as usize] += 1;
+    }
+
+    // Number the states reachable from the start (1-based; 0 = dead).
+    let mut ids: HashMap<LazyStateID, u32> = HashMap::default();
+    let mut order: Vec<LazyStateID> = Vec::new();
+    let mut trans: Vec<u32> = vec![0; stride]; // row 0: dead
+    let mut intern = |s: Option<LazyStateID>, order: &mut Vec<LazyStateID>| -> u32 {
+        let Some(s) = s else { return DEAD };
+        *ids.entry(s).or_insert_with(|| {
+            order.push(s);
+            order.len() as u32
+        })
+    };
+    let start = source.start()?;
+    let start = intern(start, &mut order);
+    let mut next = 0;
+    while next < order.len() {
+        let s = order[next];
+        next += 1;
+        crate::budget::charge_n(stride * crate::budget::HASHED_TRANSITION)?;
+        for &rep in &representative {
+            let t = source.next(s, rep)?;
+            trans.push(intern(t, &mut order));
+        }
+        source.charge()?;
+        if trans.len() * 4 > DFA_SIZE_LIMIT {
+            return Err(source.too_large());
+        }
+    }
+    let mut accepting = vec![false; order.len() + 1];
+    for (i, &s) in order.iter().enumerate() {
+        accepting[i + 1] = source.accepts_at_end(s)?;
+    }
+    let table = Table {
+        classes,
+        class_size,
+        representative,
+        trans,
+        accepting,
+        start,
+    };
+    table
+        .pruned()
+        .ok_or_else(|| Error::Compile(format!("regex {pattern:?} matches no string")))
+}
