@@ -3,6 +3,8 @@ changed; nothing a caller sends crashes or hangs the process."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,14 @@ def test_wrong_argument_types(g):
         maskpar.compile_regex("not a tokenizer", "a")
     with pytest.raises(TypeError):
         maskpar.compile_regex(maskpar.Tokenizer.from_vocab(TOKENS, [3]), 5)
+
+
+@pytest.mark.parametrize(
+    "keyword, value",
+    [("maxLength", 99999999999999999999999), ("minItems", 2**64), ("minLength", 5_000_000_000)],
+)
+def test_counts_past_the_bound_are_named_as_too_large(keyword: str, value: int) -> None:
+    tok = maskpar.Tokenizer.from_vocab(TOKENS, [3], vocab_size=VOCAB)
+    schema = {"type": "array" if "Items" in keyword else "string", keyword: value}
+    with pytest.raises(ValueError, match=f"`{keyword}` is .*, more than the largest count"):
+        maskpar.compile_json_schema(tok, json.dumps(schema))

@@ -143,7 +143,16 @@ pub(super) fn count(obj: &Map<String, Value>, k: &str, ptr: &str) -> Result<Opti
                 .map(|f| f as u64)
         }) {
             Some(v) if v <= u32::MAX as u64 => Ok(Some(v as u32)),
-            _ => refuse(
+            // Integers past 2^53 are read as the nearest double (no
+            // arbitrary precision), so the count is shown as that double.
+            Some(_) => refuse(
+                &format!("{ptr}/{k}"),
+                format!(
+                    "`{k}` is {n}, more than the largest count maskpar takes ({})",
+                    u32::MAX
+                ),
+            ),
+            None => refuse(
                 &format!("{ptr}/{k}"),
                 format!("`{k}` must be a non-negative integer, got {n}"),
             ),
