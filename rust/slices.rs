@@ -10,6 +10,8 @@
 //! are all allowed: their bits come from `bits`, and only the other tokens,
 //! in the much smaller `rest` trie, are walked (`cfg::sliced`).
 
+use std::sync::Arc;
+
 use crate::trie::TokenTrie;
 
 /// Character counts at which slices are cut; the last slice takes all text
@@ -25,7 +27,7 @@ pub struct TextSlice {
     pub max_chars: usize,
     /// The slice's tokens as the start of a bitmask row: its words cover
     /// the vocabulary's tokens, not the padding ids a wider row has after.
-    pub bits: Box<[u32]>,
+    pub bits: Arc<[u32]>,
     /// The vocabulary's other text tokens.
     pub rest: TokenTrie,
     /// The vocabulary trie's node for each node of `rest` (same path).
@@ -83,7 +85,7 @@ impl TextSlices {
                 let rest_nodes = same_nodes(&rest, trie);
                 TextSlice {
                     max_chars,
-                    bits,
+                    bits: Arc::from(bits),
                     rest,
                     rest_nodes,
                 }

@@ -106,11 +106,13 @@ fn boundary_nodes(trie: &TokenTrie, top: usize, nodes: &[u32]) -> Vec<BoundaryNo
         .collect()
 }
 
-/// Token ids, dense as a bitmask row when many, sparse when few.
+/// Token ids, dense as a bitmask row when many, sparse when few, or a
+/// vocabulary's text slice (shared, a row's first words) and a few more.
 #[derive(Debug)]
 enum TokenSet {
     Dense(Box<[u32]>),
     Sparse(Vec<u32>),
+    Sliced { slice: Arc<[u32]>, more: Vec<u32> },
 }
 
 impl LexEntry {
@@ -126,6 +128,16 @@ impl LexEntry {
                 }
                 ids.iter().for_each(|&t| set_bit(row, t));
             }
+            TokenSet::Sliced { slice, more } => {
+                let (head, tail) = row.split_at_mut(slice.len());
+                if overwrite {
+                    head.copy_from_slice(slice);
+                    tail.fill(0);
+                } else {
+                    head.iter_mut().zip(slice.iter()).for_each(|(r, b)| *r |= b);
+                }
+                more.iter().for_each(|&t| set_bit(row, t));
+            }
         }
     }
 
@@ -133,6 +145,8 @@ impl LexEntry {
         let inner = match &self.inner {
             TokenSet::Dense(b) => b.len(),
             TokenSet::Sparse(v) => v.len(),
+            // The slice is the vocabulary's.
+            TokenSet::Sliced { more, .. } => more.len() + 4,
         };
         inner * 4 + self.boundary.len() * std::mem::size_of::<BoundaryNode>()
     }
@@ -599,19 +613,23 @@ fn build_sliced(
     l: u32,
     q: u32,
 ) -> LexEntry {
-    // The slice covers the tokens; padding ids past them stay 0.
-    let mut bits = vec![0u32; words];
-    bits[..slice.bits.len()].copy_from_slice(&slice.bits);
+    // The slice covers the tokens; padding ids past them stay 0. It is
+    // shared, not copied: a copy was 16 KiB of fresh memory per entry.
+    debug_assert!(slice.bits.len() <= words);
+    let mut more = Vec::new();
     let mut boundary = Vec::new();
     let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());
     slice.rest.walk_visits(
         0,
         &mut stepper,
-        |t| set_bit(&mut bits, t),
+        |t| more.push(t),
         |n| boundary.push(slice.rest_nodes[n]),
     );
     LexEntry {
-        inner: TokenSet::Dense(bits.into_boxed_slice()),
+        inner: TokenSet::Sliced {
+            slice: slice.bits.clone(),
+            more,
+        },
         boundary: boundary_nodes(trie, 0, &boundary),
     }
 }
