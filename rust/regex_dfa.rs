@@ -1719,11 +1719,14 @@ pub(crate) mod tests {
 
     #[test]
     fn lazy_determinization_agrees_with_the_dense_builder() {
-        // Every text over each pattern's bytes (and one other), as long as
-        // 30,000 texts allow, with full-match and first-match semantics,
-        // against the dense DFA regex-automata builds whole. The first
-        // pattern's DFA at {0,15} took minutes in the dense builder's
-        // match-state shuffle.
+        // Against the dense DFA regex-automata builds whole (its own
+        // determinizer run to the end, then its match-state shuffle), with
+        // full-match semantics (`ByteDfa::new`, parsed to a syntax tree
+        // first, and `build`) and first-match semantics: every text over the
+        // pattern's bytes and a few others (case, digits, a continuation
+        // byte) as long as 20,000 texts allow, then 20,000 random texts of
+        // up to 12 bytes. The first pattern's DFA at {0,15} took minutes in
+        // the dense builder's match-state shuffle.
         for p in [
             "(?:-?(?:[4-9]|[1-9][\\--9]{0,3}))*",
             "(?:)|a+|é*b",
@@ -1735,23 +1738,35 @@ pub(crate) mod tests {
             "x[a-c]*?y",
         ] {
             let mut alphabet: Vec<u8> = p.bytes().collect();
-            alphabet.push(b'z');
+            alphabet.extend_from_slice(b"zAB56\xb2");
             alphabet.sort_unstable();
             alphabet.dedup();
+            let mut texts: Vec<Vec<u8>> = Vec::new();
+            let mut level: Vec<Vec<u8>> = vec![Vec::new()];
+            while texts.len() + level.len() <= 20_000 {
+                texts.extend(level.iter().cloned());
+                level = level
+                    .iter()
+                    .flat_map(|t| alphabet.iter().map(move |&b| [&t[..], &[b]].concat()))
+                    .collect();
+            }
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+            let mut random = |n: usize| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                (seed >> 33) as usize % n
+            };
+            for _ in 0..20_000 {
+                let len = random(13);
+                texts.push((0..len).map(|_| alphabet[random(alphabet.len())]).collect());
+            }
             for (kind, ours) in [
+                (MatchKind::All, ByteDfa::new(p).unwrap()),
                 (MatchKind::All, ByteDfa::build(p, MatchKind::All).unwrap()),
                 (MatchKind::LeftmostFirst, ByteDfa::first_match(p).unwrap()),
             ] {
                 let theirs = dense_full_match(p, kind);
-                let mut level: Vec<Vec<u8>> = vec![Vec::new()];
-                while level.len() <= 30_000 {
-                    for t in &level {
-                        assert_eq!(full_match(&ours, t), theirs(t), "{p:?} ({kind:?}) on {t:?}");
-                    }
-                    level = level
-                        .iter()
-                        .flat_map(|t| alphabet.iter().map(move |&b| [&t[..], &[b]].concat()))
-                        .collect();
+                for t in &texts {
+                    assert_eq!(full_match(&ours, t), theirs(t), "{p:?} ({kind:?}) on {t:?}");
                 }
             }
         }
