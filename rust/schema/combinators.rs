@@ -15,7 +15,7 @@
 //! those of the patterns its name matches, an item's and `contains`).
 
 use super::keywords::{has_type, pinned_values, type_names, TYPES};
-use super::{merge, refuse, Compiler};
+use super::{content_key, merge, refuse, Compiler};
 use crate::cfg::ast::{Node, Pos};
 use crate::error::Result;
 use rustc_hash::FxHashMap as HashMap;
@@ -109,7 +109,7 @@ impl<'a> Compiler<'a> {
                 let mut parts = vec![b.clone()];
                 parts.extend(overlaps[i].iter().map(|j| negated[j].clone()));
                 let only: &'a Value = self.arena.alloc(serde_json::json!({ "allOf": parts }));
-                self.rule_keyed(format!("(only){only}"), &format!("{at}/(only)"), only)?
+                self.rule_keyed(content_key("(only)", only), &format!("{at}/(only)"), only)?
             };
             alts.push(Node::Ref(name, Pos::default()));
         }
@@ -208,7 +208,7 @@ impl<'a> Compiler<'a> {
                 "allOf".to_string(),
                 Value::Array(list),
             )])));
-            let key = format!("(allOf){both}");
+            let key = content_key("(allOf)", both);
             // Rules below are memoized by pointer: each list of schemas
             // merged here needs a pointer of its own.
             let at = format!("{ptr}/(allOf {})", self.by_pointer.len());

@@ -360,7 +360,7 @@ const TIME_NO_LEAP: &str = concat!(
 
 /// RFC 3339 full-time. A leap second (`:60`) is valid only at 23:59 UTC, so
 /// each local hour:minute takes only the offsets that map it there.
-fn time_regex() -> String {
+fn build_time_regex() -> String {
     let mut alts = vec![
         TIME_NO_LEAP.to_string(),
         "23:59:60(?:\\.[0-9]+)?[Zz]".to_string(),
@@ -391,7 +391,7 @@ const PCT: &str = "%[0-9A-Fa-f]{2}";
 
 /// RFC 4291 section 2.2 text forms (no zone id), the last 32 bits
 /// optionally as an IPv4 address.
-fn ipv6_regex() -> String {
+fn build_ipv6_regex() -> String {
     let h16 = "[0-9A-Fa-f]{1,4}";
     let ls32 = format!("(?:{h16}:{h16}|(?:{IPV4_PART}\\.){{3}}{IPV4_PART})");
     // `n` groups before `::` (at most `max`) and `after` groups after it.
@@ -414,7 +414,7 @@ fn ipv6_regex() -> String {
 }
 
 /// RFC 3986 `URI` (`absolute` false: `URI-reference`, relative references too).
-fn uri_regex(absolute: bool) -> String {
+fn build_uri_regex(absolute: bool) -> String {
     let pchar = format!("(?:[{UNRESERVED}{SUB_DELIMS}:@]|{PCT})");
     let segment = format!("{pchar}*");
     let segment_nz = format!("{pchar}+");
@@ -478,13 +478,40 @@ pub fn prebuilt(rendered: &str) -> Option<crate::regex_dfa::ByteDfa> {
     (rendered == time.as_str()).then(super::time_dfa::full_time)
 }
 
+// The large format regexes, built once per process: `time` alone is 1,440
+// alternatives (one per UTC offset with a leap second), and writing them out
+// again for every schema with a `date-time` was 3% of compile time.
+
+fn time_regex() -> &'static str {
+    static R: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    R.get_or_init(build_time_regex)
+}
+
+fn ipv6_regex() -> &'static str {
+    static R: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    R.get_or_init(build_ipv6_regex)
+}
+
+fn uri_regex(absolute: bool) -> &'static str {
+    static ABSOLUTE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static REFERENCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    match absolute {
+        true => ABSOLUTE.get_or_init(|| build_uri_regex(true)),
+        false => REFERENCE.get_or_init(|| build_uri_regex(false)),
+    }
+}
+
 /// The regex for a `format` maskpar constrains, over encoded text (these
 /// formats never contain characters json.dumps escapes); None: an annotation.
 /// `format_regex` in consecutive pieces, so that the pieces' automata are
 /// built (and cached) once: `date-time` is a `date`, `T` and a `time`.
 pub fn format_pieces(format: &str) -> Option<Vec<String>> {
     match format {
-        "date-time" => Some(vec![DATE.to_string(), "[Tt]".to_string(), time_regex()]),
+        "date-time" => Some(vec![
+            DATE.to_string(),
+            "[Tt]".to_string(),
+            time_regex().to_string(),
+        ]),
         other => format_regex(other).map(|r| vec![r]),
     }
 }
@@ -492,16 +519,16 @@ pub fn format_pieces(format: &str) -> Option<Vec<String>> {
 pub fn format_regex(format: &str) -> Option<String> {
     Some(match format {
         "date" => DATE.to_string(),
-        "time" => time_regex(),
+        "time" => time_regex().to_string(),
         "date-time" => format!("{DATE}[Tt]{}", time_regex()),
         "uuid" => "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
             .to_string(),
         "ipv4" => format!("(?:{IPV4_PART}\\.){{3}}{IPV4_PART}"),
         "hostname" => format!("{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
         "email" => format!("{ATEXT}+(?:\\.{ATEXT}+)*@{HOST_LABEL}(?:\\.{HOST_LABEL})*"),
-        "ipv6" => ipv6_regex(),
-        "uri" => uri_regex(true),
-        "uri-reference" => uri_regex(false),
+        "ipv6" => ipv6_regex().to_string(),
+        "uri" => uri_regex(true).to_string(),
+        "uri-reference" => uri_regex(false).to_string(),
         "duration" => DURATION.to_string(),
         _ => return None,
     })
