@@ -1273,7 +1273,11 @@ fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
     if has_large_repeat(hir) {
         return compose_hir(hir);
     }
-    match ByteDfa::build(&hir.to_string(), MatchKind::All) {
+    // Built from the syntax tree itself, not from its printed form:
+    // regex-syntax prints a repetition of a repetition without a group, so
+    // the part `x(?:[ab]+)?` came back as `x[ab]+?` (lazy, one or more) and
+    // `(?:x(?:(?:a|b)+)?)?` refused "x" (found by fuzzing).
+    match ByteDfa::full_match(&hir.to_string(), hir) {
         Ok(d) => Ok(Some(d)),
         Err(Error::Compile(_)) => Ok(None),
         Err(e) => Err(e),
@@ -1736,6 +1740,11 @@ pub(crate) mod tests {
             "x?(?-u:\\b)y*",
             "ab|abcd",
             "x[a-c]*?y",
+            // Composed from parts (an alternation and a loop): the part's
+            // printed form lost the group around a repetition of a
+            // repetition (found by fuzzing).
+            "(?:.(?:(?:(?:a|b))+)?)?",
+            "(?:x(?:(?:a|b)+)?)?y*",
         ] {
             let mut alphabet: Vec<u8> = p.bytes().collect();
             alphabet.extend_from_slice(b"zAB56\xb2");

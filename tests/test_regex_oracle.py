@@ -155,3 +155,28 @@ def test_forced_tokens_are_a_prefix_of_every_continuation(ast, tokens, data):
         for x in range(256):
             if x != fbytes[k]:
                 assert not oracle.live(prefix + fbytes[:k] + bytes([x])), (pattern, prefix, k, x)
+
+
+def test_composed_part_keeps_a_repetition_of_a_repetition():
+    # Found by fuzzing: regex-syntax prints `(?:[ab]+)?` as `[ab]+?` (lazy,
+    # one or more), and a composed pattern's part went through that print,
+    # so "x" was refused by `(?:x(?:(?:a|b)+)?)?`. Each text is walked a
+    # character at a time, every mask compared with the oracle's.
+    for pattern in ["(?:x(?:(?:a|b)+)?)?", "(?:.(?:(?:(?:a|b))+)?)?", "(?:x(?:(?:a|b)+)?)?y*"]:
+        tokens = [c.encode() for c in "abxy"] + [b"ab", b"xa", b"xy"]
+        tok, toks, eos, special, g = build(tokens, pattern)
+        oracle = RegexOracle(pattern, [])
+        bm = new_bitmask(1, tok.vocab_size)
+        for text in ["x", "xab", "xy", "y", "xby"]:
+            m = maskpar.Matcher(g)
+            for i in range(len(text) + 1):
+                bm.fill(-1)
+                m.fill_next_token_bitmask(bm)
+                want = oracle.allowed(text[:i].encode(), toks, [eos], {special}, tok.vocab_size)
+                assert allowed_ids(bm) == want, (pattern, text[:i])
+                if i == len(text):
+                    break
+                t = toks.index(text[i].encode())
+                assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
+                if t not in want:
+                    break
