@@ -457,9 +457,7 @@ def _():
 
 @case("lark_template_chain_of_deep_bodies", VALUE)
 def _():
-    calls = "".join(
-        f"t{k}{{x}}: {stacked_operators(f't{k - 1}{{x}}')}\n" for k in range(1, 9)
-    )
+    calls = "".join(f"t{k}{{x}}: {stacked_operators(f't{k - 1}{{x}}')}\n" for k in range(1, 9))
     return size(lark('start: t8{"a"}\nt0{x}: x\n' + calls))
 
 
@@ -703,6 +701,21 @@ def _():
     # regex-automata's match-state shuffle; built as the pattern then a
     # sentinel byte, about a second.
     return size(regex_grammar("(?:-?(?:[4-9]|[1-9][\\--9]{0,15}))*"))
+
+
+@case("schema_fuzz_pattern_property_dots", VALUE)
+def _():
+    # Found by the fuzz run of 2026-11-26 08:00 (a timeout without the
+    # budget): an unanchored `patternProperties` alternative with 79 `.`s,
+    # the exponential class as a key pattern; under the budget, ~1.8 s here.
+    key = (
+        "^\u14e0lllllll|lllllllllllllllllllllmll|lllllll"
+        + "." * 79
+        + "llllollllll%ll"
+        + "Q" * 80
+        + "lllllllllllll-l"
+    )
+    return size(schema({"patternProperties": {key: {}}}))
 
 
 @case("gbnf_exponential_30")
