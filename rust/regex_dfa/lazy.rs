@@ -98,10 +98,14 @@ impl<'p> LazySource<'p> {
 }
 
 /// Budget steps per byte the lazy DFA's cache grows by: a state's bytes
-/// are its transitions and its set of NFA states, which determinizing it
-/// went through. Measured so that the default budget (10^9 steps) ends the
-/// exponential class (`[ab]*a[ab]{30}`) after about a second here.
-const CACHED_BYTE: u64 = 16;
+/// are mostly its set of NFA states, which determinizing it went through,
+/// once per byte class. So `CACHED_BYTE` per byte, and one more per
+/// `CLASSES_PER_STEP` classes. Measured so that the default budget (10^9
+/// steps) ends the exponential class after about a second here, with few
+/// classes (`[ab]*a[ab]{30}`, 7) and with many (a fuzz-found key pattern of
+/// 79 `.`s between runs of letters, 51).
+const CACHED_BYTE: u64 = 14;
+const CLASSES_PER_STEP: u64 = 4;
 
 fn config(kind: MatchKind) -> Config {
     Config::new()
@@ -147,7 +151,8 @@ impl LazySource<'_> {
         let used = self.cache.memory_usage();
         let grown = used.saturating_sub(self.charged);
         self.charged = used;
-        crate::budget::charge(grown as u64 * CACHED_BYTE)
+        let classes = self.dfa.byte_classes().alphabet_len() as u64;
+        crate::budget::charge(grown as u64 * (CACHED_BYTE + classes / CLASSES_PER_STEP))
     }
 }
 
