@@ -1,10 +1,12 @@
 //! Regular expressions as byte DFAs with full-match semantics.
 //!
-//! regex-automata builds the DFA (UTF-8 aware, so a state reached by a token
-//! that ends inside a multi-byte character is live exactly when some completion
-//! stays in the language). We then copy it into a flat table in which every
-//! state that cannot reach a match is merged into the dead state 0, so a trie
-//! walk needs one table lookup per byte and one comparison to prune.
+//! regex-automata's lazy DFA determinizes the pattern state by state
+//! (`lazy`, charged to the compile budget as it goes; UTF-8 aware, so a
+//! state reached by a token that ends inside a multi-byte character is live
+//! exactly when some completion stays in the language). We copy it into a
+//! flat table in which every state that cannot reach a match is merged into
+//! the dead state 0, so a trie walk needs one table lookup per byte and one
+//! comparison to prune.
 
 use rustc_hash::FxHashMap as HashMap;
 
