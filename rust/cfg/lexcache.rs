@@ -458,7 +458,7 @@ impl LexCache {
             return None;
         }
         let slice = vocab.text_slices().within(reach)?;
-        (slice.bits.len() <= words).then(|| build_sliced(cfg, vocab.trie(), words, slice, l, q))
+        (slice.bits.len() <= words).then(|| build_sliced(cfg, vocab.trie(), slice, l, q))
     }
 
     /// The entry from the vocabulary's shared cache, else built by a walk.
@@ -605,17 +605,9 @@ impl VisitStepper for ScanOnly<'_> {
 /// `build` at the root for one scan that survives every token of `slice`:
 /// the same bits and boundary (the boundary nodes all lie on other tokens'
 /// paths, which `slice.rest` holds), for a walk of those tokens only.
-fn build_sliced(
-    cfg: &Cfg,
-    trie: &TokenTrie,
-    words: usize,
-    slice: &TextSlice,
-    l: u32,
-    q: u32,
-) -> LexEntry {
+fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
     // The slice covers the tokens; padding ids past them stay 0. It is
     // shared, not copied: a copy was 16 KiB of fresh memory per entry.
-    debug_assert!(slice.bits.len() <= words);
     let mut more = Vec::new();
     let mut boundary = Vec::new();
     let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());

@@ -30,7 +30,7 @@ use regex_syntax::hir::Hir;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{build_error, thompson_config, ByteDfa, Table, DEAD, DFA_SIZE_LIMIT};
+use super::{build_error, class_bytes_of, thompson_config, ByteDfa, Table, DEAD, DFA_SIZE_LIMIT};
 use crate::error::{Error, Result};
 
 /// A lazy DFA and its cache, read state by state by `determinize`.
@@ -161,17 +161,8 @@ impl LazySource<'_> {
 pub(super) fn determinize(pattern: &str, mut source: LazySource<'_>) -> Result<ByteDfa> {
     let bc = *source.dfa.byte_classes();
     let stride = bc.alphabet_len() - 1; // the last class is end-of-input
-    let mut classes = [0u8; 256];
-    let mut representative = vec![0u8; stride];
-    let mut class_size = vec![0usize; stride];
-    for b in 0..=255u8 {
-        let c = bc.get(b);
-        classes[b as usize] = c;
-        if class_size[c as usize] == 0 {
-            representative[c as usize] = b;
-        }
-        class_size[c as usize] += 1;
-    }
+    let classes: [u8; 256] = std::array::from_fn(|b| bc.get(b as u8));
+    let (class_size, representative) = class_bytes_of(&classes, stride);
 
     // Number the states reachable from the start (1-based; 0 = dead).
     let mut ids: HashMap<LazyStateID, u32> = HashMap::default();
