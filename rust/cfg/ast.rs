@@ -274,6 +274,10 @@ pub struct GrammarAst {
     pub lexing: Lexing,
     /// Indentation tokens made by the parser (Lark's Python grammars).
     pub indenter: Option<IndenterSpec>,
+    /// Rules read character-level inside a longest-match grammar (a Lark
+    /// grammar's `%json` blocks): their lexemes keep every split the rules
+    /// allow, each lexed on its own (see `lower::Lexeme::alone`).
+    pub char_level: Vec<String>,
 }
 
 impl GrammarAst {
@@ -297,6 +301,74 @@ impl GrammarAst {
         }
         Ok(())
     }
+}
+
+impl GrammarAst {
+    /// Its rules under names prefixed by `prefix` (every definition and
+    /// reference), to embed them in another grammar, and the name of its
+    /// start rule there. Character-level grammars only: terminals and
+    /// `%ignore` would lose their meaning out of their grammar.
+    pub fn into_prefixed_rules(self, prefix: &str) -> crate::error::Result<(Vec<RuleDef>, String)> {
+        if !self.terminals.is_empty()
+            || !self.ignore.is_empty()
+            || self.lexing != Lexing::AllSplits
+            || self.indenter.is_some()
+        {
+            return Err(crate::error::Error::Compile(
+                "an embedded grammar must be character-level (GBNF/EBNF)".into(),
+            ));
+        }
+        let mut rules = self.rules;
+        for r in &mut rules {
+            prefix_refs(&mut r.body, prefix)?;
+            r.name = format!("{prefix}{}", r.name);
+        }
+        Ok((rules, format!("{prefix}{}", self.start)))
+    }
+}
+
+/// Prefixes every rule reference in `node` (iteratively: an imported
+/// grammar's nodes may nest deeply).
+fn prefix_refs(node: &mut Node, prefix: &str) -> crate::error::Result<()> {
+    let mut stack: Vec<&mut Node> = vec![node];
+    while let Some(n) = stack.pop() {
+        crate::budget::charge(1)?;
+        match n {
+            Node::Ref(name, _) => *name = format!("{prefix}{name}"),
+            Node::Call(name, args, _) => {
+                *name = format!("{prefix}{name}");
+                stack.extend(args.iter_mut());
+            }
+            Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
+                stack.extend(items.iter_mut())
+            }
+            Node::Repeat { node, .. } => stack.push(node),
+            Node::Minus(a, b) => {
+                stack.push(a);
+                stack.push(b);
+            }
+            Node::Members(m) => {
+                let m = &mut **m;
+                stack.extend(m.listed.iter_mut().map(|(n, _)| n));
+                if let Some((a, b)) = &mut m.extra {
+                    stack.push(a);
+                    stack.push(b);
+                }
+                stack.push(&mut m.open);
+                stack.push(&mut m.sep);
+                stack.push(&mut m.close);
+                stack.push(&mut m.close_empty);
+            }
+            Node::Empty
+            | Node::Tokens(_)
+            | Node::Literal(_)
+            | Node::Class { .. }
+            | Node::AnyChar
+            | Node::Regex(_)
+            | Node::DecimalMultiples(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// What Lark's `PythonIndenter` reads and makes, by terminal name.

@@ -52,6 +52,7 @@ pub fn lower(top: &Format, vocab: &Vocab) -> Result<GrammarAst> {
         start: START.into(),
         lexing: Lexing::AllSplits,
         indenter: None,
+        char_level: Vec::new(),
     })
 }
 
@@ -394,64 +395,11 @@ impl<'v> Lowering<'v> {
     /// Adds an embedded grammar's rules under fresh names; a reference to
     /// its start rule.
     fn import(&mut self, ast: GrammarAst) -> Result<Node> {
-        if !ast.terminals.is_empty() || !ast.ignore.is_empty() || ast.lexing != Lexing::AllSplits {
-            return Err(Error::Compile(
-                "an embedded grammar must be character-level (GBNF/EBNF)".into(),
-            ));
-        }
         self.parts += 1;
-        let prefix = format!("s{}:", self.parts);
-        for mut r in ast.rules {
-            rename_refs(&mut r.body, &prefix)?;
-            r.name = format!("{prefix}{}", r.name);
-            self.rules.push(r);
-        }
-        Ok(Node::Ref(format!("{prefix}{}", ast.start), Pos::default()))
+        let (rules, start) = ast.into_prefixed_rules(&format!("s{}:", self.parts))?;
+        self.rules.extend(rules);
+        Ok(Node::Ref(start, Pos::default()))
     }
-}
-
-/// Prefixes every rule reference in `node` (iteratively: an imported
-/// grammar's nodes may nest deeply).
-fn rename_refs(node: &mut Node, prefix: &str) -> Result<()> {
-    let mut stack: Vec<&mut Node> = vec![node];
-    while let Some(n) = stack.pop() {
-        budget::charge(1)?;
-        match n {
-            Node::Ref(name, _) => *name = format!("{prefix}{name}"),
-            Node::Call(name, args, _) => {
-                *name = format!("{prefix}{name}");
-                stack.extend(args.iter_mut());
-            }
-            Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
-                stack.extend(items.iter_mut())
-            }
-            Node::Repeat { node, .. } => stack.push(node),
-            Node::Minus(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
-            Node::Members(m) => {
-                let m = &mut **m;
-                stack.extend(m.listed.iter_mut().map(|(n, _)| n));
-                if let Some((a, b)) = &mut m.extra {
-                    stack.push(a);
-                    stack.push(b);
-                }
-                stack.push(&mut m.open);
-                stack.push(&mut m.sep);
-                stack.push(&mut m.close);
-                stack.push(&mut m.close_empty);
-            }
-            Node::Empty
-            | Node::Tokens(_)
-            | Node::Literal(_)
-            | Node::Class { .. }
-            | Node::AnyChar
-            | Node::Regex(_)
-            | Node::DecimalMultiples(_) => {}
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
