@@ -435,7 +435,13 @@ impl Cfg {
                 )));
             }
         }
-        if self.lexing == Lexing::Longest {
+        // Inside a %json block (where only its alone lexemes are expected)
+        // the grammar's ignored text may not start: as in llguidance, whose
+        // outer lexer does not run there.
+        let inside_block = self.has_alone
+            && !waiting.is_empty()
+            && waiting.iter().all(|&l| self.lexemes[l as usize].alone);
+        if self.lexing == Lexing::Longest && !inside_block {
             // %ignore'd lexemes may start wherever a lexeme may, and so may
             // the indenter's newline (Lark's lexer always accepts it: inside
             // brackets it is skipped, elsewhere the parser must take it).
@@ -719,7 +725,7 @@ impl Cfg {
                 }
             }
             Lexing::Longest => {
-                for (o, group) in branches(&st.frontier) {
+                for (o, group) in branches(self, &st.frontier) {
                     let t = self.longest_step(&group, byte);
                     out.extend(t.next.iter().map(|&(lexeme, state)| Scan {
                         lexeme,
@@ -1004,7 +1010,7 @@ impl Cfg {
             return Ok(true);
         }
         if self.lexing == Lexing::Longest {
-            for (o, group) in branches(&st.frontier) {
+            for (o, group) in branches(self, &st.frontier) {
                 if self.guards_end(&group) {
                     continue;
                 }
@@ -1056,7 +1062,10 @@ impl Cfg {
 
 /// A longest-match frontier by branch: each origin with its scans and
 /// guards `(lexeme, state)`.
-pub(crate) fn branches(frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
+pub(crate) fn branches(cfg: &Cfg, frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
+    if cfg.has_alone {
+        return branches_with_alone(cfg, frontier);
+    }
     let mut out: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
     for s in frontier {
         match out.iter_mut().find(|(o, _)| *o == s.origin) {
@@ -1066,6 +1075,35 @@ pub(crate) fn branches(frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
     }
     out.sort_unstable_by_key(|&(o, _)| o);
     out
+}
+
+/// `branches` where some lexemes are alone (see `Lexeme::alone`): each
+/// alone scan is a branch of its own, the other scans of an origin one
+/// branch, and the origin's guards (which stand for a longer match of the
+/// lexemes that ended there) go with each of them.
+#[cold]
+#[inline(never)]
+fn branches_with_alone(cfg: &Cfg, frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
+    // ((origin, alone lexeme or u32::MAX for the rest), scans).
+    type Keyed = ((u32, u32), Vec<(u32, u32)>);
+    let mut keyed: Vec<Keyed> = Vec::new();
+    for s in frontier.iter().filter(|s| s.lexeme & GUARD == 0) {
+        let alone = cfg.lexemes[s.lexeme as usize].alone;
+        let key = (s.origin, if alone { s.lexeme } else { u32::MAX });
+        match keyed.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push((s.lexeme, s.state)),
+            None => keyed.push((key, vec![(s.lexeme, s.state)])),
+        }
+    }
+    for g in frontier.iter().filter(|s| s.lexeme & GUARD != 0) {
+        for ((o, _), group) in keyed.iter_mut() {
+            if *o == g.origin {
+                group.push((g.lexeme, g.state));
+            }
+        }
+    }
+    keyed.sort_unstable_by_key(|&(k, _)| k);
+    keyed.into_iter().map(|((o, _), g)| (o, g)).collect()
 }
 
 /// Marks a guard in a longest-match frontier: a scan that went on past an
@@ -1110,6 +1148,34 @@ mod tests {
             Some(s) => (true, s.accepting),
             None => (false, false),
         }
+    }
+
+    fn accepts_lark(src: &str, text: &str) -> (bool, bool) {
+        let cfg = lower(&crate::cfg::lark::parse(src).unwrap()).unwrap();
+        let mut chart = Chart::new();
+        let st = cfg.initial(&mut chart).unwrap();
+        match cfg.advance_bytes(&mut chart, &st, text.as_bytes()).unwrap() {
+            Some(s) => (true, s.accepting),
+            None => (false, false),
+        }
+    }
+
+    /// A `%json` block's lexemes are alone: each is its own branch, so two
+    /// alternatives that end on the same byte both go on (Lark's ranks
+    /// would keep one), and the grammar's `%ignore` stays out of the block.
+    #[test]
+    fn json_blocks_lex_apart_from_the_grammar() {
+        let g = r#"start: "<" %json {"anyOf": [
+            {"type": "array", "prefixItems": [{"const": "x"}, {"type": "integer"}], "items": false},
+            {"type": "array", "prefixItems": [{"type": "string"}, {"type": "string"}], "items": false}
+        ]} ">"
+        %ignore " ""#;
+        assert_eq!(accepts_lark(g, r#"<["x",1]>"#), (true, true));
+        assert_eq!(accepts_lark(g, r#"<["x","y"]>"#), (true, true));
+        assert_eq!(accepts_lark(g, r#"<["y",1]>"#).0, false);
+        // JSON's own whitespace inside, the grammar's after the block only.
+        assert_eq!(accepts_lark(g, r#"<[ "x" , 1 ] >"#), (true, true));
+        assert_eq!(accepts_lark(g, r#"< ["x",1]>"#).0, false);
     }
 
     #[test]
@@ -1179,6 +1245,7 @@ mod tests {
                 start: "root".into(),
                 lexing: Lexing::AllSplits,
                 indenter: None,
+                char_level: Vec::new(),
             };
             lower(&ast).unwrap()
         };

@@ -21,15 +21,24 @@ use crate::regex_dfa::ByteSet;
 
 /// Per lexeme: whether it may end greedily, and the bytes that can follow
 /// it (a greedy lexeme killed by any other byte ends in vain: nothing after
-/// it can read that byte).
+/// it can read that byte). `ignored`: the first bytes of text that may come
+/// before any lexeme that is not alone and at the end (a longest-match
+/// grammar's `%ignore`, for its alone lexemes; empty otherwise).
 pub fn greedy_lexemes(
     rules: &[Rule],
     nullable: &[bool],
     lexemes: &[Lexeme],
+    ignored: ByteSet,
 ) -> Vec<(bool, ByteSet)> {
     let lex_first: Vec<ByteSet> = lexemes
         .iter()
-        .map(|l| l.dfa.as_ref().map(|d| d.first_bytes()).unwrap_or_default())
+        .map(|l| {
+            let mut first = l.dfa.as_ref().map(|d| d.first_bytes()).unwrap_or_default();
+            if !l.alone {
+                first.union_with(&ignored);
+            }
+            first
+        })
         .collect();
     let sym_nullable = |s: &Sym| match *s {
         Sym::T(t) => lexemes[t as usize].nullable(),
@@ -43,6 +52,8 @@ pub fn greedy_lexemes(
     // FOLLOW: each symbol gets the FIRST of what comes after it in its rule
     // and, where all of that is nullable, the FOLLOW of the rule's left side.
     let mut follow = vec![ByteSet::default(); nullable.len()];
+    // The augmented start rule's: what may come after the text.
+    follow[0] = ignored;
     let mut lex_follow = vec![ByteSet::default(); lexemes.len()];
     // inherits[x]: the nonterminals whose FOLLOW includes x's.
     let mut inherits: Vec<Vec<u32>> = vec![Vec::new(); nullable.len()];

@@ -12,8 +12,10 @@
 //! llguidance's additions that only add forms Lark refuses: `x{m,n}`
 //! counts, `-` in names, terminals that match the empty string (made
 //! optional in lowering), `#` comments, special tokens and token ids (see
-//! `specials`); its `%json`/`%lark` nested grammars and parametric rules
-//! are refused with an error naming them.
+//! `specials`), and `%json {schema}` blocks: the schema's rules join the
+//! grammar, read character-level (`GrammarAst::char_level`, lexed apart
+//! from the terminals: see `lower::Lexeme::alone`). Its `%lark` nested
+//! grammars and parametric rules are refused with an error naming them.
 
 use std::collections::HashMap;
 
@@ -21,6 +23,7 @@ use super::ast::{GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef, 
 use super::cursor::Cursor;
 use super::lookaround;
 use crate::error::{Error, Result};
+use crate::schema::{KeyOrder, SchemaOptions};
 
 /// Bound on `~ n..m` counts.
 pub const MAX_REPEAT: u32 = 10_000;
@@ -87,6 +90,9 @@ struct Defs {
 
 struct Parser<'a> {
     c: Cursor<'a>,
+    /// The rules of `%json` blocks read so far, under their blocks' names.
+    embedded: Vec<RuleDef>,
+    blocks: usize,
 }
 
 impl<'a> std::ops::Deref for Parser<'a> {
@@ -446,6 +452,34 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// llguidance's `%json {schema}` after its keyword: the schema's rules
+    /// join the grammar under the block's own names, read character-level
+    /// with members in `properties` order (as llguidance generates them),
+    /// and the block stands for a reference to its start rule.
+    fn json_block(&mut self, pos: Pos) -> Result<Node> {
+        let rest = self.rest();
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+        let len = match values.next() {
+            Some(Ok(serde_json::Value::Object(_))) => values.byte_offset(),
+            Some(Ok(_)) => return self.err("%json takes a JSON Schema object"),
+            Some(Err(e)) => return self.err(format!("%json takes a JSON Schema object: {e}")),
+            None => return self.err("%json takes a JSON Schema object"),
+        };
+        let opts = SchemaOptions {
+            key_order: KeyOrder::Schema,
+            ..SchemaOptions::default()
+        };
+        let ast = crate::schema::compile(&rest[..len], &opts).map_err(|e| match e {
+            Error::Compile(m) => Error::Compile(format!("the %json block at {pos}: {m}")),
+            other => other,
+        })?;
+        self.blocks += 1;
+        let (rules, start) = ast.into_prefixed_rules(&format!("%json{}:", self.blocks))?;
+        self.embedded.extend(rules);
+        self.c.pos += len;
+        Ok(Node::Ref(start, pos))
+    }
+
     /// One item, or None where the expansion ends.
     fn atom(&mut self) -> Result<Option<Node>> {
         let pos = self.here();
@@ -499,14 +533,19 @@ impl<'a> Parser<'a> {
             Some('/') if !self.rest().starts_with("//") => Node::Regex(self.regex()?),
             // llguidance's special tokens and token ids.
             Some('<') => super::specials::parse_token_ref(&mut self.c, false, true)?,
+            Some('%') if self.rest().starts_with("%json") => {
+                self.c.pos += "%json".len();
+                self.space(true);
+                self.json_block(pos)?
+            }
             Some('%') => {
                 let word: String = self.rest()[1..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric())
                     .collect();
                 return self.err(format!(
-                    "%{word} inside a Lark grammar is not supported (llguidance's nested \
-                     grammars: compile the JSON schema with compile_json_schema)"
+                    "%{word} inside a rule is not supported (of llguidance's nested \
+                     grammars maskpar reads %json blocks, not %lark)"
                 ));
             }
             Some(c) if is_name_char(c) && !c.is_ascii_digit() => {
@@ -797,6 +836,8 @@ fn common_terminals() -> Vec<TermDef> {
     let mut defs = Defs::default();
     let mut p = Parser {
         c: Cursor::new(COMMON, "Lark"),
+        embedded: Vec::new(),
+        blocks: 0,
     };
     p.statements(&mut defs)
         .expect("the built-in common terminals parse");
@@ -821,10 +862,12 @@ fn namespaced(n: &Node) -> Node {
 /// Parses Lark text; the start rule is `start`.
 pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut defs = Defs::default();
-    Parser {
+    let mut parser = Parser {
         c: Cursor::new(src, "Lark"),
-    }
-    .statements(&mut defs)?;
+        embedded: Vec::new(),
+        blocks: 0,
+    };
+    parser.statements(&mut defs)?;
     let indenter = indenter_for(&defs)?;
     if !defs.imports.is_empty() {
         let common = common_terminals();
@@ -863,6 +906,8 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         });
     }
     rules.append(&mut ex.new_rules);
+    let char_level: Vec<String> = parser.embedded.iter().map(|r| r.name.clone()).collect();
+    rules.append(&mut parser.embedded);
     let ignore = defs
         .ignore
         .iter()
@@ -875,6 +920,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         start: "start".into(),
         lexing: Lexing::Longest,
         indenter,
+        char_level,
     };
     ast.check_depth()?;
     Ok(ast)

@@ -131,6 +131,12 @@ pub struct Lexeme {
     /// A token terminal (`Node::Tokens`): no DFA; it reads one whole token
     /// whose id the set matches (see `tokenterm`).
     pub tokens: Option<TokenSet>,
+    /// Longest-match lexing: a lexeme of a character-level rule (a Lark
+    /// grammar's `%json` block). It is lexed on its own, a branch of its own
+    /// that ranks against no other lexeme, and it is greedy (checked: see
+    /// `finish`), so its longest match is its only end, as under
+    /// all-splits lexing.
+    pub alone: bool,
 }
 
 impl Lexeme {
@@ -186,6 +192,7 @@ impl Lexeme {
             flags: String::new(),
             embedded_in: Vec::new(),
             tokens: None,
+            alone: false,
         }
     }
 
@@ -216,6 +223,9 @@ pub struct Cfg {
     /// Whether some lexeme is a token terminal (`tokenterm`): grammars
     /// without one skip every token-terminal step.
     pub has_tokens: bool,
+    /// Whether some lexeme is `alone` (longest-match lexing only): then a
+    /// branch holds either one such lexeme or none (see `earley::branches`).
+    pub has_alone: bool,
 }
 
 static NEXT_CFG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -250,7 +260,12 @@ struct Lowerer<'a> {
     names: HashMap<String, u32>,
     terminals: HashMap<String, &'a TermDef>,
     terminal_ids: HashMap<String, u32>,
+    /// How the rule being lowered is lexed: the grammar's lexing, or
+    /// all-splits for a character-level rule (`GrammarAst::char_level`).
     lexing: Lexing,
+    /// The rule being lowered is character-level inside a longest-match
+    /// grammar: its lexemes are `alone`.
+    alone: bool,
     nonterminals: Vec<String>,
     rules: Vec<Rule>,
     lexeme_ids: HashMap<String, u32>,
@@ -784,8 +799,13 @@ impl Lowerer<'_> {
         cache_key(n, &mut re);
         // Writing, hashing and keeping the key (a regex of the whole node).
         crate::budget::charge_n(re.len().saturating_mul(2))?;
-        let key = format!("{priority}\u{0}{re}");
-        let text = larkorder::string_text(n);
+        // Alone lexemes are lexed apart from the grammar's terminals, and
+        // Lark's string retyping never applies to them.
+        let key = format!(
+            "{}{priority}\u{0}{re}",
+            if self.alone { "alone\u{0}" } else { "" }
+        );
+        let text = larkorder::string_text(n).filter(|_| !self.alone);
         let literal = text.is_some();
         if let Some(&nt) = self.optional_lexemes.get(&key) {
             return Ok(Sym::N(nt));
@@ -837,7 +857,8 @@ impl Lowerer<'_> {
         let mut key = key;
         let mut dfa = dfa;
         let mut optional = None;
-        if self.lexing == Lexing::Longest && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
+        if (self.lexing == Lexing::Longest || self.alone)
+            && dfa.as_ref().is_some_and(|d| d.is_accepting(d.start()))
         {
             // llguidance's terminals may match the empty string: the
             // terminal becomes optional, its lexeme the non-empty matches.
@@ -875,6 +896,7 @@ impl Lowerer<'_> {
             flags,
             embedded_in: Vec::new(),
             tokens: None,
+            alone: self.alone,
         });
         self.lexeme_ids.insert(key, id);
         if let Some((outer, nt)) = optional {
@@ -1022,6 +1044,7 @@ impl Lowerer<'_> {
         let id = self.lexemes.len() as u32;
         self.lexemes.push(Lexeme {
             dfa: Some(Arc::new(dfa)),
+            alone: self.alone,
             ..Lexeme::textless(what)
         });
         Ok(Sym::T(id))
@@ -1466,6 +1489,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         terminals: ast.terminals.iter().map(|t| (t.name.clone(), t)).collect(),
         terminal_ids: HashMap::default(),
         lexing: ast.lexing,
+        alone: false,
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
         lexeme_ids: HashMap::default(),
@@ -1502,8 +1526,20 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         }
     };
     l.add_rule(0, vec![Sym::N(start)])?;
+    let char_level: HashSet<&str> = ast.char_level.iter().map(String::as_str).collect();
+    if !char_level.is_empty() && (ast.lexing != Lexing::Longest || ast.indenter.is_some()) {
+        return Err(Error::Compile(
+            "character-level blocks (%json) need a Lark grammar without an indenter".into(),
+        ));
+    }
     for r in &ast.rules {
         let lhs = l.names[&r.name];
+        l.alone = char_level.contains(r.name.as_str());
+        l.lexing = if l.alone {
+            Lexing::AllSplits
+        } else {
+            ast.lexing
+        };
         match &r.body {
             Node::Alt(alts) => l.alternatives(lhs, alts, &r.name)?,
             body => {
@@ -1512,6 +1548,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
+    (l.alone, l.lexing) = (false, ast.lexing);
     if ast.indenter.is_some() {
         // The indenter checks its brackets against every lexeme: no groups.
         l.place_words(false)?;
@@ -1704,12 +1741,15 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
     if lexing == Lexing::Longest {
         embed_strings(&mut lexemes);
     }
+    let has_alone = lexemes.iter().any(|x| x.alone);
     if lexing == Lexing::AllSplits {
-        let greedy = greedy_lexemes(&rules, &nullable, &lexemes);
+        let greedy = greedy_lexemes(&rules, &nullable, &lexemes, ByteSet::default());
         for (lexeme, (g, follow)) in lexemes.iter_mut().zip(greedy) {
             lexeme.greedy = g;
             lexeme.follow = follow;
         }
+    } else if has_alone {
+        alone_lexemes_greedy(&rules, &nullable, &mut lexemes, &ignore)?;
     }
     Ok(Cfg {
         nonterminals: l.nonterminals,
@@ -1724,7 +1764,46 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         id: NEXT_CFG_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         names: SetNames::default(),
         has_tokens,
+        has_alone,
     })
+}
+
+/// Marks the alone lexemes of a longest-match grammar greedy, or refuses
+/// the grammar. An alone lexeme is lexed by longest match, which ends it
+/// only where the next byte kills it: exact (every split the character-level
+/// rules allow) only if no byte that extends one of its matches can begin
+/// what follows it, ignored text included (an `%ignore`d terminal may come
+/// before any other terminal of the grammar, and at the end: see
+/// `Cfg::closure`).
+fn alone_lexemes_greedy(
+    rules: &[Rule],
+    nullable: &[bool],
+    lexemes: &mut [Lexeme],
+    ignore: &[u32],
+) -> Result<()> {
+    let mut ignored = ByteSet::default();
+    for &t in ignore {
+        if let Some(d) = &lexemes[t as usize].dfa {
+            ignored.union_with(&d.first_bytes());
+        }
+    }
+    let greedy = greedy_lexemes(rules, nullable, lexemes, ignored);
+    for (lexeme, (greedy, follow)) in lexemes.iter_mut().zip(greedy) {
+        if !lexeme.alone {
+            continue;
+        }
+        if !greedy {
+            return Err(Error::Compile(format!(
+                "a %json block's {} may be followed by text that could also continue \
+                 it; maskpar reads a %json block only where each of its values ends where \
+                 the next byte cannot continue it",
+                lexeme_name(&lexeme.regex, None)
+            )));
+        }
+        lexeme.greedy = true;
+        lexeme.follow = follow;
+    }
+    Ok(())
 }
 
 /// Fills each string's `embedded_in`: the patterns of its priority that
@@ -1742,6 +1821,7 @@ fn embed_strings(lexemes: &mut [Lexeme]) {
             .filter(|&(r, pattern)| {
                 r != s
                     && !pattern.literal
+                    && !pattern.alone
                     && pattern.priority == lexemes[s].priority
                     && pattern.dfa.as_ref().is_some_and(|d| {
                         let q = d.step_bytes(d.start(), text.as_bytes());

@@ -206,7 +206,7 @@ impl Cfg {
                 }
             }
             Lexing::Longest => {
-                for (o, group) in branches(&st.frontier) {
+                for (o, group) in branches(self, &st.frontier) {
                     if self.guards_end(&group) {
                         continue;
                     }

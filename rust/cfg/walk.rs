@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::ast::Lexing;
-use super::earley::{CfgState, ChartRead, ChartView, EarleySet};
+use super::earley::{branches, CfgState, ChartRead, ChartView, EarleySet};
 use super::lower::Cfg;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -55,6 +55,9 @@ struct LexStates {
     longest_ends: Vec<LongestEnd>,
     /// Lexer states made by joining two (started scans and guards).
     joined: HashMap<(u32, u32), u32>,
+    /// Grammars with alone lexemes: each started state's branches (see
+    /// `earley::branches`), as states.
+    split: HashMap<u32, Box<[u32]>>,
 }
 
 impl LexStates {
@@ -68,6 +71,7 @@ impl LexStates {
             longest: Vec::new(),
             longest_ends: Vec::new(),
             joined: HashMap::default(),
+            split: HashMap::default(),
         }
     }
 
@@ -104,6 +108,7 @@ impl LexStates {
                 guards: EMPTY,
             }],
             joined: HashMap::default(),
+            split: HashMap::default(),
         }
     }
 
@@ -161,6 +166,31 @@ impl LexStates {
         self.trans[slot].0 = next;
         self.longest[slot] = end;
         (next, end)
+    }
+
+    /// The branches of started state `id` in a grammar with alone lexemes:
+    /// one state per alone scan, and one for the rest (see
+    /// `earley::branches`).
+    #[cold]
+    #[inline(never)]
+    fn split(&mut self, cfg: &Cfg, id: u32) -> Box<[u32]> {
+        if let Some(parts) = self.split.get(&id) {
+            return parts.clone();
+        }
+        let pairs = self.states[id as usize].pairs.clone();
+        let (alone, rest): (Vec<_>, Vec<_>) = pairs
+            .into_iter()
+            .partition(|&(l, _)| cfg.lexemes[l as usize].alone);
+        let mut parts: Vec<u32> = alone
+            .into_iter()
+            .map(|p| self.intern(cfg, vec![p]))
+            .collect();
+        if !rest.is_empty() {
+            parts.push(self.intern(cfg, rest));
+        }
+        let parts: Box<[u32]> = parts.into();
+        self.split.insert(id, parts.clone());
+        parts
     }
 
     /// The state holding the scans of `a` and of `b`.
@@ -382,10 +412,14 @@ impl<'a> CfgStepper<'a> {
                 ..Scratch::default()
             });
         let mut by_origin: Vec<(u32, Vec<(u32, u32)>)> = Vec::new();
-        for s in &st.frontier {
-            match by_origin.iter_mut().find(|(o, _)| *o == s.origin) {
-                Some((_, pairs)) => pairs.push((s.lexeme, s.state)),
-                None => by_origin.push((s.origin, vec![(s.lexeme, s.state)])),
+        if cfg.has_alone {
+            by_origin = branches(cfg, &st.frontier);
+        } else {
+            for s in &st.frontier {
+                match by_origin.iter_mut().find(|(o, _)| *o == s.origin) {
+                    Some((_, pairs)) => pairs.push((s.lexeme, s.state)),
+                    None => by_origin.push((s.origin, vec![(s.lexeme, s.state)])),
+                }
             }
         }
         let mut groups = scratch.groups;
@@ -570,8 +604,18 @@ impl<'a> CfgStepper<'a> {
             if started == EMPTY {
                 continue;
             }
-            let lex = self.lex.join(self.cfg, started, guards);
             sets = self.push_completion(sets, c);
+            if self.cfg.has_alone {
+                for part in self.lex.split(self.cfg, started).iter() {
+                    let lex = self.lex.join(self.cfg, *part, guards);
+                    self.groups.push(Group {
+                        lex,
+                        origin: sets - 1,
+                    });
+                }
+                continue;
+            }
+            let lex = self.lex.join(self.cfg, started, guards);
             self.groups.push(Group {
                 lex,
                 origin: sets - 1,

@@ -1,0 +1,251 @@
+"""llguidance's `%json {schema}` blocks inside Lark grammars (issue 23,
+item 5): the block's text is the schema's JSON exactly (members in
+`properties` order, as llguidance generates them), checked against
+`jsonschema` and the schema-order oracle; the grammar's `%ignore` applies
+around the block, not inside it; and walks agree with llguidance's masks."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schema_order import Pairs, in_schema_order, pairs_to_value
+from test_json_key_order import schemas
+
+import maskpar
+from conftest import BYTES, EOS, accepts, random_walk
+
+
+@pytest.fixture(scope="module")
+def tok() -> maskpar.Tokenizer:
+    return maskpar.Tokenizer.from_vocab(BYTES, [EOS])
+
+
+def lark(tok: maskpar.Tokenizer, src: str) -> maskpar.Grammar:
+    return maskpar.compile_grammar(tok, src, syntax="lark")
+
+
+def block_value(text: str, ignored: bool) -> str:
+    """The block's text in a walk of `"<" %json S ">" "!"`: what lies
+    between "<" and the last ">" (with ignored blanks around them)."""
+    text = text.lstrip(" ") if ignored else text
+    assert text.startswith("<"), text
+    body = text[1:].rstrip(" ") if ignored else text[1:]
+    assert body.endswith("!"), text
+    body = body[:-1].rstrip(" ") if ignored else body[:-1]
+    assert body.endswith(">"), text
+    return body[:-1]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=schemas, ignored=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_walks_through_a_block_validate_in_schema_order(tok, schema, ignored, seed):
+    src = f'start: "<" %json {json.dumps(schema)} ">" "!"'
+    if ignored:
+        src += '\n%ignore " "'
+    try:
+        g = lark(tok, src)
+    except ValueError as e:
+        assert "no value satisfies" in str(e) or "matches no string" in str(e), e
+        return
+    rng = random.Random(seed)
+    for _ in range(3):
+        text = random_walk(g, rng, 300)
+        if text is None:
+            continue
+        value_text = block_value(text, ignored)
+        # The grammar's %ignore never reaches into the block's start.
+        assert not value_text.startswith(" "), text
+        pairs = json.loads(value_text, object_pairs_hook=Pairs)
+        jsonschema.Draft202012Validator(schema).validate(pairs_to_value(pairs))
+        assert in_schema_order(pairs, schema), (schema, text)
+
+
+# Each alternative must stay alive on its own: the values below are read
+# only by the branch whose `a` is the constant (`b`) or only by the one
+# whose `a` is any string (`c`), and both `a` values end at the same byte.
+OVERLAPPING = {
+    "anyOf": [
+        {
+            "type": "object",
+            "properties": {"a": {"const": "x"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "c": {"type": "string"}},
+            "required": ["a", "c"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"a":"x","b":1}',
+        '{"a":"x","c":"y"}',
+        '{"a":"xy","c":"y"}',
+        '{"a":"xy","b":1}',
+        '{"a":"x"}',
+        '{ "a" : "x" , "b" : 12 }',
+    ],
+)
+def test_overlapping_alternatives_in_a_block_match_jsonschema(tok, value):
+    g = lark(tok, f'start: "<" %json {json.dumps(OVERLAPPING)} ">"')
+    valid = jsonschema.Draft202012Validator(OVERLAPPING).is_valid(json.loads(value))
+    assert accepts(g, f"<{value}>") == valid, value
+
+
+S = (
+    '{"type":"object","properties":{"a":{"type":"integer"}},'
+    '"required":["a"],"additionalProperties":false}'
+)
+
+# (grammar, text, accepted): each as llguidance 1.x reads it (checked below
+# when llguidance is installed).
+AS_LLGUIDANCE = [
+    (f'start: "<" %json {S} ">"', '<{"a":1}>', True),
+    (f'start: "<" %json {S} ">"', '< {"a":1}>', False),
+    (f'start: "<" %json {S} ">"', '<{"a":1} >', False),
+    (f'start: "<" %json {S} ">"', '<{ "a" : 1 }>', True),
+    (f'start: "<" %json {S} ">"\n%ignore /[ \\t]+/', '< {"a":1}>', False),
+    (f'start: "<" %json {S} ">"\n%ignore /[ \\t]+/', '<{"a":1} >', True),
+    (f'start: "<" %json {S} ">"\n%ignore /[ \\t]+/', '<{\t"a":1}\t>', True),
+    ('start: x "," x\nx: %json {"type":"integer"}', "1,2", True),
+    ('start: x "," x\nx: %json {"type":"integer"}', "1 ,2", False),
+    ('start: %json {"type":"string"}', '"ab"', True),
+    ('start: %json {"type":"string"}', ' "ab"', False),
+    ('start: %json {"type":"string"}', '"ab" ', False),
+    ('start: WORD | %json {"type":"integer"}\nWORD: /[a-z0-9]+/', "12", True),
+    ('start: "<" x ">"\nx: %json {"type":"object"}', '<{\n"a":[1, 2]}>', True),
+    (
+        'start: "<" x ">"\nx: %json {"type":"object","properties":{"b":{},"a":{}}}',
+        '<{"a":1,"b":2}>',
+        False,
+    ),
+    (
+        'start: "<" x ">"\nx: %json {"type":"object","properties":{"b":{},"a":{}}}',
+        '<{"b":2,"a":1}>',
+        True,
+    ),
+    ('start: "<" x ">" x\nx: %json {"type":"integer"}', "<1>2", True),
+    ('start: "<" x y\nx: %json {"type":"integer"}\ny: %json {"type":"string"}', '<1"a"', True),
+    (
+        'start: TEXT | call\nTEXT: /[^{](.|\\n)*/\ncall: %json {"type":"object",'
+        '"properties":{"name":{"const":"get_weather"}},"required":["name"]}',
+        '{ "name" : "get_weather" }',
+        True,
+    ),
+    (
+        'start: TEXT | call\nTEXT: /[^{](.|\\n)*/\ncall: %json {"type":"object",'
+        '"properties":{"name":{"const":"get_weather"}},"required":["name"]}',
+        '{"name":"x"}',
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("grammar", "text", "ok"), AS_LLGUIDANCE)
+def test_blocks_read_text_as_llguidance_does(tok, grammar, text, ok):
+    assert accepts(lark(tok, grammar), text) == ok
+    llguidance = pytest.importorskip("llguidance")
+    llt = llguidance.LLTokenizer.from_tiktoken(
+        encoder={b: i for i, b in enumerate(BYTES[:256])},
+        special_tokens={"<eos>": EOS},
+        pattern=r"[\s\S]",
+        eos_token=EOS,
+        n_vocab=EOS + 1,
+    )
+    m = llguidance.LLMatcher(llt, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
+    theirs = m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
+    assert theirs == ok
+
+
+def test_known_differences_from_llguidance(tok):
+    """Where llguidance's JSON lexer runs on past a block's end, maskpar
+    keeps to the grammar: JSON whitespace between two blocks (llguidance
+    takes `<1 "a"`), and two blocks whose values could run together are
+    refused (llguidance reads `1 2` as two integers, `12` as none)."""
+    g = lark(tok, 'start: "<" x y\nx: %json {"type":"integer"}\ny: %json {"type":"string"}')
+    assert not accepts(g, '<1 "a"')
+    with pytest.raises(ValueError, match="could also continue it"):
+        lark(tok, 'start: x x\nx: %json {"type":"integer"}')
+
+
+@pytest.mark.parametrize(
+    ("grammar", "message"),
+    [
+        ('start: "a" %json {"type": "integer"', "JSON Schema object"),
+        ('start: "a" %json [1, 2]', "JSON Schema object"),
+        ('start: %json {"type": "nope"}', "%json block at"),
+        ('start: "a" %lark { start: "b" }', "not %lark"),
+        ('start: A\nA: "a" %json {"type": "integer"}', "terminal"),
+    ],
+)
+def test_bad_blocks_are_refused_clearly(tok, grammar, message):
+    with pytest.raises(ValueError, match=message):
+        lark(tok, grammar)
+
+
+def _dev_schemas(files: list[str]) -> list[Any]:
+    import gzip
+
+    from conftest import MASKBENCH_SAMPLE
+
+    with gzip.open(MASKBENCH_SAMPLE, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    return [r["schema"] for r in rows if r["file"] in files]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    _dev_schemas(
+        [
+            "BFCL_simple_242.json",
+            "Glaiveai2K---calculate_area_63d8c1b9.json",
+            "Snowplow---sp_295_Normalized.json",
+        ]
+    ),
+)
+def test_block_walks_agree_with_llguidance(schema):
+    """Real tokens (Llama 3) through a block between tags, against
+    llguidance's masks both ways. The opening tag is read as llguidance's
+    canonical tokens: it allows only those for text a grammar forces (a
+    known difference), and its lexer reads text from a `/.../` pattern with
+    differences of its own."""
+    llguidance = pytest.importorskip("llguidance")
+    from test_dialects import VOCAB
+    from test_special_tokens import _llama3_tokenizer, _llg_allowed, _llg_tokenizer, allowed
+
+    from conftest import LLAMA3_EOS
+
+    s = json.dumps(schema)
+    llt = _llg_tokenizer()
+    rng = random.Random(11)
+    grammar = f'start: "<tool>" %json {s} "</tool>"'
+    ours = maskpar.compile_grammar(_llama3_tokenizer(), grammar, syntax="lark")
+    lark_json = llguidance.LLMatcher.grammar_from_lark(grammar)
+    for direction in ["maskpar", "reference"] * 2:
+        m = maskpar.Matcher(ours)
+        ref = llguidance.LLMatcher(llt, lark_json, log_level=0)
+        for t in llt.tokenize_str("<tool>"):
+            assert m.consume_token(t) and ref.consume_token(t)
+        for _ in range(25):
+            mine = allowed(m, VOCAB) - set(LLAMA3_EOS)
+            theirs = _llg_allowed(ref, VOCAB) - set(LLAMA3_EOS)
+            pool = sorted(mine if direction == "maskpar" else theirs)
+            if not pool:
+                break
+            t = rng.choice(pool)
+            assert t in mine, (direction, t)
+            assert ref.consume_token(t) and not ref.is_error(), (direction, t)
+            assert m.consume_token(t)
+            assert m.is_accepting() == ref.is_accepting(), (direction, t)
