@@ -102,7 +102,10 @@ class MaskparEngine(Engine):
         self.key_order = key_order
 
     def compile(self, schema: str) -> Any:
-        g = self.mp.compile_json_schema(self.tok, schema, key_order=self.key_order)
+        if self.key_order == "lark-json":
+            g = self.mp.compile_grammar(self.tok, f"start: %json {schema}", syntax="lark")
+        else:
+            g = self.mp.compile_json_schema(self.tok, schema, key_order=self.key_order)
         return self.mp.Matcher(g)
 
     def fill(self, m: Any, bitmask: Any) -> None:
@@ -113,18 +116,22 @@ class MaskparEngine(Engine):
 
 
 class LLGuidanceEngine(Engine):
-    def __init__(self, vocab: Vocab) -> None:
+    def __init__(self, vocab: Vocab, key_order: str) -> None:
         import llguidance
         import llguidance.torch
 
+        self.key_order = key_order
         self.llg = llguidance
         self.fill_fn = llguidance.torch.fill_next_token_bitmask
         self.tok = llguidance_tokenizer(vocab)
 
     def compile(self, schema: str) -> Any:
-        grammar = self.llg.LLMatcher.grammar_from_json_schema(
-            schema, defaults={"whitespace_flexible": True}
-        )
+        if self.key_order == "lark-json":
+            grammar = self.llg.LLMatcher.grammar_from_lark(f"start: %json {schema}")
+        else:
+            grammar = self.llg.LLMatcher.grammar_from_json_schema(
+                schema, defaults={"whitespace_flexible": True}
+            )
         m = self.llg.LLMatcher(self.tok, grammar, log_level=0)
         if m.is_error():
             raise RuntimeError(m.get_error())
@@ -162,7 +169,7 @@ def make_engine(name: str, key_order: str) -> Engine:
     if name == "maskpar":
         return MaskparEngine(vocab, key_order)
     if name == "llguidance":
-        return LLGuidanceEngine(vocab)
+        return LLGuidanceEngine(vocab, key_order)
     return XGrammarEngine(vocab)
 
 
@@ -447,9 +454,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jsonl", default=None, help="write per-file results here")
     ap.add_argument(
         "--key-order",
-        choices=("any", "schema"),
+        choices=("any", "schema", "lark-json"),
         default="any",
-        help="schema: members in schema order (instances re-ordered to match)",
+        help="schema: members in schema order (instances re-ordered to match); "
+        "lark-json: schema order, maskpar and llguidance compile the Lark "
+        "grammar `start: %%json <schema>` (xgrammar: not run)",
     )
     return ap.parse_args(argv)
 
@@ -458,7 +467,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     recs = load_files(args.data, args.sample, args.seed, args.match)
     enc = load_vocab().encode
-    if args.key_order == "schema":
+    if args.key_order == "lark-json":
+        args.engines = [e for e in args.engines if e != "xgrammar"]
+    if args.key_order in ("schema", "lark-json"):
         for r in recs:
             for t in r["tests"]:
                 t["data"] = reorder(t["data"], r["schema"])
