@@ -249,3 +249,40 @@ def test_block_walks_agree_with_llguidance(schema):
             assert ref.consume_token(t) and not ref.is_error(), (direction, t)
             assert m.consume_token(t)
             assert m.is_accepting() == ref.is_accepting(), (direction, t)
+
+
+def test_valid_instances_are_allowed_token_by_token(llama3):
+    """Every token of the dev sample's valid instances (members in schema
+    order) is allowed by the mask of `start: %json <schema>`, and the text
+    may end there: a number's `0` then `.` (a lexeme reading on past an
+    accepting state) was once forbidden by the mask though consumed."""
+    import gzip
+
+    from schema_order import reorder
+
+    from conftest import MASKBENCH_SAMPLE, new_bitmask
+
+    enc, tok = llama3
+    with gzip.open(MASKBENCH_SAMPLE, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    rows = random.Random(2).sample(rows, 40)
+    checked = 0
+    for r in rows:
+        s = json.dumps(r["schema"])
+        try:
+            g = maskpar.compile_grammar(tok, f"start: %json {s}", syntax="lark")
+        except ValueError:
+            continue  # refused as compile_json_schema refuses it
+        bm = new_bitmask(1, g.vocab_size)
+        for t in r["tests"]:
+            if not t["valid"]:
+                continue
+            text = json.dumps(reorder(t["data"], r["schema"]), ensure_ascii=False)
+            m = maskpar.Matcher(g)
+            for i, x in enumerate(enc.encode(text)):
+                m.fill_next_token_bitmask(bm)
+                assert (int(bm[0][x >> 5]) >> (x & 31)) & 1, (r["file"], text, i)
+                assert m.consume_token(x)
+            assert m.is_accepting(), (r["file"], text)
+            checked += 1
+    assert checked >= 40

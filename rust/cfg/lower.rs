@@ -133,9 +133,9 @@ pub struct Lexeme {
     pub tokens: Option<TokenSet>,
     /// Longest-match lexing: a lexeme of a character-level rule (a Lark
     /// grammar's `%json` block). It is lexed on its own, a branch of its own
-    /// that ranks against no other lexeme, and it is greedy (checked: see
-    /// `finish`), so its longest match is its only end, as under
-    /// all-splits lexing.
+    /// that ranks against no other lexeme, and it may end greedily (checked:
+    /// `alone_lexemes_greedy`), so its longest match is its only end, as
+    /// under all-splits lexing.
     pub alone: bool,
 }
 
@@ -1749,7 +1749,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
             lexeme.follow = follow;
         }
     } else if has_alone {
-        alone_lexemes_greedy(&rules, &nullable, &mut lexemes, &ignore)?;
+        alone_lexemes_greedy(&rules, &nullable, &lexemes, &ignore)?;
     }
     Ok(Cfg {
         nonterminals: l.nonterminals,
@@ -1768,8 +1768,8 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
     })
 }
 
-/// Marks the alone lexemes of a longest-match grammar greedy, or refuses
-/// the grammar. An alone lexeme is lexed by longest match, which ends it
+/// Checks that the alone lexemes of a longest-match grammar may end
+/// greedily, or refuses the grammar. An alone lexeme is lexed by longest match, which ends it
 /// only where the next byte kills it: exact (every split the character-level
 /// rules allow) only if no byte that extends one of its matches can begin
 /// what follows it, ignored text included (an `%ignore`d terminal may come
@@ -1778,7 +1778,7 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
 fn alone_lexemes_greedy(
     rules: &[Rule],
     nullable: &[bool],
-    lexemes: &mut [Lexeme],
+    lexemes: &[Lexeme],
     ignore: &[u32],
 ) -> Result<()> {
     let mut ignored = ByteSet::default();
@@ -1788,7 +1788,7 @@ fn alone_lexemes_greedy(
         }
     }
     let greedy = greedy_lexemes(rules, nullable, lexemes, ignored);
-    for (lexeme, (greedy, follow)) in lexemes.iter_mut().zip(greedy) {
+    for (lexeme, (greedy, _)) in lexemes.iter().zip(greedy) {
         if !lexeme.alone {
             continue;
         }
@@ -1800,8 +1800,10 @@ fn alone_lexemes_greedy(
                 lexeme_name(&lexeme.regex, None)
             )));
         }
-        lexeme.greedy = true;
-        lexeme.follow = follow;
+        // Its own `greedy` flag stays false, as for any longest-match
+        // lexeme: lexer-only walks drop a greedy lexeme's end where no
+        // follower reads the byte, which would drop this lexeme's back-off
+        // points (where it reads on past an accepting state) too.
     }
     Ok(())
 }
