@@ -703,6 +703,29 @@ def _():
     return size(regex_grammar("(?:-?(?:[4-9]|[1-9][\\--9]{0,15}))*"))
 
 
+@case("lark_20000_string_rules", OK)
+def _():
+    # A rule per string: Lark's string-in-pattern check looked at every
+    # pair of lexemes (3 s); now only at the patterns.
+    alts = " | ".join(f"x{i}" for i in range(20_000))
+    rules = "\n".join(f'x{i}: "k{i}"' for i in range(20_000))
+    return size(lark(f"start: {alts}\n{rules}"))
+
+
+@case("lark_20000_lark_blocks", OK)
+def _():
+    # A %lark block per alternative: a lexer context each.
+    alts = " | ".join(f"x{i}" for i in range(20_000))
+    rules = "\n".join(f'x{i}: %lark {{ start: "k{i}" }}' for i in range(20_000))
+    return size(lark(f"start: {alts}\n{rules}"))
+
+
+@case("lark_blocks_nested_past_the_bound", VALUE)
+def _():
+    n = 17
+    return size(lark("start: " + '"a" %lark { start: ' * n + '"b"' + " }" * n))
+
+
 @case("schema_fuzz_pattern_property_dots", VALUE)
 def _():
     # Found by the fuzz run of 2026-11-26 08:00 (a timeout without the

@@ -1284,7 +1284,6 @@ def test_auto_syntax_and_ignore_placement(llama3):
         ("%import foo.BAR\nstart: BAR", r"line 1, column \d+: only the 'common' module"),
         ("%import python.NAME\nstart: NAME", r"only the 'common' module"),
         ("start: A\nA: /(x(?=y))*/", r"lookaround"),
-        ('start: %lark { start: "a" }', r"%lark inside a rule is not supported"),
         ('start: a::x\na::x: "a"', r"parametric rules"),
         ('%if x\nstart: "a"', r"%if"),
         ("start: X\nX: A{}", r"terminal X calls template 'A' at line 2, column 4"),

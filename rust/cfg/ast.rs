@@ -274,10 +274,26 @@ pub struct GrammarAst {
     pub lexing: Lexing,
     /// Indentation tokens made by the parser (Lark's Python grammars).
     pub indenter: Option<IndenterSpec>,
-    /// Rules read character-level inside a longest-match grammar (a Lark
-    /// grammar's `%json` blocks): their lexemes keep every split the rules
-    /// allow, each lexed on its own (see `lower::Lexeme::alone`).
-    pub char_level: Vec<String>,
+    /// Nested grammars inside a longest-match grammar (a Lark grammar's
+    /// `%json` and `%lark` blocks): block `i` is lexer context `i + 1`
+    /// (context 0: the grammar's own rules).
+    pub blocks: Vec<Block>,
+}
+
+/// A nested grammar's rules in a longest-match grammar.
+#[derive(Clone, Debug)]
+pub struct Block {
+    /// The rules it holds (their names in the grammar).
+    pub rules: Vec<String>,
+    /// Read character-level (`%json`): every split its rules allow, each
+    /// lexeme lexed on its own (see `lower::Lexeme::alone`). Otherwise
+    /// (`%lark`) its terminals are lexed as Lark lexes them.
+    pub char_level: bool,
+    /// Its own `%ignore` (a `%lark` block's): text skipped between its
+    /// terminals, where the grammar's own `%ignore` does not reach.
+    pub ignore: Vec<Node>,
+    /// The context it sits in (0: the grammar's own rules).
+    pub parent: u32,
 }
 
 impl GrammarAst {

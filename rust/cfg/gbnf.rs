@@ -374,7 +374,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         start: "root".into(),
         lexing: Lexing::AllSplits,
         indenter: None,
-        char_level: Vec::new(),
+        blocks: Vec::new(),
     };
     ast.check_depth()?;
     Ok(ast)

@@ -12,14 +12,17 @@
 //! llguidance's additions that only add forms Lark refuses: `x{m,n}`
 //! counts, `-` in names, terminals that match the empty string (made
 //! optional in lowering), `#` comments, special tokens and token ids (see
-//! `specials`), and `%json {schema}` blocks: the schema's rules join the
-//! grammar, read character-level (`GrammarAst::char_level`, lexed apart
-//! from the terminals: see `lower::Lexeme::alone`). Its `%lark` nested
-//! grammars and parametric rules are refused with an error naming them.
+//! `specials`), and nested grammars: `%json {schema}` blocks (the schema's
+//! rules, read character-level) and `%lark { grammar }` blocks (a Lark
+//! grammar with names and `%ignore` of its own). Each block is a lexer
+//! context of the grammar (`ast::Block`, `lower::LexContext`). Parametric
+//! rules (`::`, `%if`) are refused with an error naming them.
 
 use std::collections::HashMap;
 
-use super::ast::{GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef, MAX_NODE_DEPTH};
+use super::ast::{
+    Block, GrammarAst, IndenterSpec, Lexing, Node, Pos, RuleDef, TermDef, MAX_NODE_DEPTH,
+};
 use super::cursor::Cursor;
 use super::lookaround;
 use crate::error::{Error, Result};
@@ -90,10 +93,23 @@ struct Defs {
 
 struct Parser<'a> {
     c: Cursor<'a>,
-    /// The rules of `%json` blocks read so far, under their blocks' names.
-    embedded: Vec<RuleDef>,
-    blocks: usize,
+    /// What the `%json` and `%lark` blocks read so far hold (under their
+    /// blocks' names), and the blocks.
+    nested: Nested,
+    /// The block being read (0: none).
+    context: u32,
 }
+
+/// The rules and terminals of nested grammars, and their blocks.
+#[derive(Default)]
+struct Nested {
+    rules: Vec<RuleDef>,
+    terminals: Vec<TermDef>,
+    blocks: Vec<Block>,
+}
+
+/// Bound on blocks nested in blocks.
+const MAX_BLOCK_DEPTH: u32 = 16;
 
 impl<'a> std::ops::Deref for Parser<'a> {
     type Target = Cursor<'a>;
@@ -172,10 +188,22 @@ impl<'a> Parser<'a> {
     }
 
     fn statements(&mut self, defs: &mut Defs) -> Result<()> {
+        self.statements_in(defs, false)
+    }
+
+    /// Statements up to the end of the text, or with `nested` up to the
+    /// `}` that closes a `%lark` block (read).
+    fn statements_in(&mut self, defs: &mut Defs, nested: bool) -> Result<()> {
         loop {
             self.space(true);
-            if self.peek().is_none() {
-                return Ok(());
+            match self.peek() {
+                None if nested => return self.err("a %lark block has no closing '}'"),
+                None => return Ok(()),
+                Some('}') if nested => {
+                    self.bump();
+                    return Ok(());
+                }
+                _ => {}
             }
             if self.eat("%") {
                 self.directive(defs)?;
@@ -185,6 +213,7 @@ impl<'a> Parser<'a> {
             self.space(false);
             match self.peek() {
                 None | Some('\n') => {}
+                Some('}') if nested => {}
                 Some(c) => return self.err(format!("unexpected '{c}' (expected end of line)")),
             }
         }
@@ -473,11 +502,95 @@ impl<'a> Parser<'a> {
             Error::Compile(m) => Error::Compile(format!("the %json block at {pos}: {m}")),
             other => other,
         })?;
-        self.blocks += 1;
-        let (rules, start) = ast.into_prefixed_rules(&format!("%json{}:", self.blocks))?;
-        self.embedded.extend(rules);
+        let id = self.open_block()?;
+        let (rules, start) = ast.into_prefixed_rules(&format!("%json{id}:"))?;
+        self.nested.blocks[id as usize - 1] = Block {
+            rules: rules.iter().map(|r| r.name.clone()).collect(),
+            char_level: true,
+            ignore: Vec::new(),
+            parent: self.context,
+        };
+        self.nested.rules.extend(rules);
         self.c.pos += len;
         Ok(Node::Ref(start, pos))
+    }
+
+    /// A new block's id (its context), its entry held until it is read.
+    fn open_block(&mut self) -> Result<u32> {
+        let mut depth = 0;
+        let mut c = self.context;
+        while c != 0 {
+            depth += 1;
+            c = self.nested.blocks[c as usize - 1].parent;
+        }
+        if depth >= MAX_BLOCK_DEPTH {
+            return self.err(format!(
+                "blocks nest more than {MAX_BLOCK_DEPTH} deep (%json and %lark inside %lark)"
+            ));
+        }
+        self.nested.blocks.push(Block {
+            rules: Vec::new(),
+            char_level: false,
+            ignore: Vec::new(),
+            parent: self.context,
+        });
+        Ok(self.nested.blocks.len() as u32)
+    }
+
+    /// llguidance's `%lark { grammar }` after its keyword: a Lark grammar
+    /// of its own (its `start` rule, terminals and `%ignore`), whose names
+    /// are its own; the block stands for a reference to its start rule.
+    fn lark_block(&mut self, pos: Pos) -> Result<Node> {
+        if !self.eat("{") {
+            return self.err("%lark takes a grammar in braces: %lark { ... }");
+        }
+        let id = self.open_block()?;
+        let outer = std::mem::replace(&mut self.context, id);
+        let mut defs = Defs::default();
+        self.statements_in(&mut defs, true)?;
+        self.context = outer;
+        if !defs.declared.is_empty() {
+            return Err(Error::Compile(format!(
+                "the %lark block at {pos} declares terminals: not supported in a block"
+            )));
+        }
+        let prefix = format!("%lark{id}:");
+        let (rules, terminals, ignore) = expand_defs(defs)?;
+        let mut defined: std::collections::HashSet<String> =
+            rules.iter().map(|r| r.name.clone()).collect();
+        defined.extend(terminals.iter().map(|t| t.name.clone()));
+        if !defined.contains("start") {
+            return Err(Error::Compile(format!(
+                "the %lark block at {pos} has no start rule"
+            )));
+        }
+        let rename = |mut n: Node| -> Result<Node> {
+            rename_defined(&mut n, &defined, &prefix)?;
+            Ok(n)
+        };
+        let mut names = Vec::with_capacity(rules.len());
+        for r in rules {
+            names.push(format!("{prefix}{}", r.name));
+            self.nested.rules.push(RuleDef {
+                name: format!("{prefix}{}", r.name),
+                body: rename(r.body)?,
+                pos: r.pos,
+            });
+        }
+        for t in terminals {
+            self.nested.terminals.push(TermDef {
+                name: format!("{prefix}{}", t.name),
+                body: rename(t.body)?,
+                ..t
+            });
+        }
+        self.nested.blocks[id as usize - 1] = Block {
+            rules: names,
+            char_level: false,
+            ignore: ignore.into_iter().map(rename).collect::<Result<_>>()?,
+            parent: outer,
+        };
+        Ok(Node::Ref(format!("{prefix}start"), pos))
     }
 
     /// One item, or None where the expansion ends.
@@ -538,15 +651,17 @@ impl<'a> Parser<'a> {
                 self.space(true);
                 self.json_block(pos)?
             }
+            Some('%') if self.rest().starts_with("%lark") => {
+                self.c.pos += "%lark".len();
+                self.space(true);
+                self.lark_block(pos)?
+            }
             Some('%') => {
                 let word: String = self.rest()[1..]
                     .chars()
                     .take_while(|c| c.is_ascii_alphanumeric())
                     .collect();
-                return self.err(format!(
-                    "%{word} inside a rule is not supported (of llguidance's nested \
-                     grammars maskpar reads %json blocks, not %lark)"
-                ));
+                return self.err(format!("%{word} inside a rule is not supported"));
             }
             Some(c) if is_name_char(c) && !c.is_ascii_digit() => {
                 let save = self.pos;
@@ -836,8 +951,8 @@ fn common_terminals() -> Vec<TermDef> {
     let mut defs = Defs::default();
     let mut p = Parser {
         c: Cursor::new(COMMON, "Lark"),
-        embedded: Vec::new(),
-        blocks: 0,
+        nested: Nested::default(),
+        context: 0,
     };
     p.statements(&mut defs)
         .expect("the built-in common terminals parse");
@@ -864,11 +979,31 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     let mut defs = Defs::default();
     let mut parser = Parser {
         c: Cursor::new(src, "Lark"),
-        embedded: Vec::new(),
-        blocks: 0,
+        nested: Nested::default(),
+        context: 0,
     };
     parser.statements(&mut defs)?;
     let indenter = indenter_for(&defs)?;
+    let (mut rules, mut terminals, ignore) = expand_defs(defs)?;
+    let nested = parser.nested;
+    rules.extend(nested.rules);
+    terminals.extend(nested.terminals);
+    let ast = GrammarAst {
+        rules,
+        terminals,
+        ignore,
+        start: "start".into(),
+        lexing: Lexing::Longest,
+        indenter,
+        blocks: nested.blocks,
+    };
+    ast.check_depth()?;
+    Ok(ast)
+}
+
+/// A grammar's rules (templates expanded), terminals (`%import`s of
+/// `common` added) and `%ignore`.
+fn expand_defs(mut defs: Defs) -> Result<(Vec<RuleDef>, Vec<TermDef>, Vec<Node>)> {
     if !defs.imports.is_empty() {
         let common = common_terminals();
         for t in &common {
@@ -906,24 +1041,40 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         });
     }
     rules.append(&mut ex.new_rules);
-    let char_level: Vec<String> = parser.embedded.iter().map(|r| r.name.clone()).collect();
-    rules.append(&mut parser.embedded);
     let ignore = defs
         .ignore
         .iter()
         .map(|n| ex.expand(n, &empty, 0, 0))
         .collect::<Result<Vec<_>>>()?;
-    let ast = GrammarAst {
-        rules,
-        terminals: defs.terminals,
-        ignore,
-        start: "start".into(),
-        lexing: Lexing::Longest,
-        indenter,
-        char_level,
-    };
-    ast.check_depth()?;
-    Ok(ast)
+    Ok((rules, defs.terminals, ignore))
+}
+
+/// Prefixes the references in `node` to the names in `defined` (a `%lark`
+/// block's own rules and terminals; other references name blocks inside it).
+fn rename_defined(
+    node: &mut Node,
+    defined: &std::collections::HashSet<String>,
+    prefix: &str,
+) -> Result<()> {
+    let mut stack: Vec<&mut Node> = vec![node];
+    while let Some(n) = stack.pop() {
+        crate::budget::charge(1)?;
+        match n {
+            Node::Ref(name, _) if defined.contains(name.as_str()) => {
+                *name = format!("{prefix}{name}")
+            }
+            Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
+                stack.extend(items.iter_mut())
+            }
+            Node::Repeat { node, .. } => stack.push(node),
+            Node::Minus(a, b) => {
+                stack.push(a);
+                stack.push(b);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Lark's Python grammars `%declare _INDENT _DEDENT` for its

@@ -137,6 +137,9 @@ pub struct Lexeme {
     /// `alone_lexemes_greedy`), so its longest match is its only end, as
     /// under all-splits lexing.
     pub alone: bool,
+    /// Its lexer context: 0 for the grammar's own rules, else the block
+    /// (`GrammarAst::blocks`) whose rule made it.
+    pub context: u32,
 }
 
 impl Lexeme {
@@ -193,6 +196,7 @@ impl Lexeme {
             embedded_in: Vec::new(),
             tokens: None,
             alone: false,
+            context: 0,
         }
     }
 
@@ -226,6 +230,21 @@ pub struct Cfg {
     /// Whether some lexeme is `alone` (longest-match lexing only): then a
     /// branch holds either one such lexeme or none (see `earley::branches`).
     pub has_alone: bool,
+    /// Grammars with blocks (longest-match lexing only; empty otherwise):
+    /// per lexer context, its depth and its `%ignore` (see
+    /// `Cfg::ignored_at`), and each nonterminal's context.
+    pub contexts: Vec<LexContext>,
+    pub nt_context: Vec<u32>,
+}
+
+/// A lexer context of a grammar with blocks: 0 is the grammar's own rules,
+/// `i + 1` its block `i`.
+#[derive(Debug)]
+pub struct LexContext {
+    /// Blocks around it (0 for the grammar's own rules).
+    pub depth: u32,
+    /// Its ignored lexemes.
+    pub ignore: Vec<u32>,
 }
 
 static NEXT_CFG_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -261,11 +280,15 @@ struct Lowerer<'a> {
     terminals: HashMap<String, &'a TermDef>,
     terminal_ids: HashMap<String, u32>,
     /// How the rule being lowered is lexed: the grammar's lexing, or
-    /// all-splits for a character-level rule (`GrammarAst::char_level`).
+    /// all-splits for a character-level rule (`ast::Block::char_level`).
     lexing: Lexing,
     /// The rule being lowered is character-level inside a longest-match
     /// grammar: its lexemes are `alone`.
     alone: bool,
+    /// The lexer context of the rule being lowered, and of each
+    /// nonterminal (grammars with blocks only).
+    context: u32,
+    nt_context: Vec<u32>,
     nonterminals: Vec<String>,
     rules: Vec<Rule>,
     lexeme_ids: HashMap<String, u32>,
@@ -756,6 +779,7 @@ impl Lowerer<'_> {
         }
         let id = self.nonterminals.len() as u32;
         self.nonterminals.push(format!("{hint}#{id}"));
+        self.nt_context.push(self.context);
         Ok(id)
     }
 
@@ -801,10 +825,7 @@ impl Lowerer<'_> {
         crate::budget::charge_n(re.len().saturating_mul(2))?;
         // Alone lexemes are lexed apart from the grammar's terminals, and
         // Lark's string retyping never applies to them.
-        let key = format!(
-            "{}{priority}\u{0}{re}",
-            if self.alone { "alone\u{0}" } else { "" }
-        );
+        let key = format!("{}\u{0}{priority}\u{0}{re}", self.context);
         let text = larkorder::string_text(n).filter(|_| !self.alone);
         let literal = text.is_some();
         if let Some(&nt) = self.optional_lexemes.get(&key) {
@@ -897,6 +918,7 @@ impl Lowerer<'_> {
             embedded_in: Vec::new(),
             tokens: None,
             alone: self.alone,
+            context: self.context,
         });
         self.lexeme_ids.insert(key, id);
         if let Some((outer, nt)) = optional {
@@ -1008,6 +1030,27 @@ impl Lowerer<'_> {
         Ok(())
     }
 
+    /// The lexemes of `%ignore` bodies `nodes` (in the current context).
+    fn ignored(&mut self, nodes: &[Node]) -> Result<Vec<u32>> {
+        let mut ignore = Vec::new();
+        for n in nodes {
+            for sym in self.lower(n, "%ignore")? {
+                match sym {
+                    Sym::T(t) if self.lexemes[t as usize].tokens.is_none() => ignore.push(t),
+                    Sym::T(_) => {
+                        return Err(Error::Compile(
+                            "%ignore takes text terminals, not tokens".into(),
+                        ));
+                    }
+                    Sym::N(_) | Sym::P(..) => {
+                        return Err(Error::Compile("%ignore takes terminals, not rules".into()));
+                    }
+                }
+            }
+        }
+        Ok(ignore)
+    }
+
     /// The rules for the pending plain strings: grouped into trie lexemes
     /// where `group` and `wordgroups::place` allow, else one lexeme each.
     fn place_words(&mut self, group: bool) -> Result<()> {
@@ -1025,12 +1068,14 @@ impl Lowerer<'_> {
                 .collect()
         };
         for (lhs, placement) in placed {
+            self.context = self.nt_context[lhs as usize];
             let sym = match placement {
                 Placement::Alone(w) => self.lexeme(&Node::Literal(w))?,
                 Placement::Group { words, rank } => self.word_group(words, rank)?,
             };
             self.add_rule(lhs, vec![sym])?;
         }
+        self.context = 0;
         Ok(())
     }
 
@@ -1045,6 +1090,7 @@ impl Lowerer<'_> {
         self.lexemes.push(Lexeme {
             dfa: Some(Arc::new(dfa)),
             alone: self.alone,
+            context: self.context,
             ..Lexeme::textless(what)
         });
         Ok(Sym::T(id))
@@ -1069,6 +1115,7 @@ impl Lowerer<'_> {
             // `wordgroups::place` keeps such strings alone), and never a
             // pattern that other strings could be embedded in.
             literal: true,
+            context: self.context,
             ..Lexeme::textless(format!(
                 "one of {} strings ({:?}, ...)",
                 words.len(),
@@ -1345,7 +1392,9 @@ impl Lowerer<'_> {
     fn brackets(&mut self, brackets: &[(String, String)]) -> Result<Vec<u32>> {
         let mut out = Vec::new();
         for (name, text) in brackets {
-            let mut key = String::from("0\u{0}");
+            // `lexeme_with`'s key: context 0 (no blocks with an indenter),
+            // priority 0.
+            let mut key = String::from("0\u{0}0\u{0}");
             cache_key(&Node::Literal(text.clone()), &mut key);
             let mut ids: Vec<u32> = self.lexeme_ids.get(&key).copied().into_iter().collect();
             if self.terminals.contains_key(name.as_str()) {
@@ -1490,6 +1539,8 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         terminal_ids: HashMap::default(),
         lexing: ast.lexing,
         alone: false,
+        context: 0,
+        nt_context: vec![0],
         nonterminals: vec!["<start>".into()],
         rules: Vec::new(),
         lexeme_ids: HashMap::default(),
@@ -1515,6 +1566,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         let id = l.nonterminals.len() as u32;
         l.nonterminals.push(r.name.clone());
         l.names.insert(r.name.clone(), id);
+        l.nt_context.push(0);
     }
     let start = match l.names.get(&ast.start) {
         Some(&s) => s,
@@ -1526,15 +1578,22 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         }
     };
     l.add_rule(0, vec![Sym::N(start)])?;
-    let char_level: HashSet<&str> = ast.char_level.iter().map(String::as_str).collect();
-    if !char_level.is_empty() && (ast.lexing != Lexing::Longest || ast.indenter.is_some()) {
+    if !ast.blocks.is_empty() && (ast.lexing != Lexing::Longest || ast.indenter.is_some()) {
         return Err(Error::Compile(
-            "character-level blocks (%json) need a Lark grammar without an indenter".into(),
+            "blocks (%json, %lark) need a Lark grammar without an indenter".into(),
         ));
+    }
+    for (i, b) in ast.blocks.iter().enumerate() {
+        for name in &b.rules {
+            if let Some(&nt) = l.names.get(name) {
+                l.nt_context[nt as usize] = i as u32 + 1;
+            }
+        }
     }
     for r in &ast.rules {
         let lhs = l.names[&r.name];
-        l.alone = char_level.contains(r.name.as_str());
+        l.context = l.nt_context[lhs as usize];
+        l.alone = l.context != 0 && ast.blocks[l.context as usize - 1].char_level;
         l.lexing = if l.alone {
             Lexing::AllSplits
         } else {
@@ -1548,7 +1607,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
             }
         }
     }
-    (l.alone, l.lexing) = (false, ast.lexing);
+    (l.alone, l.lexing, l.context) = (false, ast.lexing, 0);
     if ast.indenter.is_some() {
         // The indenter checks its brackets against every lexeme: no groups.
         l.place_words(false)?;
@@ -1557,24 +1616,26 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         Some(spec) => Some(l.indenter(spec)?),
         None => None,
     };
-    let mut ignore = Vec::new();
-    for n in &ast.ignore {
-        for sym in l.lower(n, "%ignore")? {
-            match sym {
-                Sym::T(t) if l.lexemes[t as usize].tokens.is_none() => ignore.push(t),
-                Sym::T(_) => {
-                    return Err(Error::Compile(
-                        "%ignore takes text terminals, not tokens".into(),
-                    ));
-                }
-                Sym::N(_) | Sym::P(..) => {
-                    return Err(Error::Compile("%ignore takes terminals, not rules".into()));
-                }
-            }
-        }
+    let mut contexts = vec![LexContext {
+        depth: 0,
+        ignore: l.ignored(&ast.ignore)?,
+    }];
+    for b in &ast.blocks {
+        l.context = contexts.len() as u32;
+        contexts.push(LexContext {
+            depth: contexts[b.parent as usize].depth + 1,
+            ignore: l.ignored(&b.ignore)?,
+        });
     }
+    l.context = 0;
     l.place_words(true)?;
-    finish(l, ignore, indenter)
+    let mut ignore: Vec<u32> = contexts.iter().flat_map(|c| c.ignore.clone()).collect();
+    ignore.sort_unstable();
+    ignore.dedup();
+    if ast.blocks.is_empty() {
+        contexts.clear();
+    }
+    finish(l, ignore, contexts, indenter)
 }
 
 /// Whether rule `start` of `rules` derives some string, assuming every
@@ -1612,7 +1673,12 @@ fn node_derives(n: &Node, productive: &HashSet<&str>) -> bool {
     }
 }
 
-fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Result<Cfg> {
+fn finish(
+    l: Lowerer<'_>,
+    ignore: Vec<u32>,
+    contexts: Vec<LexContext>,
+    indenter: Option<Indenter>,
+) -> Result<Cfg> {
     let lexing = l.lexing;
     let n = l.nonterminals.len();
     // Productive symbols: those that derive at least one string.
@@ -1765,6 +1831,12 @@ fn finish(l: Lowerer<'_>, ignore: Vec<u32>, indenter: Option<Indenter>) -> Resul
         names: SetNames::default(),
         has_tokens,
         has_alone,
+        nt_context: if contexts.is_empty() {
+            Vec::new()
+        } else {
+            l.nt_context
+        },
+        contexts,
     })
 }
 
@@ -1812,18 +1884,20 @@ fn alone_lexemes_greedy(
 /// match its text whole, as Python's `re.match` would (Lark's check in
 /// `_create_unless`), and whether their flags hold the string's.
 fn embed_strings(lexemes: &mut [Lexeme]) {
+    // Only patterns take strings in: a grammar of many strings and few
+    // patterns looks at each string against those few.
+    let patterns: Vec<usize> = (0..lexemes.len())
+        .filter(|&r| !lexemes[r].literal && !lexemes[r].alone)
+        .collect();
     for s in 0..lexemes.len() {
         let Some(text) = lexemes[s].text.as_deref() else {
             continue;
         };
         let string_flags = &lexemes[s].flags;
-        let embedded_in: Vec<(u32, bool)> = lexemes
-            .iter()
-            .enumerate()
+        let embedded_in: Vec<(u32, bool)> = (patterns.iter())
+            .map(|&r| (r, &lexemes[r]))
             .filter(|&(r, pattern)| {
                 r != s
-                    && !pattern.literal
-                    && !pattern.alone
                     && pattern.priority == lexemes[s].priority
                     && pattern.dfa.as_ref().is_some_and(|d| {
                         let q = d.step_bytes(d.start(), text.as_bytes());

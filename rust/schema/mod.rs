@@ -171,7 +171,7 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         start: "root".into(),
         lexing: Lexing::AllSplits,
         indenter: None,
-        char_level: Vec::new(),
+        blocks: Vec::new(),
     })
 }
 

@@ -52,7 +52,7 @@ pub fn lower(top: &Format, vocab: &Vocab) -> Result<GrammarAst> {
         start: START.into(),
         lexing: Lexing::AllSplits,
         indenter: None,
-        char_level: Vec::new(),
+        blocks: Vec::new(),
     })
 }
 

@@ -67,7 +67,7 @@ pub(crate) mod tests {
             start: "root".into(),
             lexing: Lexing::AllSplits,
             indenter: None,
-            char_level: Vec::new(),
+            blocks: Vec::new(),
         };
         ast_accepts(&ast, text)
     }

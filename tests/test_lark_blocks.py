@@ -1,8 +1,10 @@
-"""llguidance's `%json {schema}` blocks inside Lark grammars (issue 23,
-item 5): the block's text is the schema's JSON exactly (members in
+"""llguidance's nested grammars inside Lark grammars (issue 23, item 5).
+`%json {schema}`: the block's text is the schema's JSON exactly (members in
 `properties` order, as llguidance generates them), checked against
-`jsonschema` and the schema-order oracle; the grammar's `%ignore` applies
-around the block, not inside it; and walks agree with llguidance's masks."""
+`jsonschema` and the schema-order oracle, and walks agree with llguidance's
+masks. `%lark { grammar }`: a grammar of its own names and `%ignore`. For
+both, whose `%ignore` applies where is checked case by case against
+llguidance."""
 
 from __future__ import annotations
 
@@ -109,6 +111,16 @@ S = (
     '"required":["a"],"additionalProperties":false}'
 )
 
+LARK_OWN_IGNORE = 'start: "a" sub "c"\nsub: %lark {\nstart: B+\nB: "b"\n%ignore " "\n}'
+LARK_OUTER_IGNORE = 'start: "a" sub "c"\nsub: %lark {\nstart: B+\nB: "b"\n}\n%ignore " "'
+LARK_BOTH = (
+    'start: "(" sub ")"\nsub: %lark {\nstart: NAME ("," NAME)*\nNAME: /[a-z]+/\n'
+    '%ignore " "\n}\n%ignore "\\n"'
+)
+LARK_JSON_INSIDE = (
+    'start: "<" sub ">"\nsub: %lark {\nstart: "x" j\nj: %json {"type":"integer"}\n%ignore " "\n}'
+)
+
 # (grammar, text, accepted): each as llguidance 1.x reads it (checked below
 # when llguidance is installed).
 AS_LLGUIDANCE = [
@@ -138,6 +150,27 @@ AS_LLGUIDANCE = [
     ),
     ('start: "<" x ">" x\nx: %json {"type":"integer"}', "<1>2", True),
     ('start: "<" x y\nx: %json {"type":"integer"}\ny: %json {"type":"string"}', '<1"a"', True),
+    # %lark blocks: their own %ignore after their first terminal, the
+    # grammar's own where only its terminals may come next.
+    (LARK_OWN_IGNORE, "abbc", True),
+    (LARK_OWN_IGNORE, "ab bc", True),
+    (LARK_OWN_IGNORE, "a bbc", False),
+    (LARK_OWN_IGNORE, "abb c", True),
+    (LARK_OUTER_IGNORE, "abbc", True),
+    (LARK_OUTER_IGNORE, "ab bc", False),
+    (LARK_OUTER_IGNORE, "abb c", False),
+    ('start: "a" sub "c"\nsub: %lark {\nstart: B+\nB: "b" | "bb"\n}', "abbbc", True),
+    (LARK_BOTH, "(a, b)", True),
+    (LARK_BOTH, "( a,b)", False),
+    (LARK_BOTH, "(a,b )", True),
+    (LARK_BOTH, "(a,b\n)", False),
+    (LARK_BOTH, "(a\n,b)", False),
+    (LARK_JSON_INSIDE, "<x1>", True),
+    (LARK_JSON_INSIDE, "<x 1>", False),
+    (LARK_JSON_INSIDE, "<x1 >", False),
+    # A block's names are its own.
+    ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "ab", True),
+    ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "aa", False),
     (
         'start: TEXT | call\nTEXT: /[^{](.|\\n)*/\ncall: %json {"type":"object",'
         '"properties":{"name":{"const":"get_weather"}},"required":["name"]}',
@@ -186,7 +219,10 @@ def test_known_differences_from_llguidance(tok):
         ('start: "a" %json {"type": "integer"', "JSON Schema object"),
         ('start: "a" %json [1, 2]', "JSON Schema object"),
         ('start: %json {"type": "nope"}', "%json block at"),
-        ('start: "a" %lark { start: "b" }', "not %lark"),
+        ('start: "a" %lark { start: "b"', "no closing"),
+        ('start: "a" %lark { begin: "b" }', "no start rule"),
+        ('start: "a" %lark { start: "b" \n %declare _INDENT }', "declares terminals"),
+        ("start: %lark start", "in braces"),
         ('start: A\nA: "a" %json {"type": "integer"}', "terminal"),
     ],
 )
