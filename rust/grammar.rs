@@ -498,7 +498,8 @@ impl CompiledGrammar {
             let filtered = lex_cache.boundary(cfg, trie, &e, k);
             (e, filtered)
         };
-        if cfg.lexing == Lexing::Longest || key.len() <= 1 {
+        let alone = cfg.has_alone && key.len() > 1;
+        if (cfg.lexing == Lexing::Longest && !alone) || key.len() <= 1 {
             // One entry (the common case), without the merging below.
             let (e, filtered) = apply_entry(&key);
             let boundary = filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]);
@@ -507,10 +508,24 @@ impl CompiledGrammar {
         // With all-splits lexing the scans are independent alternatives, so
         // the lexer-only part is the union of one cache entry per scan: those
         // recur across parser states (a key's scan inside a JSON string) even
-        // when their combination never does.
+        // when their combination never does. With longest-match lexing so
+        // are the branches, each alone scan and the rest (see
+        // `earley::branches`): an alone scan's entry is then its own, shared
+        // by every state it is in, and stops only where it may end.
+        let parts: Vec<LexKey> = if cfg.lexing == Lexing::Longest {
+            let (alone, rest): (Vec<_>, Vec<_>) =
+                (key.iter()).partition(|&&(l, _)| cfg.lexemes[l as usize].alone);
+            let mut parts: Vec<LexKey> = alone.into_iter().map(|&p| vec![p]).collect();
+            if !rest.is_empty() {
+                parts.push(rest.into_iter().copied().collect());
+            }
+            parts
+        } else {
+            key.iter().map(|&p| vec![p]).collect()
+        };
         let mut all: Vec<BoundaryNode> = Vec::new();
-        for &pair in &key {
-            let (e, filtered) = apply_entry(&vec![pair]);
+        for part in &parts {
+            let (e, filtered) = apply_entry(part);
             all.extend_from_slice(filtered.as_deref().map_or(&e.boundary[..], |f| &f[..]));
         }
         all.sort_unstable_by_key(|b| b.node);

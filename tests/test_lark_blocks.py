@@ -322,3 +322,71 @@ def test_valid_instances_are_allowed_token_by_token(llama3):
             assert m.is_accepting(), (r["file"], text)
             checked += 1
     assert checked >= 40
+
+
+def _fragment_vocab(texts: list[str], n: int, seed: int) -> list[bytes]:
+    """Every byte, then `n` substrings (2 to 6 bytes) of `texts`: tokens
+    that cross a block's lexemes and its edges in every way."""
+    rng = random.Random(seed)
+    data = [t.encode() for t in texts]
+    frags: set[bytes] = set()
+    while len(frags) < n:
+        d = rng.choice(data)
+        if len(d) < 2:
+            continue
+        i = rng.randrange(len(d) - 1)
+        frags.add(d[i : i + rng.randint(2, 6)])
+    return [bytes([i]) for i in range(256)] + sorted(frags)
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_block_masks_match_consume_on_every_token(ignored):
+    """Along valid instances wrapped in a block, each token's bit equals
+    whether consume takes it: the lexer-only entries (each alone scan its
+    own, none stopping at back-off points) against the parser's step."""
+    import gzip
+
+    from schema_order import reorder
+
+    from conftest import MASKBENCH_SAMPLE, new_bitmask
+
+    with gzip.open(MASKBENCH_SAMPLE, "rt") as f:
+        rows = [json.loads(line) for line in f]
+    rows = [r for r in random.Random(8).sample(rows, 30) if any(t["valid"] for t in r["tests"])]
+    texts = []
+    for r in rows:
+        for t in r["tests"]:
+            if t["valid"]:
+                texts.append(json.dumps(reorder(t["data"], r["schema"]), ensure_ascii=False))
+    wrapped = [f"<{t}>" if not ignored else f"<{t} >" for t in texts]
+    vocab = _fragment_vocab(wrapped, 1500, 3) + [b"<eos>"]
+    eos = len(vocab) - 1
+    tok = maskpar.Tokenizer.from_vocab(vocab, [eos])
+    bm = new_bitmask(1, len(vocab))
+    rng = random.Random(4)
+    checked = 0
+    for r in rows[:8]:
+        src = f'start: "<" %json {json.dumps(r["schema"])} ">"'
+        if ignored:
+            src += '\n%ignore " "'
+        try:
+            g = maskpar.compile_grammar(tok, src, syntax="lark")
+        except ValueError:
+            continue
+        for t in r["tests"]:
+            if not t["valid"]:
+                continue
+            text = f"<{json.dumps(reorder(t['data'], r['schema']), ensure_ascii=False)}>"
+            m = maskpar.Matcher(g)
+            for b in text.encode():
+                m.fill_next_token_bitmask(bm)
+                words = bm[0]
+                for x in rng.sample(range(len(vocab)), 120) + [b]:
+                    bit = (int(words[x >> 5]) >> (x & 31)) & 1
+                    took = m.consume_token(x)
+                    if took:
+                        m.rollback(1)
+                    assert bool(bit) == took, (r["file"], text, vocab[x])
+                assert m.consume_token(b)
+                checked += 1
+    assert checked > 300

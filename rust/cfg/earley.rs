@@ -809,6 +809,32 @@ impl Cfg {
         &self.lexemes[(id & !GUARD) as usize]
     }
 
+    /// `longest_step` for a branch of one alone scan: it ends only where the
+    /// byte kills it. A back-off branch from where it accepted would have to
+    /// read the byte that took it on, which no follower starts with (see
+    /// `lower::alone_lexemes_greedy`): none is made.
+    fn alone_step(&self, l: u32, q: u32, byte: u8) -> LongestStep {
+        let dfa = self.lexemes[l as usize]
+            .dfa
+            .as_ref()
+            .expect("scans have DFAs");
+        let q2 = dfa.step(q, byte);
+        if q2 != DEAD {
+            return LongestStep {
+                next: vec![(l, q2)],
+                ..LongestStep::default()
+            };
+        }
+        LongestStep {
+            ends: if dfa.is_accepting(q) {
+                vec![l]
+            } else {
+                Vec::new()
+            },
+            ..LongestStep::default()
+        }
+    }
+
     /// Longest-match lexing with back-off: one byte for the scans and
     /// guards `(lexeme, state)` of one branch (see `LongestStep`).
     ///
@@ -819,6 +845,11 @@ impl Cfg {
     /// that go on past an end all have at least its rank: each of them that
     /// accepts later is a match Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
+        if let [(l, q)] = *pairs {
+            if l & GUARD == 0 && self.lexemes[l as usize].alone {
+                return self.alone_step(l, q, byte);
+            }
+        }
         let (mut ends, width, floor) = self.longest_ends(pairs, Some(byte));
         let mut next = Vec::new();
         let mut carried = Vec::new();

@@ -506,7 +506,7 @@ impl LexCache {
                         .then(|| dfa.residual_signature(q, MAX_SIGNATURE_WORDS))
                         .flatten()
                         .and_then(|mut sig| {
-                            sig.push(lexeme.greedy as u32);
+                            sig.push(lexeme.greedy as u32 | (lexeme.alone as u32) << 1);
                             // Longest-match walks stop where ranks differ.
                             sig.push(lexeme.priority as u32);
                             sig.push(lexeme.width as u32);
@@ -666,6 +666,8 @@ struct OneScan<'a> {
     lexing: Lexing,
     /// `ends_after_accepting` for this lexeme.
     ends_after: bool,
+    /// `backs_off` for this lexeme.
+    backs_off: bool,
     /// `states[d]`: the DFA state after the first `d` bytes.
     states: Vec<u32>,
 }
@@ -681,6 +683,7 @@ impl<'a> OneScan<'a> {
             lexeme,
             lexing: cfg.lexing,
             ends_after: ends_after_accepting(cfg.lexing, lexeme),
+            backs_off: backs_off(cfg.lexing, lexeme),
             states,
         }
     }
@@ -693,6 +696,16 @@ pub(crate) fn ends_after_accepting(lexing: Lexing, lexeme: &Lexeme) -> bool {
     lexing == Lexing::AllSplits && !lexeme.greedy
 }
 
+/// Whether a lexer-only walk stops where `lexeme` may back off (it accepted,
+/// and reads on into a state that may not end): longest-match lexemes do,
+/// but not alone ones, whose back-off branch cannot read the byte that
+/// took the lexeme on (no follower starts with a byte that extends one of
+/// its matches: `lower::alone_lexemes_greedy`), so stopping there finds
+/// nothing. `cfg::textreach` judges text by the same rule.
+pub(crate) fn backs_off(lexing: Lexing, lexeme: &Lexeme) -> bool {
+    lexing == Lexing::Longest && !lexeme.alone
+}
+
 impl VisitStepper for OneScan<'_> {
     #[inline]
     fn visit(&mut self, depth: usize, byte: u8) -> Visit {
@@ -700,7 +713,7 @@ impl VisitStepper for OneScan<'_> {
         let q2 = self.dfa.step(q, byte);
         self.states[depth] = q2;
         if q2 != DEAD {
-            let ends = if self.lexing == Lexing::Longest {
+            let ends = if self.backs_off {
                 self.lexeme.may_back_off(self.dfa, q, q2)
             } else {
                 self.ends_after && self.dfa.is_accepting(q2)

@@ -11,8 +11,7 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
-use super::ast::Lexing;
-use super::lexcache::{ends_after_accepting, read, write};
+use super::lexcache::{backs_off, ends_after_accepting, read, write};
 use super::lower::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
@@ -193,13 +192,13 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     let ends_after = ends_after_accepting(cfg.lexing, lexeme);
     let live = |t: u32| t != DEAD && !(ends_after && dfa.is_accepting(t));
     // A longest-match lexeme may end where it may back off (see `Lexeme`).
-    let backs_off = cfg.lexing == Lexing::Longest;
+    let stops_at_back_off = backs_off(cfg.lexing, lexeme);
     // Most classes lead to the state the previous one led to (a string's
     // characters all go to one state): those are not pushed again.
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
-            if !live(t) || (backs_off && lexeme.may_back_off(dfa, x, t)) {
+            if !live(t) || (stops_at_back_off && lexeme.may_back_off(dfa, x, t)) {
                 return false;
             }
             if out.last() != Some(&t) {
