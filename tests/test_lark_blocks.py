@@ -8,8 +8,10 @@ llguidance."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+import re
 from typing import Any
 
 import jsonschema
@@ -20,7 +22,7 @@ from schema_order import Pairs, in_schema_order, pairs_to_value
 from test_json_key_order import schemas
 
 import maskpar
-from conftest import BYTES, EOS, accepts, random_walk
+from conftest import BYTES, EOS, accepts, new_bitmask, random_walk
 
 
 @pytest.fixture(scope="module")
@@ -205,12 +207,45 @@ def test_blocks_read_text_as_llguidance_does(tok, grammar, text, ok):
 def test_known_differences_from_llguidance(tok):
     """Where llguidance's JSON lexer runs on past a block's end, maskpar
     keeps to the grammar: JSON whitespace between two blocks (llguidance
-    takes `<1 "a"`), and two blocks whose values could run together are
-    refused (llguidance reads `1 2` as two integers, `12` as none)."""
+    takes `<1 "a"`), and two blocks whose values could run together split
+    every way the rules allow (llguidance reads `1 2` as two integers and
+    refuses `12`; maskpar takes `12` as 1 then 2, and refuses `1 2`)."""
     g = lark(tok, 'start: "<" x y\nx: %json {"type":"integer"}\ny: %json {"type":"string"}')
     assert not accepts(g, '<1 "a"')
-    with pytest.raises(ValueError, match="could also continue it"):
-        lark(tok, 'start: x x\nx: %json {"type":"integer"}')
+    g = lark(tok, 'start: x x\nx: %json {"type":"integer"}')
+    assert accepts(g, "12") and not accepts(g, "1 2")
+
+
+INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def test_adjacent_blocks_keep_every_split():
+    """Two integer blocks back to back: a text is taken iff some split of it
+    is two JSON integers (brute force), and each token's bit equals whether
+    consume takes it (tokens that cross the split point included)."""
+    vocab = [bytes([i]) for i in range(256)]
+    vocab += [b"12", b"01", b"1-", b"-1", b"00", b"10", b"-0", b"0-1", b"<eos>"]
+    eos = len(vocab) - 1
+    tok = maskpar.Tokenizer.from_vocab(vocab, [eos])
+    g = lark(tok, 'start: x x\nx: %json {"type":"integer"}')
+    bm = new_bitmask(1, len(vocab))
+    for n in range(1, 5):
+        for chars in itertools.product("01-2", repeat=n):
+            text = "".join(chars)
+            want = any(
+                INTEGER.fullmatch(text[:i]) and INTEGER.fullmatch(text[i:])
+                for i in range(1, len(text))
+            )
+            assert accepts(g, text) == want, text
+    for prefix in ["", "1", "-", "12", "0", "-1"]:
+        m = maskpar.Matcher(g)
+        assert m.consume_bytes(prefix.encode())
+        m.fill_next_token_bitmask(bm)
+        for x in range(len(vocab)):
+            took = m.consume_token(x)
+            if took:
+                m.rollback(1)
+            assert bool((int(bm[0][x >> 5]) >> (x & 31)) & 1) == took, (prefix, vocab[x])
 
 
 @pytest.mark.parametrize(

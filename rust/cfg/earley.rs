@@ -809,28 +809,24 @@ impl Cfg {
         &self.lexemes[(id & !GUARD) as usize]
     }
 
-    /// `longest_step` for a branch of one alone scan: it ends only where the
-    /// byte kills it. A back-off branch from where it accepted would have to
-    /// read the byte that took it on, which no follower starts with (see
-    /// `lower::alone_lexemes_greedy`): none is made.
+    /// `longest_step` for a branch of one alone scan: it ends where it
+    /// accepted and the byte kills it, or, if it `splits`, wherever it
+    /// accepted (all-splits lexing, in the form of an end before the byte).
+    /// Otherwise no branch goes on from where it accepted and reads on: that
+    /// branch would have to read the byte that took it on, which no follower
+    /// starts with (see `lower::alone_lexemes_end`).
     fn alone_step(&self, l: u32, q: u32, byte: u8) -> LongestStep {
-        let dfa = self.lexemes[l as usize]
-            .dfa
-            .as_ref()
-            .expect("scans have DFAs");
+        let lexeme = &self.lexemes[l as usize];
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
         let q2 = dfa.step(q, byte);
-        if q2 != DEAD {
-            return LongestStep {
-                next: vec![(l, q2)],
-                ..LongestStep::default()
-            };
-        }
+        let ends = dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits);
         LongestStep {
-            ends: if dfa.is_accepting(q) {
-                vec![l]
+            next: if q2 != DEAD {
+                vec![(l, q2)]
             } else {
                 Vec::new()
             },
+            ends: if ends { vec![l] } else { Vec::new() },
             ..LongestStep::default()
         }
     }

@@ -506,7 +506,11 @@ impl LexCache {
                         .then(|| dfa.residual_signature(q, MAX_SIGNATURE_WORDS))
                         .flatten()
                         .and_then(|mut sig| {
-                            sig.push(lexeme.greedy as u32 | (lexeme.alone as u32) << 1);
+                            sig.push(
+                                lexeme.greedy as u32
+                                    | (lexeme.alone as u32) << 1
+                                    | (lexeme.splits as u32) << 2,
+                            );
                             // Longest-match walks stop where ranks differ.
                             sig.push(lexeme.priority as u32);
                             sig.push(lexeme.width as u32);
@@ -698,10 +702,8 @@ pub(crate) fn ends_after_accepting(lexing: Lexing, lexeme: &Lexeme) -> bool {
 
 /// Whether a lexer-only walk stops where `lexeme` may back off (it accepted,
 /// and reads on into a state that may not end): longest-match lexemes do,
-/// but not alone ones, whose back-off branch cannot read the byte that
-/// took the lexeme on (no follower starts with a byte that extends one of
-/// its matches: `lower::alone_lexemes_greedy`), so stopping there finds
-/// nothing. `cfg::textreach` judges text by the same rule.
+/// but not alone ones, which end as under all-splits lexing (see
+/// `Lexeme::splits`). `cfg::textreach` judges text by the same rule.
 pub(crate) fn backs_off(lexing: Lexing, lexeme: &Lexeme) -> bool {
     lexing == Lexing::Longest && !lexeme.alone
 }
@@ -715,6 +717,9 @@ impl VisitStepper for OneScan<'_> {
         if q2 != DEAD {
             let ends = if self.backs_off {
                 self.lexeme.may_back_off(self.dfa, q, q2)
+            } else if self.lexeme.splits {
+                // It may end where it accepted, before this byte.
+                self.dfa.is_accepting(q)
             } else {
                 self.ends_after && self.dfa.is_accepting(q2)
             };

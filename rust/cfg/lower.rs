@@ -133,10 +133,13 @@ pub struct Lexeme {
     pub tokens: Option<TokenSet>,
     /// Longest-match lexing: a lexeme of a character-level rule (a Lark
     /// grammar's `%json` block). It is lexed on its own, a branch of its own
-    /// that ranks against no other lexeme, and it may end greedily (checked:
-    /// `alone_lexemes_greedy`), so its longest match is its only end, as
-    /// under all-splits lexing.
+    /// that ranks against no other lexeme, and ends as under all-splits
+    /// lexing: where the byte kills it, or at every accepting point if
+    /// `splits` (see `alone_lexemes_end`).
     pub alone: bool,
+    /// An alone lexeme that may end at every accepting point: some byte
+    /// that continues one of its matches may also begin what follows it.
+    pub splits: bool,
     /// Its lexer context: 0 for the grammar's own rules, else the block
     /// (`GrammarAst::blocks`) whose rule made it.
     pub context: u32,
@@ -196,6 +199,7 @@ impl Lexeme {
             embedded_in: Vec::new(),
             tokens: None,
             alone: false,
+            splits: false,
             context: 0,
         }
     }
@@ -918,6 +922,7 @@ impl Lowerer<'_> {
             embedded_in: Vec::new(),
             tokens: None,
             alone: self.alone,
+            splits: false,
             context: self.context,
         });
         self.lexeme_ids.insert(key, id);
@@ -1815,7 +1820,7 @@ fn finish(
             lexeme.follow = follow;
         }
     } else if has_alone {
-        alone_lexemes_greedy(&rules, &nullable, &lexemes, &ignore)?;
+        alone_lexemes_end(&rules, &nullable, &mut lexemes, &ignore);
     }
     Ok(Cfg {
         nonterminals: l.nonterminals,
@@ -1840,19 +1845,15 @@ fn finish(
     })
 }
 
-/// Checks that the alone lexemes of a longest-match grammar may end
-/// greedily, or refuses the grammar. An alone lexeme is lexed by longest match, which ends it
-/// only where the next byte kills it: exact (every split the character-level
-/// rules allow) only if no byte that extends one of its matches can begin
-/// what follows it, ignored text included (an `%ignore`d terminal may come
-/// before any other terminal of the grammar, and at the end: see
-/// `Cfg::closure`).
-fn alone_lexemes_greedy(
-    rules: &[Rule],
-    nullable: &[bool],
-    lexemes: &[Lexeme],
-    ignore: &[u32],
-) -> Result<()> {
+/// Decides where the alone lexemes of a longest-match grammar end. Ending
+/// one only where the next byte kills it keeps every split its rules allow
+/// when no byte that continues one of its matches can begin what follows
+/// it, ignored text included (an `%ignore`d terminal may come before any
+/// other terminal of the grammar, and at the end: see `Cfg::ignored_at`);
+/// the others end at every accepting point (`Lexeme::splits`). The flags
+/// `greedy` and `follow` stay as for any longest-match lexeme: lexer-only
+/// walks drop a greedy lexeme's end where no follower reads the byte.
+fn alone_lexemes_end(rules: &[Rule], nullable: &[bool], lexemes: &mut [Lexeme], ignore: &[u32]) {
     let mut ignored = ByteSet::default();
     for &t in ignore {
         if let Some(d) = &lexemes[t as usize].dfa {
@@ -1860,24 +1861,9 @@ fn alone_lexemes_greedy(
         }
     }
     let greedy = greedy_lexemes(rules, nullable, lexemes, ignored);
-    for (lexeme, (greedy, _)) in lexemes.iter().zip(greedy) {
-        if !lexeme.alone {
-            continue;
-        }
-        if !greedy {
-            return Err(Error::Compile(format!(
-                "a %json block's {} may be followed by text that could also continue \
-                 it; maskpar reads a %json block only where each of its values ends where \
-                 the next byte cannot continue it",
-                lexeme_name(&lexeme.regex, None)
-            )));
-        }
-        // Its own `greedy` flag stays false, as for any longest-match
-        // lexeme: lexer-only walks drop a greedy lexeme's end where no
-        // follower reads the byte, which would drop this lexeme's back-off
-        // points (where it reads on past an accepting state) too.
+    for (lexeme, (greedy, _)) in lexemes.iter_mut().zip(greedy) {
+        lexeme.splits = lexeme.alone && !greedy;
     }
-    Ok(())
 }
 
 /// Fills each string's `embedded_in`: the patterns of its priority that

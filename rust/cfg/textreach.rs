@@ -198,7 +198,10 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     let step_all = |x: u32, bytes: &[u8], out: &mut Vec<u32>| -> bool {
         for &b in bytes {
             let t = dfa.step(x, b);
-            if !live(t) || (stops_at_back_off && lexeme.may_back_off(dfa, x, t)) {
+            if !live(t)
+                || (stops_at_back_off && lexeme.may_back_off(dfa, x, t))
+                || (lexeme.splits && dfa.is_accepting(x))
+            {
                 return false;
             }
             if out.last() != Some(&t) {
