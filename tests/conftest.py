@@ -75,6 +75,19 @@ BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
 EOS = 256
 
 
+def llguidance_bytes_tokenizer():
+    """llguidance's tokenizer of ``BYTES`` (one token per byte, EOS last)."""
+    import llguidance
+
+    return llguidance.LLTokenizer.from_tiktoken(
+        encoder={b: i for i, b in enumerate(BYTES[:256])},
+        special_tokens={"<eos>": EOS},
+        pattern=r"[\s\S]",
+        eos_token=EOS,
+        n_vocab=EOS + 1,
+    )
+
+
 def accepts(g: maskpar.Grammar, text: str) -> bool:
     """Whether the grammar takes the whole text (fed as bytes) and may end there."""
     m = maskpar.Matcher(g)

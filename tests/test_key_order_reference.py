@@ -23,7 +23,7 @@ import pytest
 from schema_order import reorder
 
 import maskpar
-from conftest import BYTES, EOS, MASKBENCH_SAMPLE, accepts, random_walk
+from conftest import BYTES, EOS, MASKBENCH_SAMPLE, accepts, llguidance_bytes_tokenizer, random_walk
 
 xgrammar = pytest.importorskip("xgrammar")
 llguidance = pytest.importorskip("llguidance")
@@ -50,14 +50,7 @@ def engines():
         BYTES[:256] + [b""], vocab_type=xgrammar.VocabType.RAW, stop_token_ids=[EOS]
     )
     xg = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
-    llt = llguidance.LLTokenizer.from_tiktoken(
-        encoder={b: i for i, b in enumerate(BYTES[:256])},
-        special_tokens={"<eos>": EOS},
-        pattern=r"[\s\S]",
-        eos_token=EOS,
-        n_vocab=EOS + 1,
-    )
-    return tok, xg, llt
+    return tok, xg, llguidance_bytes_tokenizer()
 
 
 def xgrammar_accepts(compiled, text: str) -> bool:

@@ -22,7 +22,7 @@ from schema_order import Pairs, in_schema_order, pairs_to_value
 from test_json_key_order import schemas
 
 import maskpar
-from conftest import BYTES, EOS, accepts, new_bitmask, random_walk
+from conftest import BYTES, EOS, accepts, llguidance_bytes_tokenizer, new_bitmask, random_walk
 
 
 @pytest.fixture(scope="module")
@@ -192,13 +192,7 @@ AS_LLGUIDANCE = [
 def test_blocks_read_text_as_llguidance_does(tok, grammar, text, ok):
     assert accepts(lark(tok, grammar), text) == ok
     llguidance = pytest.importorskip("llguidance")
-    llt = llguidance.LLTokenizer.from_tiktoken(
-        encoder={b: i for i, b in enumerate(BYTES[:256])},
-        special_tokens={"<eos>": EOS},
-        pattern=r"[\s\S]",
-        eos_token=EOS,
-        n_vocab=EOS + 1,
-    )
+    llt = llguidance_bytes_tokenizer()
     m = llguidance.LLMatcher(llt, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
     theirs = m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
     assert theirs == ok

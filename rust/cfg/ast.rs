@@ -343,48 +343,55 @@ impl GrammarAst {
     }
 }
 
-/// Prefixes every rule reference in `node` (iteratively: an imported
-/// grammar's nodes may nest deeply).
+/// Prefixes every rule reference in `node`.
 fn prefix_refs(node: &mut Node, prefix: &str) -> crate::error::Result<()> {
-    let mut stack: Vec<&mut Node> = vec![node];
-    while let Some(n) = stack.pop() {
-        crate::budget::charge(1)?;
-        match n {
-            Node::Ref(name, _) => *name = format!("{prefix}{name}"),
-            Node::Call(name, args, _) => {
-                *name = format!("{prefix}{name}");
-                stack.extend(args.iter_mut());
-            }
-            Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
-                stack.extend(items.iter_mut())
-            }
-            Node::Repeat { node, .. } => stack.push(node),
-            Node::Minus(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
-            Node::Members(m) => {
-                let m = &mut **m;
-                stack.extend(m.listed.iter_mut().map(|(n, _)| n));
-                if let Some((a, b)) = &mut m.extra {
+    node.rename_refs(|name| *name = format!("{prefix}{name}"))
+}
+
+impl Node {
+    /// Calls `rename` on the name of every reference and template call in
+    /// the node (iteratively: an imported grammar's nodes may nest deeply).
+    pub fn rename_refs(&mut self, mut rename: impl FnMut(&mut String)) -> crate::error::Result<()> {
+        let mut stack: Vec<&mut Node> = vec![self];
+        while let Some(n) = stack.pop() {
+            crate::budget::charge(1)?;
+            match n {
+                Node::Ref(name, _) => rename(name),
+                Node::Call(name, args, _) => {
+                    rename(name);
+                    stack.extend(args.iter_mut());
+                }
+                Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
+                    stack.extend(items.iter_mut())
+                }
+                Node::Repeat { node, .. } => stack.push(node),
+                Node::Minus(a, b) => {
                     stack.push(a);
                     stack.push(b);
                 }
-                stack.push(&mut m.open);
-                stack.push(&mut m.sep);
-                stack.push(&mut m.close);
-                stack.push(&mut m.close_empty);
+                Node::Members(m) => {
+                    let m = &mut **m;
+                    stack.extend(m.listed.iter_mut().map(|(n, _)| n));
+                    if let Some((a, b)) = &mut m.extra {
+                        stack.push(a);
+                        stack.push(b);
+                    }
+                    stack.push(&mut m.open);
+                    stack.push(&mut m.sep);
+                    stack.push(&mut m.close);
+                    stack.push(&mut m.close_empty);
+                }
+                Node::Empty
+                | Node::Tokens(_)
+                | Node::Literal(_)
+                | Node::Class { .. }
+                | Node::AnyChar
+                | Node::Regex(_)
+                | Node::DecimalMultiples(_) => {}
             }
-            Node::Empty
-            | Node::Tokens(_)
-            | Node::Literal(_)
-            | Node::Class { .. }
-            | Node::AnyChar
-            | Node::Regex(_)
-            | Node::DecimalMultiples(_) => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// What Lark's `PythonIndenter` reads and makes, by terminal name.

@@ -1056,25 +1056,11 @@ fn rename_defined(
     defined: &std::collections::HashSet<String>,
     prefix: &str,
 ) -> Result<()> {
-    let mut stack: Vec<&mut Node> = vec![node];
-    while let Some(n) = stack.pop() {
-        crate::budget::charge(1)?;
-        match n {
-            Node::Ref(name, _) if defined.contains(name.as_str()) => {
-                *name = format!("{prefix}{name}")
-            }
-            Node::Seq(items) | Node::Alt(items) | Node::Intersect(items) => {
-                stack.extend(items.iter_mut())
-            }
-            Node::Repeat { node, .. } => stack.push(node),
-            Node::Minus(a, b) => {
-                stack.push(a);
-                stack.push(b);
-            }
-            _ => {}
+    node.rename_refs(|name| {
+        if defined.contains(name.as_str()) {
+            *name = format!("{prefix}{name}");
         }
-    }
-    Ok(())
+    })
 }
 
 /// Lark's Python grammars `%declare _INDENT _DEDENT` for its
