@@ -170,6 +170,14 @@ AS_LLGUIDANCE = [
     (LARK_JSON_INSIDE, "<x1>", True),
     (LARK_JSON_INSIDE, "<x 1>", False),
     (LARK_JSON_INSIDE, "<x1 >", False),
+    # llguidance's options header (SGLang and llama.cpp mark its grammars
+    # with it): no effect on the language.
+    ('%llguidance {}\nstart: "a" %json {"type":"integer"}', "a1", True),
+    ('%llguidance {"no_forcing": true}\nstart: "a" | "b"', "b", True),
+    # ... but its allow_initial_skip: without it no ignored text comes first.
+    ('%llguidance {}\nstart: "a" "b"\n%ignore " "', " ab", False),
+    ('%llguidance {}\nstart: "a" "b"\n%ignore " "', "a b", True),
+    ('%llguidance {"allow_initial_skip": true}\nstart: "a" "b"\n%ignore " "', " ab", True),
     # A block's names are its own.
     ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "ab", True),
     ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "aa", False),
@@ -252,6 +260,8 @@ def test_adjacent_blocks_keep_every_split():
         ('start: "a" %lark { begin: "b" }', "no start rule"),
         ('start: "a" %lark { start: "b" \n %declare _INDENT }', "declares terminals"),
         ("start: %lark start", "in braces"),
+        ('%llguidance {"allow_invalid_utf8": true}\nstart: "a"', "allow_invalid_utf8"),
+        ('%llguidance [1]\nstart: "a"', "JSON object of options"),
         ('start: A\nA: "a" %json {"type": "integer"}', "terminal"),
     ],
 )

@@ -278,6 +278,9 @@ pub struct GrammarAst {
     /// `%json` and `%lark` blocks): block `i` is lexer context `i + 1`
     /// (context 0: the grammar's own rules).
     pub blocks: Vec<Block>,
+    /// Whether `%ignore`d text may come before the first lexeme (Lark's
+    /// lexer allows it; llguidance only with `allow_initial_skip`).
+    pub initial_skip: bool,
 }
 
 /// A nested grammar's rules in a longest-match grammar.

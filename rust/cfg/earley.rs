@@ -439,7 +439,10 @@ impl Cfg {
             // %ignore'd lexemes may start wherever a lexeme may, and so may
             // the indenter's newline (Lark's lexer always accepts it: inside
             // brackets it is skipped, elsewhere the parser must take it).
-            if self.contexts.is_empty() {
+            if cur == 0 && !self.initial_skip {
+                // llguidance's grammars: no ignored text before the first
+                // lexeme (`%llguidance` without `allow_initial_skip`).
+            } else if self.contexts.is_empty() {
                 waiting.extend_from_slice(&self.ignore);
             } else {
                 let ignored = self.ignored_at(&set.items, &waiting);
@@ -1307,6 +1310,7 @@ mod tests {
                 lexing: Lexing::AllSplits,
                 indenter: None,
                 blocks: Vec::new(),
+                initial_skip: true,
             };
             lower(&ast).unwrap()
         };

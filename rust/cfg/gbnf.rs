@@ -375,6 +375,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         lexing: Lexing::AllSplits,
         indenter: None,
         blocks: Vec::new(),
+        initial_skip: true,
     };
     ast.check_depth()?;
     Ok(ast)

@@ -98,6 +98,8 @@ struct Parser<'a> {
     nested: Nested,
     /// The block being read (0: none).
     context: u32,
+    /// `%llguidance`'s `allow_initial_skip` (true without the header).
+    initial_skip: bool,
 }
 
 /// The rules and terminals of nested grammars, and their blocks.
@@ -238,6 +240,7 @@ impl<'a> Parser<'a> {
                 }
             }
             "if" => return self.err("llguidance's parametric rules (%if, ::) are not supported"),
+            "llguidance" => self.llguidance_options()?,
             "override" | "extend" => {
                 let mut tmp = Defs::default();
                 self.definition(&mut tmp, true)?;
@@ -479,6 +482,29 @@ impl<'a> Parser<'a> {
                 self.here()
             ))),
         }
+    }
+
+    /// llguidance's `%llguidance {options}` after its keyword (SGLang and
+    /// llama.cpp mark llguidance's grammars with it). Its options change how
+    /// llguidance forces tokens and lexes, not the language maskpar reads
+    /// (`no_forcing`), except `allow_initial_skip` (without it, as in
+    /// llguidance, no ignored text before the first terminal; Lark's lexer
+    /// and maskpar without the header allow it) and `allow_invalid_utf8`,
+    /// which is refused. Unknown ones are ignored, as llguidance ignores them.
+    fn llguidance_options(&mut self) -> Result<()> {
+        let rest = self.rest();
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+        let (len, options) = match values.next() {
+            Some(Ok(serde_json::Value::Object(o))) => (values.byte_offset(), o),
+            _ => return self.err("%llguidance takes a JSON object of options"),
+        };
+        if options.get("allow_invalid_utf8") == Some(&serde_json::Value::Bool(true)) {
+            return self.err("%llguidance's allow_invalid_utf8 is not supported");
+        }
+        self.initial_skip =
+            options.get("allow_initial_skip") == Some(&serde_json::Value::Bool(true));
+        self.c.pos += len;
+        Ok(())
     }
 
     /// llguidance's `%json {schema}` after its keyword: the schema's rules
@@ -953,6 +979,7 @@ fn common_terminals() -> Vec<TermDef> {
         c: Cursor::new(COMMON, "Lark"),
         nested: Nested::default(),
         context: 0,
+        initial_skip: true,
     };
     p.statements(&mut defs)
         .expect("the built-in common terminals parse");
@@ -981,6 +1008,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         c: Cursor::new(src, "Lark"),
         nested: Nested::default(),
         context: 0,
+        initial_skip: true,
     };
     parser.statements(&mut defs)?;
     let indenter = indenter_for(&defs)?;
@@ -996,6 +1024,7 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
         lexing: Lexing::Longest,
         indenter,
         blocks: nested.blocks,
+        initial_skip: parser.initial_skip,
     };
     ast.check_depth()?;
     Ok(ast)

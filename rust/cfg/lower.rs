@@ -239,6 +239,9 @@ pub struct Cfg {
     /// `Cfg::ignored_at`), and each nonterminal's context.
     pub contexts: Vec<LexContext>,
     pub nt_context: Vec<u32>,
+    /// Whether ignored text may come before the first lexeme
+    /// (`GrammarAst::initial_skip`).
+    pub initial_skip: bool,
 }
 
 /// A lexer context of a grammar with blocks: 0 is the grammar's own rules,
@@ -1640,7 +1643,9 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     if ast.blocks.is_empty() {
         contexts.clear();
     }
-    finish(l, ignore, contexts, indenter)
+    let mut cfg = finish(l, ignore, contexts, indenter)?;
+    cfg.initial_skip = ast.initial_skip;
+    Ok(cfg)
 }
 
 /// Whether rule `start` of `rules` derives some string, assuming every
@@ -1836,6 +1841,7 @@ fn finish(
         names: SetNames::default(),
         has_tokens,
         has_alone,
+        initial_skip: true,
         nt_context: if contexts.is_empty() {
             Vec::new()
         } else {

@@ -172,6 +172,7 @@ pub fn compile(schema: &str, opts: &SchemaOptions) -> Result<GrammarAst> {
         lexing: Lexing::AllSplits,
         indenter: None,
         blocks: Vec::new(),
+        initial_skip: true,
     })
 }
 

@@ -53,6 +53,7 @@ pub fn lower(top: &Format, vocab: &Vocab) -> Result<GrammarAst> {
         lexing: Lexing::AllSplits,
         indenter: None,
         blocks: Vec::new(),
+        initial_skip: true,
     })
 }
 

@@ -68,6 +68,7 @@ pub(crate) mod tests {
             lexing: Lexing::AllSplits,
             indenter: None,
             blocks: Vec::new(),
+            initial_skip: true,
         };
         ast_accepts(&ast, text)
     }
