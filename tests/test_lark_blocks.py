@@ -178,6 +178,19 @@ AS_LLGUIDANCE = [
     ('%llguidance {}\nstart: "a" "b"\n%ignore " "', " ab", False),
     ('%llguidance {}\nstart: "a" "b"\n%ignore " "', "a b", True),
     ('%llguidance {"allow_initial_skip": true}\nstart: "a" "b"\n%ignore " "', " ab", True),
+    # A terminal also ignored is ignored text only where that may come.
+    (
+        'start: "a" sub\nsub: %lark {\nstart: WS? "b" | "c"\nWS: " "\n%ignore WS\n}',
+        "a c",
+        False,
+    ),
+    (
+        'start: "a" sub\nsub: %lark {\nstart: WS? "b" | "c"\nWS: " "\n%ignore WS\n}',
+        "a  b",
+        True,
+    ),
+    ('start: WS "c" | x\nx: %json {"type":"integer"}\nWS: " "\n%ignore WS', " 1", False),
+    ('start: WS "c" | x\nx: %json {"type":"integer"}\nWS: " "\n%ignore WS', " c", True),
     # A block's names are its own.
     ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "ab", True),
     ('start: A sub\nA: "a"\nsub: %lark {\nstart: A\nA: "b"\n}', "aa", False),
@@ -429,3 +442,39 @@ def test_block_masks_match_consume_on_every_token(ignored):
                 assert m.consume_token(b)
                 checked += 1
     assert checked > 300
+
+
+def test_a_block_after_a_backed_off_terminal_keeps_its_splits(tok):
+    """`A` may read on (`a1x`) or end after `a`: the integer blocks after
+    the shorter `A` still split every way (the longer match's guard rides
+    along with each block scan, and dies at `2`)."""
+    g = lark(tok, 'start: A x x\nA: /a(1x)?/\nx: %json {"type":"integer"}')
+    for text, ok in [
+        ("a12", True),
+        ("a123", True),
+        ("a1x12", True),
+        ("a1x1", False),
+        ("a1", False),
+    ]:
+        assert accepts(g, text) == ok, text
+
+
+def test_repeated_splitting_blocks_stay_linear():
+    """`x+` of integer blocks: every digit may end a block, so the ends of
+    all blocks at one byte make one set (a set per branch doubled the scans
+    with every digit: 16 digits passed the frontier bound, and a fill with
+    long digit tokens ran out of memory)."""
+    import time
+
+    vocab = [bytes([i]) for i in range(256)] + [b"1" * k for k in range(2, 17)] + [b"<eos>"]
+    tok = maskpar.Tokenizer.from_vocab(vocab, [len(vocab) - 1])
+    g = lark(tok, 'start: x+\nx: %json {"type":"integer"}')
+    bm = new_bitmask(1, len(vocab))
+    start = time.perf_counter()
+    m = maskpar.Matcher(g)
+    for _ in range(40):
+        m.fill_next_token_bitmask(bm)
+        assert all((int(bm[0][x >> 5]) >> (x & 31)) & 1 for x in range(256, len(vocab) - 1))
+        assert m.consume_token(ord("1"))
+    assert m.is_accepting()
+    assert time.perf_counter() - start < 5

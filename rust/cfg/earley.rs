@@ -445,7 +445,7 @@ impl Cfg {
             } else if self.contexts.is_empty() {
                 waiting.extend_from_slice(&self.ignore);
             } else {
-                let ignored = self.ignored_at(&set.items, &waiting);
+                let ignored = self.ignored_at(&set.items, cur, &waiting);
                 waiting.extend(ignored);
             }
             if let Some(ind) = &self.indenter {
@@ -478,16 +478,36 @@ impl Cfg {
         Ok((self.earley_set(items), frontier, accepting))
     }
 
+    /// Whether `%ignore`d lexeme `l`, ended from `set` (number `o`), was
+    /// read there as ignored text (a lexeme may also be a terminal the
+    /// grammar names, read as one where ignored text may not come).
+    fn ignored_from(&self, set: &EarleySet, o: u32, l: u32) -> bool {
+        if o == 0 && !self.initial_skip {
+            return false;
+        }
+        if self.contexts.is_empty() {
+            return true;
+        }
+        let waiting: Vec<u32> = (set.items.iter())
+            .filter_map(|it| match self.next_sym(it) {
+                Some(Sym::T(t)) => Some(t),
+                _ => None,
+            })
+            .collect();
+        self.ignored_at(&set.items, o, &waiting).contains(&l)
+    }
+
     /// A grammar with blocks: the lexemes that may be skipped at a set of
-    /// `items` that waits for `waiting`. Those of the deepest contexts among
-    /// the lexemes it waits for (the grammar's own where it waits for none:
-    /// the text may end there), a block's only once the block's text has
-    /// begun (an item of its rules past its first symbol): llguidance's
-    /// lexer skips a nested grammar's ignored text only after one of its
-    /// lexemes, and not where a nested grammar's lexeme may come next.
+    /// `items` (set number `cur`) that waits for `waiting`. Those of the
+    /// deepest contexts among the lexemes it waits for (the grammar's own
+    /// where it waits for none: the text may end there), a block's only once
+    /// the block's text has begun (an item of its rules that spans text):
+    /// llguidance's lexer skips a nested grammar's ignored text only after
+    /// one of its lexemes, and not where a nested grammar's lexeme may come
+    /// next.
     #[cold]
     #[inline(never)]
-    fn ignored_at(&self, items: &[Item], waiting: &[u32]) -> Vec<u32> {
+    fn ignored_at(&self, items: &[Item], cur: u32, waiting: &[u32]) -> Vec<u32> {
         let mut ctxs: Vec<u32> = (waiting.iter())
             .map(|&l| &self.lexemes[l as usize])
             .filter(|x| x.dfa.is_some())
@@ -500,9 +520,11 @@ impl Cfg {
         }
         let depth = |c: u32| self.contexts[c as usize].depth;
         let deepest = ctxs.iter().map(|&c| depth(c)).max().unwrap_or(0);
-        // The contexts whose text has begun: one pass over the items.
+        // The contexts whose text has begun: those of items that span text
+        // (past their first symbol, from an earlier set: one that only
+        // passed nullable symbols here spans none). One pass over the items.
         let mut begun: Vec<u32> = (items.iter())
-            .filter(|it| it.dot > 0)
+            .filter(|it| it.dot > 0 && it.origin < cur)
             .map(|it| self.nt_context[self.rules[it.rule as usize].lhs as usize])
             .collect();
         begun.sort_unstable();
@@ -567,7 +589,7 @@ impl Cfg {
     ) -> Vec<Item> {
         let mut kernel = ItemList::new();
         for &(l, o) in done {
-            if self.ignore.contains(&l) {
+            if self.ignore.contains(&l) && self.ignored_from(chart.set(o), o, l) {
                 // An ignored lexeme leaves the parse where it was.
                 chart.set(o).items.iter().for_each(|p| kernel.insert(*p));
             }
@@ -762,6 +784,7 @@ impl Cfg {
                 }
             }
             Lexing::Longest => {
+                let mut lone_ends: Vec<(u32, u32)> = Vec::new();
                 for (o, group) in branches(self, &st.frontier) {
                     let t = self.longest_step(&group, byte);
                     out.extend(t.next.iter().map(|&(lexeme, state)| Scan {
@@ -770,6 +793,10 @@ impl Cfg {
                         origin: o,
                     }));
                     if t.ends.is_empty() {
+                        continue;
+                    }
+                    if self.has_alone && self.lone_alone(&group) {
+                        lone_ends.extend(t.ends.iter().map(|&l| (l, o)));
                         continue;
                     }
                     let done: Vec<(u32, u32)> = t.ends.iter().map(|&l| (l, o)).collect();
@@ -785,6 +812,12 @@ impl Cfg {
                             origin: sets - 1,
                         }));
                     }
+                }
+                if !lone_ends.is_empty() {
+                    let c = self.complete_lexemes(&chart[..], sets, &lone_ends, 0)?;
+                    sets += c.sets();
+                    let (started, _) = c.push_sets(chart);
+                    self.step_scans(&started, byte, &mut out);
                 }
             }
         }
@@ -812,26 +845,71 @@ impl Cfg {
         &self.lexemes[(id & !GUARD) as usize]
     }
 
-    /// `longest_step` for a branch of one alone scan: it ends where it
-    /// accepted and the byte kills it, or, if it `splits`, wherever it
-    /// accepted (all-splits lexing, in the form of an end before the byte).
-    /// Otherwise no branch goes on from where it accepted and reads on: that
-    /// branch would have to read the byte that took it on, which no follower
-    /// starts with (see `lower::alone_lexemes_end`).
-    fn alone_step(&self, l: u32, q: u32, byte: u8) -> LongestStep {
+    /// One byte for guard `id` in DFA state `q` of a branch of `pairs`.
+    fn step_guard(&self, id: u32, q: u32, pairs: &[(u32, u32)], byte: u8) -> GuardStep {
+        if (self.removed_by(id & !GUARD, pairs, GUARD, |_, _| true)).is_some() {
+            // A string read only as a pattern's match: that pattern's guard
+            // decides.
+            return GuardStep::Drops;
+        }
+        if self.may_end(id & !GUARD, q, Some(byte)) {
+            // A longer match, once its trailing lookahead passed: the end
+            // this branch took was not the one Lark takes.
+            return GuardStep::Kills;
+        }
+        let lexeme = self.scan_lexeme(id);
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        let q2 = dfa.step(q, byte);
+        if q2 == DEAD {
+            GuardStep::Drops
+        } else if lexeme.ends_unconditionally(dfa, q2) {
+            GuardStep::Kills
+        } else {
+            GuardStep::Goes(q2)
+        }
+    }
+
+    /// `longest_step` for a branch of one alone scan (`l` in state `q`) and
+    /// the guards among `pairs`: where a guard finds a longer match the
+    /// branch dies, as any branch does. The scan ends where it accepted and
+    /// the byte kills it, or, if it `splits`, wherever it accepted
+    /// (all-splits lexing, in the form of an end before the byte); the
+    /// branch that goes on from its end keeps the guards. No branch goes on
+    /// from where a scan that does not split accepted and reads on: that
+    /// branch would have to read the byte that took it on, which no
+    /// follower starts with (see `lower::alone_lexemes_end`).
+    fn alone_step(&self, l: u32, q: u32, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
+        let mut guards = Vec::new();
+        for &(id, g) in pairs.iter().filter(|&&(id, _)| id & GUARD != 0) {
+            match self.step_guard(id, g, pairs, byte) {
+                GuardStep::Kills => return LongestStep::default(),
+                GuardStep::Drops => {}
+                GuardStep::Goes(g2) => guards.push((id, g2)),
+            }
+        }
         let lexeme = &self.lexemes[l as usize];
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
         let q2 = dfa.step(q, byte);
         let ends = dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits);
-        LongestStep {
-            next: if q2 != DEAD {
-                vec![(l, q2)]
-            } else {
-                Vec::new()
-            },
-            ends: if ends { vec![l] } else { Vec::new() },
-            ..LongestStep::default()
+        let mut next = Vec::new();
+        if q2 != DEAD {
+            next.push((l, q2));
+            next.extend_from_slice(&guards);
         }
+        LongestStep {
+            next,
+            ends: if ends { vec![l] } else { Vec::new() },
+            width: 0,
+            guards,
+        }
+    }
+
+    /// Whether a longest-match branch is one alone scan without guards: its
+    /// ends are completed with the other such branches' into one set, as
+    /// all-splits lexing completes them (a set per branch would double the
+    /// scans of a lexeme that splits at every byte).
+    pub(crate) fn lone_alone(&self, group: &[(u32, u32)]) -> bool {
+        matches!(*group, [(l, _)] if l & GUARD == 0 && self.lexemes[l as usize].alone)
     }
 
     /// Longest-match lexing with back-off: one byte for the scans and
@@ -844,9 +922,14 @@ impl Cfg {
     /// that go on past an end all have at least its rank: each of them that
     /// accepts later is a match Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
-        if let [(l, q)] = *pairs {
-            if l & GUARD == 0 && self.lexemes[l as usize].alone {
-                return self.alone_step(l, q, byte);
+        if self.has_alone {
+            let mut alone = pairs
+                .iter()
+                .filter(|&&(id, _)| id & GUARD == 0 && self.lexemes[id as usize].alone);
+            if let Some(&(l, q)) = alone.next() {
+                // A branch holds one alone scan and its guards only (see
+                // `branches`).
+                return self.alone_step(l, q, pairs, byte);
             }
         }
         let (mut ends, width, floor) = self.longest_ends(pairs, Some(byte));
@@ -856,35 +939,24 @@ impl Cfg {
         for &(id, q) in pairs {
             let lexeme = self.scan_lexeme(id);
             let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-            let guard = id & GUARD != 0;
-            if guard
-                && self
-                    .removed_by(id & !GUARD, pairs, GUARD, |_, _| true)
-                    .is_some()
-            {
-                // A string read only as a pattern's match: that pattern's
-                // guard decides.
+            if id & GUARD != 0 {
+                match self.step_guard(id, q, pairs, byte) {
+                    GuardStep::Kills => return LongestStep::default(),
+                    GuardStep::Drops => {}
+                    GuardStep::Goes(q2) => carried.push((id, q2)),
+                }
                 continue;
-            }
-            if guard && self.may_end(id & !GUARD, q, Some(byte)) {
-                // A longer match, once its trailing lookahead passed: the end
-                // this branch took was not the one Lark takes.
-                return LongestStep::default();
             }
             let q2 = dfa.step(q, byte);
             if q2 == DEAD {
                 continue;
             }
             // Where a lexeme accepts only if the next byte allows it, the
-            // guards decide at that byte (above, or `guards_end` at the end).
+            // guards decide at that byte (`step_guard`, or `guards_end` at
+            // the end).
             let matched = lexeme.ends_unconditionally(dfa, q2)
-                && (guard || self.removed_ends_unconditionally(id, pairs, byte) != Some(false));
-            if guard {
-                if matched {
-                    return LongestStep::default();
-                }
-                carried.push((id, q2));
-            } else if floor.is_none_or(|p| self.rank(id, pairs) >= p) {
+                && self.removed_ends_unconditionally(id, pairs, byte) != Some(false);
+            if floor.is_none_or(|p| self.rank(id, pairs) >= p) {
                 longer |= matched;
                 next.push((id, q2));
             }
@@ -1175,6 +1247,16 @@ fn branches_with_alone(cfg: &Cfg, frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)
 /// another accepting state, the longest match was longer, and the branch
 /// dies; if it dies first, it is dropped.
 pub const GUARD: u32 = 1 << 31;
+
+/// What one byte does to a guard (see `Cfg::step_guard`).
+enum GuardStep {
+    /// A longer match: the guard's branch dies.
+    Kills,
+    /// The guard is gone, and its branch goes on.
+    Drops,
+    /// The guard goes on, in this DFA state.
+    Goes(u32),
+}
 
 /// What one byte does to a longest-match branch's scans and guards.
 #[derive(Debug, Default)]

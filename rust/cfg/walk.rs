@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::ast::Lexing;
-use super::earley::{branches, CfgState, ChartRead, ChartView, EarleySet};
+use super::earley::{branches, CfgState, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
 use super::lower::Cfg;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -578,6 +578,7 @@ impl<'a> CfgStepper<'a> {
         after: &mut Vec<(u32, u32)>,
     ) -> Result<u32> {
         let mut sets = parent.sets;
+        let mut lone_ends: Vec<(u32, u32)> = Vec::new();
         // Each group is a branch: its scans read the byte, and where
         // lexemes end before it (no scan reads it, or back-off) a
         // branch goes on from their end, where the byte must start a
@@ -595,6 +596,11 @@ impl<'a> CfgStepper<'a> {
                 continue;
             }
             let e = &self.lex.longest_ends[end as usize];
+            if self.cfg.has_alone && self.cfg.lone_alone(&self.lex.states[g.lex as usize].pairs) {
+                // Completed together below (see `Cfg::lone_alone`).
+                lone_ends.extend(e.ends.iter().map(|&l| (l, g.origin)));
+                continue;
+            }
             let (width, guards) = (e.width, e.guards);
             let done = &mut *after;
             done.clear();
@@ -621,6 +627,19 @@ impl<'a> CfgStepper<'a> {
                 origin: sets - 1,
             });
         }
+        if !lone_ends.is_empty() {
+            let c = self.complete(sets, &lone_ends, 0)?;
+            let (started, _) = self.lex.step(self.cfg, c.started, byte);
+            if started != EMPTY {
+                sets = self.push_completion(sets, c);
+                for part in self.lex.split(self.cfg, started).iter() {
+                    self.groups.push(Group {
+                        lex: *part,
+                        origin: sets - 1,
+                    });
+                }
+            }
+        }
         Ok(sets)
     }
 
@@ -643,6 +662,11 @@ impl<'a> CfgStepper<'a> {
             // Out of line (`step_branches`): inlined here, it made the
             // all-splits path below, JSON's, several percent slower.
             let sets = self.step_branches(parent, byte, after)?;
+            if self.groups.len() - start > MAX_FRONTIER {
+                return Err(Error::LimitExceeded(format!(
+                    "more than {MAX_FRONTIER} lexer branches at once (grammar too ambiguous)"
+                )));
+            }
             self.frames[depth] = Frame {
                 start,
                 end: self.groups.len(),
