@@ -259,15 +259,32 @@ def check_rows(items: FillItems, bitmask: torch.Tensor, accepted: list[int]) -> 
 class ConfigResult:
     b: int
     k: int
+    threads: int
     steps: dict[str, list[float]] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
     arrival: dict[str, list[float]] = field(default_factory=dict)
     wrong_rows: int = 0
 
 
+# After each timed call, --cpu-time idles this long and counts the CPU time
+# that other threads burn meanwhile (worker threads spinning before they sleep)
+# as part of the step: a serving process needs those cores.
+SPIN_WINDOW_S = 0.002
+
+
 def run_config(
-    engines: dict[str, Any], schemas: Schemas, b: int, k: int, steps: int, check: bool
+    engines: dict[str, Any],
+    schemas: Schemas,
+    b: int,
+    k: int,
+    steps: int,
+    check: bool,
+    threads: int,
+    cpu_time: bool = False,
 ) -> ConfigResult:
-    res = ConfigResult(b, k, {n: [] for n in engines}, {n: [] for n in engines})
+    res = ConfigResult(
+        b, k, threads, {n: [] for n in engines}, {n: [] for n in engines}, {n: [] for n in engines}
+    )
     reqs = [schemas.arrive(engines) for _ in range(b)]
     bitmasks = {n: torch.full((b * (k + 1), WORDS), -1, dtype=torch.int32) for n in engines}
     for _ in range(steps):
@@ -277,10 +294,18 @@ def run_config(
                 (r.matchers[name], i * (k + 1), d) for i, (r, d) in enumerate(zip(reqs, drafts))
             ]
             eng.prepare(bitmasks[name])
+            c0 = time.process_time()
             t0 = time.perf_counter()
             accepted = eng.fill(items, bitmasks[name])
             dt = time.perf_counter() - t0
             res.steps[name].append(dt)
+            if cpu_time:
+                # Process CPU time (all threads) during the call, plus what
+                # threads other than this one burn in the idle window after it.
+                c1, main1 = time.process_time(), time.thread_time()
+                time.sleep(SPIN_WINDOW_S)
+                spin = (time.process_time() - c1) - (time.thread_time() - main1)
+                res.cpu[name].append(c1 - c0 + spin)
             for r in reqs:
                 if r.fresh:
                     res.arrival[name].append(r.compile_s[name] + dt)
@@ -311,7 +336,7 @@ def ms(xs: Sequence[float], q: float | None = None) -> float:
 
 def print_steps(results: list[ConfigResult], names: list[str]) -> None:
     print("\nstep time, ms: mean / p99 / worst; ratio = maskpar / best reference")
-    head = ["B", "K"] + [f"{n}" for n in names] + ["mean", "worst", "targets", "wrong rows"]
+    head = ["T", "B", "K"] + [f"{n}" for n in names] + ["mean", "worst", "targets", "wrong rows"]
     rows = [head]
     for r in results:
         cells = [
@@ -324,6 +349,7 @@ def print_steps(results: list[ConfigResult], names: list[str]) -> None:
         met = "met" if mean_ratio <= 0.5 and worst_ratio <= 0.75 else "NOT met"
         rows.append(
             [
+                str(r.threads),
                 str(r.b),
                 str(r.k),
                 *cells,
@@ -335,6 +361,26 @@ def print_steps(results: list[ConfigResult], names: list[str]) -> None:
         )
     print_aligned(rows)
     print("targets: mean <= 0.5x and worst step <= 0.75x the best reference's")
+
+
+def print_scaling(results: list[ConfigResult], names: list[str]) -> None:
+    """Per (B, K): each engine's mean step and CPU time per step at every
+    thread count, and its speedup over its own fewest-threads run."""
+    print(
+        "\nthread scaling: step mean ms / speedup over the fewest threads / CPU ms per step"
+        f" (all threads, during the call and a {SPIN_WINDOW_S * 1e3:.0f} ms window after it)"
+    )
+    rows = [["B", "K", "T", *names]]
+    base: dict[tuple[int, int, str], float] = {}
+    for r in sorted(results, key=lambda r: (r.b, r.k, r.threads)):
+        cells = []
+        for n in names:
+            mean = ms(r.steps[n])
+            first = base.setdefault((r.b, r.k, n), mean)
+            cpu = f"{ms(r.cpu[n]):.2f}" if r.cpu[n] else "-"
+            cells.append(f"{mean:.2f} / {first / mean:.2f}x / {cpu}")
+        rows.append([str(r.b), str(r.k), str(r.threads), *cells])
+    print_aligned(rows)
 
 
 def print_arrivals(results: list[ConfigResult], names: list[str]) -> None:
@@ -355,7 +401,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 4, 16, 64, 128])
     ap.add_argument("--drafts", type=int, nargs="+", default=[0, 4, 8])
     ap.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
-    ap.add_argument("--threads", type=int, default=2, help="threads for every engine")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="threads for every engine; several values give a thread-scaling table",
+    )
+    ap.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="also measure CPU time per step (all threads; adds a short idle window per call)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", nargs="+", default=["maskpar", *REFS], choices=["maskpar", *REFS])
     ap.add_argument(
@@ -384,22 +441,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     vocab = load_vocab()
     schemas = load_schemas(args.data, args.seed, vocab)
-    engines = make_engines(vocab, args.threads, args.engines)
-    names = list(engines)
     print(
         f"serving step: {len(schemas.cases)} schemas from {os.path.basename(args.data)}, "
-        f"{args.threads} threads per engine, {args.steps} steps per configuration, "
+        f"threads per engine {args.threads}, {args.steps} steps per configuration, "
         f"{os.cpu_count()} CPUs; {versions()}",
         flush=True,
     )
     results = []
-    for k in args.drafts:
-        for b in args.batch:
-            r = run_config(engines, schemas, b, k, args.steps, args.check)
-            results.append(r)
-            cells = ", ".join(f"{n} {ms(r.steps[n]):.2f}/{ms(r.steps[n], 100):.2f}" for n in names)
-            print(f"  B {b:>3} K {k}, step mean/worst ms: {cells}", flush=True)
+    names = list(args.engines)
+    for threads in args.threads:
+        engines = make_engines(vocab, threads, args.engines)
+        names = list(engines)
+        for k in args.drafts:
+            for b in args.batch:
+                r = run_config(
+                    engines, schemas, b, k, args.steps, args.check, threads, args.cpu_time
+                )
+                results.append(r)
+                cells = ", ".join(
+                    f"{n} {ms(r.steps[n]):.2f}/{ms(r.steps[n], 100):.2f}" for n in names
+                )
+                print(f"  T {threads:>2} B {b:>3} K {k}, step mean/worst ms: {cells}", flush=True)
     print_steps(results, names)
+    if len(args.threads) > 1 or args.cpu_time:
+        print_scaling(results, names)
     print_arrivals(results, names)
     print(f"\nschemas skipped (some engine refused the schema or its instance): {schemas.skipped}")
     wrong = sum(r.wrong_rows for r in results)

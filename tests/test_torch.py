@@ -3,6 +3,10 @@ present) CUDA, checked against a per-element reference."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import maskpar
@@ -89,3 +93,93 @@ def test_fill_writes_through_torch_views():
     assert flat.tolist() == [0b101, 0]
     with pytest.raises(ValueError, match="strided"):
         m.fill_next_token_bitmask(torch.zeros(1, 2, dtype=torch.int32).to_sparse())
+
+
+TRITON_CHECK = r"""
+import torch
+from maskpar import _triton_apply
+
+def reference(logits, bitmask, rows):
+    out = logits.clone()
+    words = bitmask.shape[1]
+    for i, r in enumerate(rows):
+        for t in range(out.shape[1]):
+            if not (t < 32 * words and (int(bitmask[i, t // 32]) >> (t % 32)) & 1):
+                out[r, t] = float("-inf")
+    return out
+
+gen = torch.Generator().manual_seed(7)
+lo, hi = -(2**31), 2**31 - 1
+checked = 0
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    # vocab narrower than, equal to and wider than 32 * words, and one past a
+    # kernel block (4,096 tokens), so a row spans two programs.
+    for vocab, words in ((70, 3), (96, 3), (130, 3), (4100, 129), (4100, 100)):
+        for rows in (None, [3, 0]):
+            n = 4 if rows is None else len(rows)
+            bitmask = torch.randint(lo, hi, (n, words), dtype=torch.int32, generator=gen)
+            bitmask[0, 0] = 0  # a word with no bit set
+            bitmask[-1, -1] = -1  # and one with every bit set
+            # Rows of a wider tensor: the row stride is not the vocabulary.
+            base = torch.randn(4, vocab + 5, generator=gen).to(dtype)
+            logits = base[:, 2 : 2 + vocab]
+            want = reference(logits, bitmask, range(4) if rows is None else rows)
+            index = None if rows is None else torch.tensor(rows, dtype=torch.long)
+            _triton_apply.apply(logits, bitmask, index)
+            assert torch.equal(logits, want), (dtype, vocab, words, rows)
+            # Nothing outside the logits' columns was written.
+            assert torch.isfinite(base[:, :2]).all() and torch.isfinite(base[:, 2 + vocab :]).all()
+            checked += 1
+print("checked", checked)
+"""
+
+
+def test_triton_kernel_matches_reference_in_interpreter():
+    """The CUDA kernel, run by Triton's interpreter on CPU tensors (the same
+    program a GPU runs, so CI checks it without one)."""
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run(
+        [sys.executable, "-c", TRITON_CHECK], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "checked 30" in out.stdout
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_apply_uses_the_triton_kernel():
+    pytest.importorskip("triton")
+    from maskpar import _torch
+
+    gen = torch.Generator().manual_seed(3)
+    bitmask = torch.randint(-(2**31), 2**31 - 1, (5, 4008), dtype=torch.int32, generator=gen)
+    logits = torch.randn(5, 128256, generator=gen)
+    want = reference_apply_fast(logits, bitmask)
+    got = logits.cuda()
+    maskpar.apply_token_bitmask_inplace(got, bitmask.pin_memory())
+    assert _torch._triton_failed is None
+    assert torch.equal(got.cpu(), want)
+    got = logits.cuda().to(torch.bfloat16)
+    maskpar.apply_token_bitmask_inplace(got, bitmask, indices=[4, 1])
+    assert torch.equal(
+        got.float().cpu(), reference_apply_fast(logits.to(torch.bfloat16).float(), bitmask, [4, 1])
+    )
+    got = logits.cuda().half()
+    maskpar.apply_token_bitmask_inplace(got, bitmask.cuda(), indices=torch.tensor([2]))
+    assert torch.equal(got.float().cpu(), reference_apply_fast(logits.half().float(), bitmask, [2]))
+    assert _torch._triton_failed is None
+
+
+def reference_apply_fast(logits, bitmask, indices=None):
+    """reference_apply for wide rows: numpy's unpackbits reads the little-endian
+    bits of each row (tokens past 32 * words stay forbidden)."""
+    import numpy as np
+
+    out = logits.clone()
+    vocab = out.shape[1]
+    for r in range(out.shape[0]) if indices is None else indices:
+        bits = np.unpackbits(bitmask[r].numpy().view(np.uint8), bitorder="little")
+        allowed = np.zeros(vocab, dtype=bool)
+        allowed[: min(vocab, bits.size)] = bits[:vocab].astype(bool)
+        out[r, torch.from_numpy(~allowed)] = float("-inf")
+    return out

@@ -6,10 +6,11 @@ torch is imported on first use so that ``import maskpar`` works without it.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import _core
+from . import _core, _triton_apply
 
 if TYPE_CHECKING:
     import torch
@@ -90,8 +91,10 @@ def apply_token_bitmask_inplace(
     if _apply_cpu(logits, bitmask, idx):
         return
     device = logits.device
-    bm = bitmask if idx is None else bitmask.index_select(0, idx)
+    bm = bitmask if idx is None else bitmask.index_select(0, idx.to(bitmask.device))
     bm = bm.to(device, non_blocking=True).contiguous()
+    if _apply_triton(logits, bm, None if idx is None else idx.to(device)):
+        return
     allowed = _unpack_bits(bm, min(vocab, 32 * bm.shape[1]))
     if idx is None:
         _mask_rows(logits, allowed)
@@ -100,6 +103,31 @@ def apply_token_bitmask_inplace(
         sub = logits.index_select(0, idx)
         _mask_rows(sub, allowed)
         logits.index_copy_(0, idx, sub)
+
+
+_triton_failed: str | None = None
+
+
+def _apply_triton(logits: torch.Tensor, bitmask: torch.Tensor, rows) -> bool:
+    """Masks CUDA logits with the one-launch Triton kernel when it can;
+    returns False to fall back to the torch path. A kernel that fails to
+    build (a broken Triton install, an unsupported GPU) warns once and is not
+    tried again: masking must keep working."""
+    global _triton_failed
+    if _triton_failed is not None or not _triton_apply.usable(logits):
+        return False
+    try:
+        _triton_apply.apply(logits, bitmask, rows)
+    except Exception as e:  # noqa: BLE001 - any build or launch failure falls back
+        _triton_failed = f"{type(e).__name__}: {e}"
+        warnings.warn(
+            f"maskpar: the Triton bitmask kernel failed ({_triton_failed}); "
+            "masking CUDA logits with torch operations from now on",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
 
 
 def _unpack_bits(bitmask: torch.Tensor, width: int) -> torch.Tensor:
