@@ -492,12 +492,7 @@ impl<'a> Parser<'a> {
     /// and maskpar without the header allow it) and `allow_invalid_utf8`,
     /// which is refused. Unknown ones are ignored, as llguidance ignores them.
     fn llguidance_options(&mut self) -> Result<()> {
-        let rest = self.rest();
-        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
-        let (len, options) = match values.next() {
-            Some(Ok(serde_json::Value::Object(o))) => (values.byte_offset(), o),
-            _ => return self.err("%llguidance takes a JSON object of options"),
-        };
+        let (len, options) = self.json_object("%llguidance takes a JSON object of options")?;
         if options.get("allow_invalid_utf8") == Some(&serde_json::Value::Bool(true)) {
             return self.err("%llguidance's allow_invalid_utf8 is not supported");
         }
@@ -507,19 +502,29 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
+    /// The JSON object at the cursor and its length in bytes (the cursor
+    /// stays); `what` is the error, with serde_json's reason when the text
+    /// is not JSON.
+    fn json_object(
+        &self,
+        what: &str,
+    ) -> Result<(usize, serde_json::Map<String, serde_json::Value>)> {
+        let mut values =
+            serde_json::Deserializer::from_str(self.rest()).into_iter::<serde_json::Value>();
+        match values.next() {
+            Some(Ok(serde_json::Value::Object(o))) => Ok((values.byte_offset(), o)),
+            Some(Err(e)) => self.err(format!("{what}: {e}")),
+            _ => self.err(what),
+        }
+    }
+
     /// llguidance's `%json {schema}` after its keyword: the schema's rules
     /// join the grammar under the block's own names, read character-level
     /// with members in `properties` order (as llguidance generates them),
     /// and the block stands for a reference to its start rule.
     fn json_block(&mut self, pos: Pos) -> Result<Node> {
+        let (len, _) = self.json_object("%json takes a JSON Schema object")?;
         let rest = self.rest();
-        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
-        let len = match values.next() {
-            Some(Ok(serde_json::Value::Object(_))) => values.byte_offset(),
-            Some(Ok(_)) => return self.err("%json takes a JSON Schema object"),
-            Some(Err(e)) => return self.err(format!("%json takes a JSON Schema object: {e}")),
-            None => return self.err("%json takes a JSON Schema object"),
-        };
         let opts = SchemaOptions {
             key_order: KeyOrder::Schema,
             ..SchemaOptions::default()
