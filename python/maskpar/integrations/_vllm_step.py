@@ -169,6 +169,4 @@ def grammar_bitmask(
         block.finish(bm, counts.get(id(block), 0))
 
     num_masks = len(structured_output_request_ids) * stride
-    if num_masks < bitmask.shape[0]:
-        bitmask = bitmask[:num_masks]
-    return bitmask.numpy()
+    return bm[:num_masks] if num_masks < bm.shape[0] else bm
