@@ -694,6 +694,24 @@ def _():
     return size(regex_grammar("\x00\x00\x00\x00\x00+\x00*.{34}\tz+\x00*.{34}\tz\x00\x00\x02:c|"))
 
 
+@case("gbnf_fuzz_counted_classes_in_an_unclosed_string", VALUE)
+def _():
+    # Found by the long fuzz run of 2026-11-26 13:50 (a timeout without the
+    # budget): counted character classes `{0,20}` and `{0,15}` after loops
+    # in one lexeme, the exponential determinization class; under the
+    # budget, a clean ValueError in about a second.
+    src = (
+        'root   ::=\n  "\\"" (\n    [Z"\\\\\\x0FxCCCCCCC\x01\x00\x00\x00F%x00\x00\x00\x00\x00E]'
+        " [-+]? [0\x0c-9][\\x5F%x00\x00\x00\x00\x00E] [-+]? [0\x0c-9][ 1-9\x00\x00\x009][\\x5F%"
+        'x0 | " " |[ \\"n?CC: ltieral chars w= | " " |[ \\"n?CC: literal chars when allowedCCn?'
+        'CC: ltieral chars w= | " " |[ \\"n?CC: literal chars when allowedCC  Tt]{0,20}\n [-+]?'
+        " [0\x0c-9][ 1-9\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00[ 1-9"
+        "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+        "\x00]{0,15})? ws\n\n# ,20}\n"
+    )
+    return size(gbnf(src))
+
+
 @case("regex_many_accepting_states_match_shuffle")
 def _():
     # Found by the long fuzz run of 2026-11-26 (in a GBNF `number` rule):
