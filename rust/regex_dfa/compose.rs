@@ -1,0 +1,296 @@
+//! Regexes built from their parts where that is exact and cheaper than
+//! determinizing them whole.
+//!
+//! regex-automata determinizes a pattern as one NFA. Two shapes make that
+//! slow where a composition is fast: a large count (`[<600 Unicode
+//! ranges>]{1,200}` is 200 copies of one small class automaton, joined by
+//! `ByteDfa::repeat`), and alternatives that search between loops (the
+//! subsets track which alternatives' loops were entered; joined one by one
+//! and minimized, their union is one search for any of them). `ByteDfa::new`
+//! asks `hir_to_compose` whether a pattern may compose and `compose_parsed`
+//! for its automaton; None sends it back to the whole determinization.
+
+use regex_syntax::hir::{Hir, HirKind};
+
+use super::{parse_utf8, ByteDfa, Op};
+use crate::error::{Error, Result};
+
+/// Counted repetitions above this are joined copy by copy by
+/// `ByteDfa::repeat` when they can be (in patterns, `compose_parsed`; in
+/// grammar nodes, `cfg::lower`): determinizing thousands of NFA copies
+/// (`maxLength: 8192`) took most of a second, and ten copies of a Unicode
+/// word and its spaces (`^(?:\S+\s+){0,9}\S+$`) 5 ms.
+pub const LARGE_REPEAT: u32 = 8;
+
+/// `pattern`'s DFA as `ByteDfa::new` composes it, or None where it
+/// determinizes it whole.
+#[cfg(test)]
+pub(super) fn composed_from_hir(pattern: &str) -> Result<Option<ByteDfa>> {
+    match hir_to_compose(pattern) {
+        Some(hir) => compose_parsed(&hir),
+        None => Ok(None),
+    }
+}
+
+/// `pattern`'s syntax tree when it may compose (a large count, or an
+/// alternation with loops); None otherwise or when it does not parse
+/// (`build` reports the error).
+pub(super) fn hir_to_compose(pattern: &str) -> Option<Hir> {
+    // Most patterns have no large count: skip parsing them twice.
+    let has_large_count = pattern.split('{').skip(1).any(|rest| {
+        let bounds: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == ',')
+            .collect();
+        bounds
+            .split(',')
+            .any(|n| n.parse::<u64>().is_ok_and(|n| n > LARGE_REPEAT as u64))
+    });
+    let may_search = pattern.contains('|') && (pattern.contains('*') || pattern.contains('+'));
+    if !has_large_count && !may_search {
+        return None;
+    }
+    parse_utf8(pattern)
+}
+
+/// `hir`'s DFA (full-match semantics) put together from its parts where
+/// that is exact and cheaper: a pattern such as `[<600 Unicode
+/// ranges>]{1,200}` took regex-automata 400 ms to determinize, but is 200
+/// copies of one small class automaton (see also `union_of`). None where it
+/// does not compose (the caller then determinizes it whole).
+pub(super) fn compose_parsed(hir: &Hir) -> Result<Option<ByteDfa>> {
+    // An assertion looks across the parts: those are determinized whole.
+    if has_look(hir) {
+        return Ok(None);
+    }
+    compose_hir(hir)
+}
+
+fn has_large_repeat(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Repetition(r) => r.max.unwrap_or(r.min) > LARGE_REPEAT || has_large_repeat(&r.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(has_large_repeat),
+        HirKind::Capture(c) => has_large_repeat(&c.sub),
+        _ => false,
+    }
+}
+
+/// Work bound on minimizing each union of alternatives (see `union_of`).
+const ALTERNATION_MINIMIZE_WORK: usize = 4_000_000;
+
+/// Whether `compose_hir` builds part `i` of concatenation `parts` from
+/// its own parts.
+fn composes(parts: &[Hir], i: usize) -> bool {
+    has_large_repeat(&parts[i]) || searched_after_loop(parts, i)
+}
+
+/// Whether part `i` of `parts` is a search alternation right after a loop
+/// (see `union_of`).
+fn searched_after_loop(parts: &[Hir], i: usize) -> bool {
+    i > 0
+        && matches!(parts[i - 1].kind(), HirKind::Repetition(r) if r.max.is_none())
+        && is_search_alternation(&parts[i])
+}
+
+/// An alternation at least two of whose alternatives loop before
+/// something more (see `union_of`).
+fn is_search_alternation(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Alternation(v) => v.iter().filter(|h| has_inner_loop(h)).count() >= 2,
+        HirKind::Capture(c) => is_search_alternation(&c.sub),
+        _ => false,
+    }
+}
+
+/// Whether `hir` holds an unbounded loop with something after it.
+fn has_inner_loop(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Concat(v) => {
+            v.iter().any(has_inner_loop)
+                || v.iter()
+                    .rev()
+                    .skip(1)
+                    .any(|h| matches!(h.kind(), HirKind::Repetition(r) if r.max.is_none()))
+        }
+        HirKind::Alternation(v) => v.iter().any(has_inner_loop),
+        HirKind::Repetition(r) => has_inner_loop(&r.sub),
+        HirKind::Capture(c) => has_inner_loop(&c.sub),
+        _ => false,
+    }
+}
+
+fn has_look(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Look(_) => true,
+        HirKind::Repetition(r) => has_look(&r.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(has_look),
+        HirKind::Capture(c) => has_look(&c.sub),
+        _ => false,
+    }
+}
+
+/// `hir` (free of assertions) joined from its parts; None where it does not
+/// compose.
+fn compose_hir(hir: &Hir) -> Result<Option<ByteDfa>> {
+    match hir.kind() {
+        HirKind::Capture(c) => compose_hir(&c.sub),
+        // Laziness does not change a full-match language.
+        HirKind::Repetition(r) if r.max.unwrap_or(r.min) > LARGE_REPEAT => {
+            let Some(sub) = part_dfa(&r.sub)? else {
+                return Ok(None);
+            };
+            ByteDfa::repeat(&sub, r.min, r.max)
+        }
+        HirKind::Repetition(r) if r.min == 0 && r.max == Some(1) => {
+            Ok(part_dfa(&r.sub)?.and_then(ByteDfa::or_empty))
+        }
+        // An optional part (`^$|...` in a pattern).
+        HirKind::Alternation(v) if v.len() == 2 => {
+            let (Some(empty), Some(part)) = (
+                v.iter().position(|h| matches!(h.kind(), HirKind::Empty)),
+                v.iter().position(has_large_repeat),
+            ) else {
+                return Ok(None);
+            };
+            if empty == part {
+                return Ok(None);
+            }
+            Ok(part_dfa(&v[part])?.and_then(ByteDfa::or_empty))
+        }
+        HirKind::Concat(parts) if (0..parts.len()).any(|i| composes(parts, i)) => {
+            let mut dfas = Vec::with_capacity(parts.len());
+            for (i, p) in parts.iter().enumerate() {
+                let part = if searched_after_loop(parts, i) {
+                    union_of(p)?
+                } else {
+                    part_dfa(p)?
+                };
+                match part {
+                    Some(d) => dfas.push(d),
+                    None => return Ok(None),
+                }
+            }
+            let refs: Vec<&ByteDfa> = dfas.iter().collect();
+            ByteDfa::concat_all(&refs)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Alternatives that search for something between loops, right after a
+/// loop (`".*(?:A.*"|B.*")`, the union of a `oneOf`'s unanchored patterns
+/// after its common start): determinized whole, the subsets track which
+/// alternatives' loops were entered (seven words over JSON string
+/// characters took regex-automata 2.6 s). Joined one by one and minimized,
+/// the union is one search for any of them. Elsewhere regex-automata is
+/// faster (the `uri` format's alternation).
+fn union_of(hir: &Hir) -> Result<Option<ByteDfa>> {
+    let v = match hir.kind() {
+        HirKind::Alternation(v) => v,
+        // `is_search_alternation` looks through groups too.
+        HirKind::Capture(c) => return union_of(&c.sub),
+        _ => return part_dfa(hir),
+    };
+    let mut acc: Option<ByteDfa> = None;
+    for alt in v {
+        let Some(d) = part_dfa(alt)? else {
+            return Ok(None);
+        };
+        acc = Some(match acc {
+            None => d,
+            Some(a) => match ByteDfa::product(&a, &d, Op::Or) {
+                Ok(u) => u.minimized(ALTERNATION_MINIMIZE_WORK).unwrap_or(u),
+                // Too large this way: the caller determinizes it whole.
+                Err(Error::LimitExceeded(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            },
+        });
+    }
+    Ok(acc)
+}
+
+/// A part's DFA: composed where it holds a large count, else determinized.
+/// None where it matches nothing or does not compose.
+fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
+    if has_large_repeat(hir) {
+        return compose_hir(hir);
+    }
+    // Built from the syntax tree itself, not from its printed form:
+    // regex-syntax prints a repetition of a repetition without a group, so
+    // the part `x(?:[ab]+)?` came back as `x[ab]+?` (lazy, one or more) and
+    // `(?:x(?:(?:a|b)+)?)?` refused "x" (found by fuzzing).
+    match ByteDfa::full_match(&hir.to_string(), hir) {
+        Ok(d) => Ok(Some(d)),
+        Err(Error::Compile(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use regex_automata::MatchKind;
+
+    use super::*;
+    use crate::regex_dfa::tests::{assert_equivalent, same_language};
+
+    #[test]
+    fn composed_patterns_equal_their_regex() {
+        let patterns = [
+            "[a-z\u{e9}\u{4e00}-\u{9fd5}]{1,200}",
+            "x[0-9]{3,40}y",
+            "(?:ab|c){0,50}",
+            "[a-z]{1,40}[a-z]",
+            "\\d{40}",
+            "(?:[^\"\\\\]|\\\\.){0,100}",
+            "a{33,}b?",
+            "(?:a{1,40}|b)c",
+            "a{40}$",
+            "(?:)|(?:[ab]+ +){0,9}[ab]+",
+            "(?:(?:[ab]+ +){0,12}[ab]+)?",
+            "(?:)|(?:a[ab]{0,10})*",
+        ];
+        for p in patterns {
+            let composed = ByteDfa::new(p).unwrap();
+            let whole = ByteDfa::build(p, MatchKind::All).unwrap();
+            assert_equivalent(p, &composed, &whole);
+        }
+        // The first two are built from parts (the class pattern took
+        // regex-automata 400 ms whole).
+        assert!(composed_from_hir(patterns[0]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[1]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[3]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[8]).unwrap().is_none());
+        // Optional counted parts: their automata with the start accepting
+        // (not where a loop comes back to the start).
+        assert!(composed_from_hir(patterns[9]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[10]).unwrap().is_some());
+        assert!(composed_from_hir(patterns[11]).unwrap().is_none());
+    }
+
+    /// Alternations that search between loops, after a loop, are unions
+    /// of their alternatives' automata (`Op::Or`), equal to the whole
+    /// pattern's.
+    #[test]
+    fn search_alternations_equal_their_regex() {
+        let patterns = [
+            "\"[A-Z_ ]*NEW[A-Z_ ]*\"|\"[A-Z_ ]*ON_NEW[A-Z_ ]*\"|\"[A-Z_ ]*EW_O[A-Z_ ]*\"",
+            "x.*(?:a.*b|b.*a|ab*c)",
+            "x.*(a.*b|b.*a)y",
+            "x(?:[ab]*aa[ab]*c|[ab]*bb[ab]+c)y",
+            "\"[^\"]*\u{e9}[^\"]*\"|\"[^\"]*\u{fc}[^\"]*\"",
+        ];
+        for p in patterns {
+            let composed = composed_from_hir(p).unwrap().expect(p);
+            let whole = ByteDfa::build(p, MatchKind::All).unwrap();
+            assert_equivalent(p, &composed, &whole);
+        }
+        same_language(
+            &composed_from_hir(patterns[1]).unwrap().unwrap(),
+            &ByteDfa::build(patterns[1], MatchKind::All).unwrap(),
+            b"abcx",
+            7,
+        );
+        // Not after a loop: determinized whole.
+        assert!(composed_from_hir("(?:a.*b|b.*a)").unwrap().is_none());
+    }
+}
