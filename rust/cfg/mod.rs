@@ -17,6 +17,7 @@ pub mod lexcache;
 pub mod lookaround;
 pub mod lower;
 pub mod members;
+mod nodedfa;
 pub mod setnames;
 pub mod specials;
 pub mod textreach;

@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use super::ast::Node;
-use super::lower::{composed_part, literal_words};
+use super::nodedfa::{composed_part, literal_words};
 use crate::error::Result;
 use crate::regex_dfa::{union_of_sequences, ByteDfa, SeqPart};
 
