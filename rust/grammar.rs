@@ -12,9 +12,10 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::{set_bit, words_for};
 use crate::budget;
 use crate::cfg::ast::{GrammarAst, Lexing};
-use crate::cfg::earley::{CfgState, Chart, EarleySet, GUARD};
+use crate::cfg::earley::{CfgState, Chart, EarleySet};
 use crate::cfg::fillmemo::{FillMemo, Lookup, MemoKey};
 use crate::cfg::lexcache::{lex_key, BoundaryNode, LexCache, LexKey, MANY_TOKENS, NO_TOKEN};
+use crate::cfg::longest::GUARD;
 use crate::cfg::lower::{lower, Cfg};
 use crate::cfg::tokenterm::{self, TokenDomain};
 use crate::cfg::walk::CfgStepper;
@@ -510,7 +511,7 @@ impl CompiledGrammar {
         // recur across parser states (a key's scan inside a JSON string) even
         // when their combination never does. With longest-match lexing so
         // are the branches, each alone scan and the rest (see
-        // `earley::branches`): an alone scan's entry is then its own, shared
+        // `longest::branches`): an alone scan's entry is then its own, shared
         // by every state it is in, and stops only where it may end.
         let parts: Vec<LexKey> = if cfg.lexing == Lexing::Longest {
             let (alone, rest): (Vec<_>, Vec<_>) =

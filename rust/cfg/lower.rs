@@ -236,7 +236,7 @@ pub struct Cfg {
     /// without one skip every token-terminal step.
     pub has_tokens: bool,
     /// Whether some lexeme is `alone` (longest-match lexing only): then a
-    /// branch holds either one such lexeme or none (see `earley::branches`).
+    /// branch holds either one such lexeme or none (see `longest::branches`).
     pub has_alone: bool,
     /// Grammars with blocks (longest-match lexing only; empty otherwise):
     /// per lexer context, its depth and its `%ignore` (see

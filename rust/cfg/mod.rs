@@ -14,6 +14,7 @@ pub mod indent;
 pub mod lark;
 pub mod larkorder;
 pub mod lexcache;
+pub mod longest;
 pub mod lookaround;
 pub mod lower;
 pub mod members;

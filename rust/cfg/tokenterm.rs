@@ -47,7 +47,8 @@
 use std::sync::Arc;
 
 use super::ast::{Lexing, Node, TokenSet};
-use super::earley::{branches, CfgState, Chart, ChartRead, EarleySet, Extended, Scan};
+use super::earley::{CfgState, Chart, ChartRead, EarleySet, Extended, Scan};
+use super::longest::branches;
 use super::lower::{Cfg, Sym};
 use crate::bitmask::set_bit;
 use crate::error::Result;

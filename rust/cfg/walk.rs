@@ -13,7 +13,8 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::ast::Lexing;
-use super::earley::{branches, CfgState, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
+use super::earley::{CfgState, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
+use super::longest::branches;
 use super::lower::Cfg;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -31,7 +32,7 @@ struct LexState {
 }
 
 /// What a longest-match transition does besides stepping scans (see
-/// `earley::LongestStep`): lexemes end before the byte, and the branch
+/// `longest::LongestStep`): lexemes end before the byte, and the branch
 /// that goes on from there carries guards (a lexer state of guards only).
 struct LongestEnd {
     ends: Vec<u32>,
@@ -56,7 +57,7 @@ struct LexStates {
     /// Lexer states made by joining two (started scans and guards).
     joined: HashMap<(u32, u32), u32>,
     /// Grammars with alone lexemes: each started state's branches (see
-    /// `earley::branches`), as states.
+    /// `longest::branches`), as states.
     split: HashMap<u32, Box<[u32]>>,
 }
 
@@ -170,7 +171,7 @@ impl LexStates {
 
     /// The branches of started state `id` in a grammar with alone lexemes:
     /// one state per alone scan, and one for the rest (see
-    /// `earley::branches`).
+    /// `longest::branches`).
     #[cold]
     #[inline(never)]
     fn split(&mut self, cfg: &Cfg, id: u32) -> Box<[u32]> {
