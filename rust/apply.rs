@@ -27,15 +27,29 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
     for &r in rows {
         selected[r] = true;
     }
-    logits
-        .par_chunks_mut(vocab)
-        .enumerate()
-        .filter(|(r, _)| selected[*r])
-        .for_each(|(r, row)| {
-            let mask: &[u32] = mask_rows.get(r).copied().unwrap_or(&[]);
-            apply_row(row, mask, neg_inf)
-        });
+    let apply = |(r, row): (usize, &mut [T])| {
+        let mask: &[u32] = mask_rows.get(r).copied().unwrap_or(&[]);
+        apply_row(row, mask, neg_inf)
+    };
+    if rows.len().saturating_mul(vocab) < PARALLEL_FROM {
+        logits
+            .chunks_mut(vocab)
+            .enumerate()
+            .filter(|(r, _)| selected[*r])
+            .for_each(apply);
+    } else {
+        logits
+            .par_chunks_mut(vocab)
+            .enumerate()
+            .filter(|(r, _)| selected[*r])
+            .for_each(apply);
+    }
 }
+
+/// Logits masked on the calling thread below this many (a few 128k-token
+/// rows): waking the thread pool costs more than the work, which runs at
+/// about a nanosecond per logit.
+const PARALLEL_FROM: usize = 1 << 20;
 
 fn apply_row<T: Copy>(row: &mut [T], mask: &[u32], neg_inf: T) {
     let covered = row.len().min(mask.len() * 32);
@@ -70,6 +84,46 @@ fn select32<T: Copy>(chunk: &mut [T; 32], word: u32, neg_inf: T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both sides of `PARALLEL_FROM` against a per-logit reference: random
+    /// words, one all-zero and one all-one word per row, columns past the
+    /// mask, and only some rows selected.
+    #[test]
+    fn parallel_and_sequential_paths_mask_alike() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u32
+        };
+        for (rows, vocab) in [(3, 1000), (9, PARALLEL_FROM / 8 + 77)] {
+            let words = vocab / 32 - 1; // the last columns lie past the mask
+            let mut bitmask: Vec<u32> = (0..rows * words).map(|_| next()).collect();
+            bitmask[0] = 0;
+            bitmask[words + 1] = u32::MAX;
+            let original: Vec<u32> = (0..(rows * vocab) as u32).collect();
+            let selected: Vec<usize> = (0..rows).filter(|r| r % 3 != 1).collect();
+            let mut logits = original.clone();
+            apply_bitmask(&mut logits, vocab, &bitmask, words, &selected, u32::MAX);
+            for r in 0..rows {
+                for t in 0..vocab {
+                    let i = r * vocab + t;
+                    let allowed =
+                        t < 32 * words && bitmask[r * words + t / 32] >> (t % 32) & 1 == 1;
+                    let want = if selected.contains(&r) && !allowed {
+                        u32::MAX
+                    } else {
+                        original[i]
+                    };
+                    assert_eq!(
+                        logits[i], want,
+                        "rows {rows} vocab {vocab}: row {r} token {t}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn masks_selected_rows_and_columns_past_the_mask() {
