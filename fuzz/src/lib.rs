@@ -217,8 +217,11 @@ impl RegexReference {
         if let Some(&v) = self.live.get(&s) {
             return v;
         }
-        // Breadth-first over the states reachable from s.
+        // Breadth-first over the states reachable from s (a set beside the
+        // queue: a linear `contains` made large DFAs quadratic, and the
+        // reference, not maskpar, timed out).
         let mut seen = vec![s];
+        let mut visited = std::collections::HashSet::from([s]);
         let mut i = 0;
         let mut found = false;
         while i < seen.len() {
@@ -233,7 +236,7 @@ impl RegexReference {
             }
             for b in 0..=255u8 {
                 let y = self.dfa.next_state(x, b);
-                if !seen.contains(&y) {
+                if visited.insert(y) {
                     seen.push(y);
                 }
             }
