@@ -7,7 +7,9 @@
 #              typing-inspection), llguidance, quicktok-v1
 #   .devdata/  dev.jsonl.gz, the MaskBench dev split
 #   python/maskpar/_core.abi3.so, built with
-#              `cargo build --release --features python`
+#              `cargo build --release --features python,pyo3/extension-module`
+#              (without extension-module the library links libpython of the
+#              build machine's Python and does not load there)
 # Writes each part's output to $OUT (default /tmp/device-out); each part has
 # its own time limit so one slow part cannot take the others' time.
 set -uo pipefail

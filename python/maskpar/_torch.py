@@ -108,7 +108,7 @@ def apply_token_bitmask_inplace(
 _triton_failed: str | None = None
 
 
-def _apply_triton(logits: torch.Tensor, bitmask: torch.Tensor, rows) -> bool:
+def _apply_triton(logits: torch.Tensor, bitmask: torch.Tensor, rows: torch.Tensor | None) -> bool:
     """Masks CUDA logits with the one-launch Triton kernel when it can;
     returns False to fall back to the torch path. A kernel that fails to
     build (a broken Triton install, an unsupported GPU) warns once and is not
