@@ -22,11 +22,13 @@ mod lazy;
 mod minimize;
 mod periodic;
 mod sequences;
+mod sparse;
 mod subset;
 pub use compose::LARGE_REPEAT;
 use compose::{compose_parsed, hir_to_compose};
 use periodic::{check_states, JoinedClasses, Periodic};
 pub use sequences::{union_of_sequences, SeqPart};
+use sparse::SparseRows;
 
 /// Bound on the DFA's memory while it is built and once built (bytes).
 pub const DFA_SIZE_LIMIT: usize = 64 << 20;
@@ -49,9 +51,8 @@ pub struct ByteDfa {
     /// `bytes_after_accepting`, once asked: it reads every state, and
     /// cached DFAs serve many grammars.
     after_accepting: std::sync::OnceLock<ByteSet>,
-    /// The states past the table's rows: copies of a long counted
-    /// repetition that share one block of rows (see `repeat`).
-    periodic: Option<Box<Periodic>>,
+    /// The states past the table's rows, if any (see `Tail`).
+    tail: Option<Box<Tail>>,
     /// Made by `minimized`: no two states are equivalent.
     minimal: bool,
 }
@@ -301,7 +302,7 @@ impl ByteDfa {
         let n = self.num_states();
         let stride = self.stride;
         // A block of shared copies is a long count, minimal as it is.
-        if n * stride > work_limit || self.periodic.is_some() {
+        if n * stride > work_limit || self.tail.is_some() {
             return None;
         }
         crate::budget::charge_later(n * stride * crate::budget::TABLE_TRANSITION);
@@ -366,11 +367,11 @@ impl ByteDfa {
                 return subset::concat_overlapping(parts);
             }
         }
-        let block_part = parts.iter().position(|p| p.periodic.is_some());
+        let block_part = parts.iter().position(|p| p.periodic().is_some());
         let laid_out: Vec<Option<ByteDfa>> = parts
             .iter()
             .enumerate()
-            .map(|(i, p)| match &p.periodic {
+            .map(|(i, p)| match &p.tail {
                 Some(_) if Some(i) != block_part => p.materialized().map(Some),
                 _ => Ok(None),
             })
@@ -442,7 +443,7 @@ impl ByteDfa {
             start: id(0, parts[0].start),
         }
         .finish();
-        dfa.periodic = block.map(Box::new);
+        dfa.tail = block.map(|b| Box::new(Tail::Periodic(b)));
         Ok(Some(dfa))
     }
 
@@ -451,8 +452,8 @@ impl ByteDfa {
     pub fn or_empty(mut self) -> Option<ByteDfa> {
         let start = self.start;
         let table_entry = self.trans.contains(&start);
-        let block_entry = self.periodic.as_ref().is_some_and(|p| p.targets(start));
-        if table_entry || block_entry {
+        let tail_entry = self.tail.as_ref().is_some_and(|t| t.targets(start));
+        if table_entry || tail_entry {
             return None;
         }
         self.accepting[start as usize] = true;
@@ -466,7 +467,7 @@ impl ByteDfa {
     }
 
     pub fn num_states(&self) -> usize {
-        self.accepting.len() + self.periodic.as_ref().map_or(0, |p| p.states())
+        self.accepting.len() + self.tail.as_ref().map_or(0, |t| t.states())
     }
 
     /// Approximate heap size in bytes.
@@ -474,7 +475,7 @@ impl ByteDfa {
         self.trans.len() * 4
             + self.accepting.len()
             + self.forced_byte.len() * 2
-            + self.periodic.as_ref().map_or(0, |p| p.memory_bytes())
+            + self.tail.as_ref().map_or(0, |t| t.memory_bytes())
     }
 
     /// Each class's size and its smallest byte.
@@ -513,7 +514,7 @@ impl ByteDfa {
             Some(row) => row,
             None => {
                 buf.clear();
-                buf.extend((0..self.stride).map(|c| self.block_target(state, c)));
+                buf.extend((0..self.stride).map(|c| self.tail_target(state, c)));
                 buf
             }
         }
@@ -526,7 +527,7 @@ impl ByteDfa {
     fn target(&self, state: u32, class: usize) -> u32 {
         match self.trans.get(state as usize * self.stride + class) {
             Some(&t) => t,
-            None => self.block_target(state, class),
+            None => self.tail_target(state, class),
         }
     }
 
@@ -595,8 +596,8 @@ impl ByteDfa {
     pub fn bytes_after_accepting(&self) -> ByteSet {
         *self.after_accepting.get_or_init(|| {
             let table = (1..self.accepting.len() as u32).filter(|&s| self.accepting[s as usize]);
-            let block = self.periodic.iter().flat_map(|p| p.accepting_states());
-            self.live_bytes_from(table.chain(block))
+            let tail = self.tail.iter().flat_map(|t| t.accepting_states());
+            self.live_bytes_from(table.chain(tail))
         })
     }
 
@@ -667,28 +668,53 @@ impl ByteDfa {
     /// `len` bytes tells apart (see `Periodic::alike_for`).
     fn alike_in_block(&self, p: u32, q: u32, len: usize) -> bool {
         let rows = self.accepting.len() as u32;
-        p >= rows && q >= rows && self.block().alike_for(p, q) >= len
+        p >= rows && q >= rows && self.periodic().is_some_and(|b| b.alike_for(p, q) >= len)
     }
 
     /// True if the text read so far is in the language.
     pub fn is_accepting(&self, state: u32) -> bool {
         match self.accepting.get(state as usize) {
             Some(&a) => a,
-            None => self.block().is_accepting(state),
+            None => self.tail().is_accepting(state),
         }
     }
 
     pub fn forced_byte(&self, state: u32) -> Option<u8> {
         match self.forced_byte.get(state as usize) {
             Some(&f) => f,
-            None => self.block().forced_byte(state),
+            None => self.tail().forced_byte(state),
+        }
+    }
+
+    /// The states past the table (a state number past the rows is one).
+    fn tail(&self) -> &Tail {
+        match &self.tail {
+            Some(t) => t,
+            None => panic!("a state past the table of an automaton without a tail"),
+        }
+    }
+
+    /// The block of shared copies, if the states past the table are one.
+    fn periodic(&self) -> Option<&Periodic> {
+        match self.tail.as_deref() {
+            Some(Tail::Periodic(p)) => Some(p),
+            _ => None,
         }
     }
 
     fn block(&self) -> &Periodic {
-        match &self.periodic {
-            Some(p) => p,
-            None => panic!("a state past the table of an automaton without a block"),
+        self.periodic()
+            .expect("a block state of an automaton without a block")
+    }
+
+    /// Where `state`, past the table's rows, goes on a byte of `class`
+    /// (`target` reads the table first).
+    #[cold]
+    #[inline(never)]
+    fn tail_target(&self, state: u32, class: usize) -> u32 {
+        match self.tail() {
+            Tail::Periodic(p) => p.target(state, class, self.stride),
+            Tail::Sparse(s) => s.target(state, class),
         }
     }
 
@@ -700,7 +726,7 @@ impl ByteDfa {
     /// Returns a class per state (the dead state in class 0), or None when
     /// the refinement would cost more than `work_limit` steps.
     pub fn mask_classes(&self, max_len: usize, work_limit: usize) -> Option<Vec<u32>> {
-        if self.periodic.is_some() {
+        if self.tail.is_some() {
             return None; // it has more states than any refinement takes
         }
         let n = self.num_states();
@@ -745,6 +771,74 @@ impl ByteDfa {
             count = new_count;
         }
         Some(class)
+    }
+}
+
+/// The states of a `ByteDfa` numbered past its table's rows, in one of two
+/// layouts that take far less memory than rows would.
+#[derive(Debug)]
+enum Tail {
+    /// Copies of a long counted repetition sharing one block of rows
+    /// (`periodic`).
+    Periodic(Periodic),
+    /// States with a few live transitions each, as lists (`sparse`).
+    Sparse(SparseRows),
+}
+
+impl Tail {
+    /// The state numbers it takes.
+    fn states(&self) -> usize {
+        match self {
+            Tail::Periodic(p) => p.states(),
+            Tail::Sparse(s) => s.len(),
+        }
+    }
+
+    /// Whether number `q` (past the table) is a state: a block leaves
+    /// numbers unused between its copies.
+    fn is_state(&self, q: u32) -> bool {
+        match self {
+            Tail::Periodic(p) => p.is_state(q),
+            Tail::Sparse(_) => true,
+        }
+    }
+
+    fn is_accepting(&self, q: u32) -> bool {
+        match self {
+            Tail::Periodic(p) => p.is_accepting(q),
+            Tail::Sparse(s) => s.is_accepting(q),
+        }
+    }
+
+    fn forced_byte(&self, q: u32) -> Option<u8> {
+        match self {
+            Tail::Periodic(p) => p.forced_byte(q),
+            Tail::Sparse(s) => s.forced_byte(q),
+        }
+    }
+
+    /// Whether some transition here leads to table state `q`.
+    fn targets(&self, q: u32) -> bool {
+        match self {
+            Tail::Periodic(p) => p.targets(q),
+            Tail::Sparse(s) => s.targets(q),
+        }
+    }
+
+    /// Accepting states whose live bytes stand for all of its accepting
+    /// states' (a block's first copy stands for every copy).
+    fn accepting_states(&self) -> Box<dyn Iterator<Item = u32> + '_> {
+        match self {
+            Tail::Periodic(p) => Box::new(p.accepting_states()),
+            Tail::Sparse(s) => Box::new(s.accepting_states()),
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        match self {
+            Tail::Periodic(p) => p.memory_bytes(),
+            Tail::Sparse(s) => s.memory_bytes(),
+        }
     }
 }
 
@@ -1036,7 +1130,7 @@ impl Table {
             forced_byte,
             start,
             after_accepting: std::sync::OnceLock::new(),
-            periodic: None,
+            tail: None,
             minimal: false,
         }
     }

@@ -535,6 +535,15 @@ impl Lowerer<'_> {
                 let sym = self.built_lexeme(dfa, what)?;
                 self.add_rule(lhs, vec![sym])?;
                 others = rest;
+            } else if union.len() >= MAX_LEXEMES {
+                // One by one they would pass the lexeme bound: say why now.
+                return Err(Error::LimitExceeded(format!(
+                    "{} values (an `enum` or an alternation) need an automaton \
+                     larger than the {} MiB bound together, and are too many \
+                     to compile one by one",
+                    union.len(),
+                    crate::regex_dfa::DFA_SIZE_LIMIT >> 20
+                )));
             }
         }
         if words.len() > 1 {

@@ -43,17 +43,18 @@ pub fn union_dfa(alts: &[&Node]) -> Result<Option<ByteDfa>> {
     let mut seqs = Vec::with_capacity(alts.len());
     // A trie of the text: about a state per literal byte, and one per part.
     let mut expected = 0usize;
+    let mut parts = Parts::default();
     for a in alts {
         crate::budget::charge(1)?;
-        for parts in spellings(a)? {
-            expected += parts
+        for spelled in parts.spellings(a)? {
+            expected += spelled
                 .iter()
                 .map(|p| match p {
                     SeqPart::Bytes(b) => b.len(),
                     SeqPart::Dfa(_) => 1,
                 })
                 .sum::<usize>();
-            seqs.push(parts);
+            seqs.push(spelled);
         }
     }
     let Some(dfa) = union_of_sequences(&seqs, expected)? else {
@@ -62,85 +63,123 @@ pub fn union_dfa(alts: &[&Node]) -> Result<Option<ByteDfa>> {
     Ok((!dfa.is_accepting(dfa.start())).then_some(dfa))
 }
 
-/// The sequences of parts whose union is regular node `n` (none where it
-/// matches nothing).
-fn spellings(n: &Node) -> Result<Vec<Vec<SeqPart>>> {
-    match n {
-        Node::Empty => Ok(vec![Vec::new()]),
-        Node::Seq(items) => {
-            let mut out: Vec<Vec<SeqPart>> = vec![Vec::new()];
-            for item in items {
-                let tails = spellings(item)?;
-                if out.len() * tails.len() > MAX_SPELLINGS && tails.len() > 1 {
-                    // Too many to multiply out: the item is one part.
-                    let Some(d) = composed_part(item)? else {
-                        return Ok(Vec::new());
-                    };
-                    out.iter_mut()
-                        .for_each(|o| push(o, SeqPart::Dfa(d.clone())));
-                    continue;
-                }
-                out = out
-                    .iter()
-                    .flat_map(|head| {
-                        tails.iter().map(move |tail| {
-                            let mut joined = head.clone();
-                            tail.iter().for_each(|p| push(&mut joined, p.clone()));
-                            joined
-                        })
-                    })
-                    .collect();
-                if out.is_empty() {
-                    return Ok(out);
-                }
-            }
-            Ok(out)
-        }
-        Node::Alt(alts) if literal_words(n).is_none() && alts.len() <= MAX_SPELLINGS => {
-            let mut out = Vec::new();
-            for a in alts {
-                out.extend(spellings(a)?);
-                if out.len() > MAX_SPELLINGS {
-                    return Ok(
-                        composed_part(n)?.map_or_else(Vec::new, |d| vec![vec![SeqPart::Dfa(d)]])
-                    );
-                }
-            }
-            Ok(out)
-        }
-        _ => Ok(leaf(n)?.map_or_else(Vec::new, |p| vec![vec![p]])),
-    }
+/// Splits nodes into parts, remembering the automata of the last few
+/// distinct non-literal leaves: every value repeats the same whitespace
+/// run and number tail, and looking each up in the process-wide cache
+/// would spell its regex each time.
+#[derive(Default)]
+struct Parts {
+    recent: Vec<(Node, Arc<ByteDfa>)>,
 }
 
-/// A node that is not a sequence as one part: literals as bytes,
-/// alternations of strings as a trie, anything else its automaton.
-fn leaf(n: &Node) -> Result<Option<SeqPart>> {
-    Ok(Some(match literal_words(n) {
-        Some(words) if words.len() == 1 => SeqPart::Bytes(words[0].as_bytes().into()),
-        Some(words) => {
-            let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
-            match ByteDfa::literals(&words) {
-                Some(d) => SeqPart::Dfa(Arc::new(d)),
-                None => return Ok(None),
+/// Automaton leaves `Parts` remembers.
+const RECENT_PARTS: usize = 8;
+
+impl Parts {
+    /// The sequences of parts whose union is regular node `n` (none where
+    /// it matches nothing).
+    fn spellings(&mut self, n: &Node) -> Result<Vec<Vec<SeqPart>>> {
+        let mut out = vec![Vec::new()];
+        self.spell_into(n, &mut out)?;
+        Ok(out)
+    }
+
+    /// Each sequence of `out` followed by each spelling of `n`: with one
+    /// spelling (most nodes) appended in place, so a value costs an
+    /// allocation per part, not per node.
+    fn spell_into(&mut self, n: &Node, out: &mut Vec<Vec<SeqPart>>) -> Result<()> {
+        match n {
+            Node::Empty => {}
+            Node::Seq(items) => {
+                for item in items {
+                    self.spell_into(item, out)?;
+                    if out.is_empty() {
+                        break;
+                    }
+                }
+            }
+            Node::Alt(alts)
+                if literal_words(n).is_none()
+                    && out.len().saturating_mul(alts.len()) <= MAX_SPELLINGS =>
+            {
+                let heads = std::mem::take(out);
+                for a in alts {
+                    let mut spelled = heads.clone();
+                    self.spell_into(a, &mut spelled)?;
+                    out.append(&mut spelled);
+                    if out.len() > MAX_SPELLINGS {
+                        // Too many to multiply out: the node is one part.
+                        *out = heads;
+                        return self.append_part(composed_part(n)?.map(SeqPart::Dfa), out);
+                    }
+                }
+            }
+            Node::Alt(_) if literal_words(n).is_none() => {
+                return self.append_part(composed_part(n)?.map(SeqPart::Dfa), out);
+            }
+            _ => {
+                let part = self.leaf(n)?;
+                return self.append_part(part, out);
             }
         }
-        None => match composed_part(n)? {
-            Some(d) => SeqPart::Dfa(d),
-            None => return Ok(None),
-        },
-    }))
+        Ok(())
+    }
+
+    /// `part` after each sequence of `out` (None: no string, so none are
+    /// left).
+    fn append_part(&mut self, part: Option<SeqPart>, out: &mut Vec<Vec<SeqPart>>) -> Result<()> {
+        let Some(part) = part else {
+            out.clear();
+            return Ok(());
+        };
+        if let Some((last, rest)) = out.split_last_mut() {
+            for o in rest {
+                push(o, part.clone());
+            }
+            push(last, part);
+        }
+        Ok(())
+    }
+
+    /// A node that is not a sequence as one part: literals as bytes,
+    /// alternations of strings as a trie, anything else its automaton.
+    fn leaf(&mut self, n: &Node) -> Result<Option<SeqPart>> {
+        if let Node::Literal(s) = n {
+            return Ok(Some(SeqPart::Bytes(s.as_bytes().to_vec())));
+        }
+        if let Some((_, d)) = self.recent.iter().find(|(m, _)| m == n) {
+            return Ok(Some(SeqPart::Dfa(d.clone())));
+        }
+        let d = match literal_words(n) {
+            Some(words) if words.len() == 1 => {
+                return Ok(Some(SeqPart::Bytes(words[0].as_bytes().to_vec())))
+            }
+            Some(words) => {
+                let words: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+                match ByteDfa::literals(&words) {
+                    Some(d) => Arc::new(d),
+                    None => return Ok(None),
+                }
+            }
+            None => match composed_part(n)? {
+                Some(d) => d,
+                None => return Ok(None),
+            },
+        };
+        if self.recent.len() == RECENT_PARTS {
+            self.recent.remove(0);
+        }
+        self.recent.push((n.clone(), d.clone()));
+        Ok(Some(SeqPart::Dfa(d)))
+    }
 }
 
 /// Appends `part` to `seq`, joining literal runs (fewer parts, fewer
 /// triples in each set).
 fn push(seq: &mut Vec<SeqPart>, part: SeqPart) {
-    match (seq.last_mut(), &part) {
-        (Some(SeqPart::Bytes(prev)), SeqPart::Bytes(b)) => {
-            let mut joined = prev.to_vec();
-            joined.extend_from_slice(b);
-            *prev = joined.into();
-        }
-        _ => seq.push(part),
+    match (seq.last_mut(), part) {
+        (Some(SeqPart::Bytes(prev)), SeqPart::Bytes(b)) => prev.extend_from_slice(&b),
+        (_, part) => seq.push(part),
     }
 }
 
@@ -167,12 +206,12 @@ mod tests {
             ])
         };
         let n = Node::Seq(vec![pair("a", "b"), pair("c", "d")]);
-        let s = spellings(&n).unwrap();
+        let s = Parts::default().spellings(&n).unwrap();
         assert_eq!(s.len(), 4);
         // Seven such pairs (128 spellings): past the bound, later pairs are
         // automata, and the union still matches exactly.
         let long = Node::Seq((0..7).map(|_| pair("a", "b")).collect());
-        let s = spellings(&long).unwrap();
+        let s = Parts::default().spellings(&long).unwrap();
         assert!(s.len() <= MAX_SPELLINGS, "{}", s.len());
         let alts: Vec<Node> = (0..MIN_UNION)
             .map(|i| Node::Seq(vec![lit(&format!("{i}:")), long.clone()]))

@@ -248,14 +248,14 @@ pub(super) fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Option<ByteDfa
     // the dead state: for `a` and-not a blocked `b`, the end of the count
     // is a way to accept that no copy shows, so the copies are laid out.
     // With two blocks, the smaller is laid out (for and-not, `b`'s).
-    if let (Some(pa), Some(pb)) = (&a.periodic, &b.periodic) {
+    if let (Some(pa), Some(pb)) = (a.periodic(), b.periodic()) {
         return if op == Op::And && pa.used_states() < pb.used_states() {
             product(&a.materialized()?, b, op)
         } else {
             product(a, &b.materialized()?, op)
         };
     }
-    let (x, x_is_a) = match (&a.periodic, &b.periodic, op) {
+    let (x, x_is_a) = match (a.periodic(), b.periodic(), op) {
         (Some(_), None, _) => (a, true),
         (None, Some(_), Op::And) => (b, false),
         _ => return Ok(None),
@@ -412,7 +412,7 @@ pub(super) fn product(a: &ByteDfa, b: &ByteDfa, op: Op) -> Result<Option<ByteDfa
         start,
     }
     .finish();
-    dfa.periodic = periodic.map(Box::new);
+    dfa.tail = periodic.map(|p| Box::new(super::Tail::Periodic(p)));
     Ok(Some(dfa))
 }
 
@@ -423,7 +423,7 @@ mod tests {
     use super::*;
 
     fn table(x: &ByteDfa) -> Option<ByteDfa> {
-        x.periodic.as_ref().map(|_| x.materialized().unwrap())
+        x.periodic().map(|_| x.materialized().unwrap())
     }
 
     /// The product of `a` and `b` agrees with the plain product of their
@@ -436,7 +436,7 @@ mod tests {
         match (kept, plain) {
             (Ok(kept), Ok(plain)) => {
                 same_language(&kept, &plain, alphabet, len);
-                kept.periodic.is_some()
+                kept.periodic().is_some()
             }
             // Both empty (a difference of a subset).
             (Err(Error::Compile(_)), Err(Error::Compile(_))) => false,
@@ -490,9 +490,9 @@ mod tests {
             .unwrap()
             .unwrap();
         let once = ByteDfa::product(&string, &d("\".*b.*\""), Op::And).unwrap();
-        assert!(once.periodic.is_some());
+        assert!(once.periodic().is_some());
         let twice = ByteDfa::product(&once, &d("\"a.*"), Op::AndNot).unwrap();
-        assert!(twice.periodic.is_some());
+        assert!(twice.periodic().is_some());
         let whole = d("\"[bc][a-c]{0,39}\"");
         let with_b = d("\".*b.*\"");
         let plain = ByteDfa::product(&whole, &with_b, Op::And).unwrap();

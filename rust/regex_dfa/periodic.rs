@@ -7,7 +7,7 @@
 //! `maxLength: 32767` is 32767 copies of a 15-state character automaton: as
 //! a table, 60 MiB written in 200 ms; as a block, 15 rows.
 
-use super::{check_size, forced_bytes, ByteDfa, Error, Result, DEAD};
+use super::{check_size, forced_bytes, ByteDfa, Error, Result, Tail, DEAD};
 
 /// Copies laid out as rows cost this many bytes before their block is kept
 /// shared instead: 32 copies of a JSON string character. Block states step
@@ -137,7 +137,7 @@ impl Periodic {
         }
     }
 
-    fn target(&self, state: u32, class: usize, stride: usize) -> u32 {
+    pub(super) fn target(&self, state: u32, class: usize, stride: usize) -> u32 {
         let v = state - self.first;
         let s = v & ((1 << self.shift) - 1);
         let code = self.template[s as usize * stride + class];
@@ -152,6 +152,12 @@ impl Periodic {
 
     fn slot(&self, state: u32) -> usize {
         self.coords(state).1 as usize
+    }
+
+    /// Whether block number `state` is a state: numbers between a copy's
+    /// states and the next copy are none.
+    pub(super) fn is_state(&self, state: u32) -> bool {
+        self.slot(state) < self.m as usize
     }
 
     /// A length up to which block states `p` and `q` agree on every
@@ -269,24 +275,20 @@ fn block_forced_bytes(
 }
 
 impl ByteDfa {
-    /// The target of a state in the block (`target` reads the table first).
-    #[cold]
-    #[inline(never)]
-    pub(super) fn block_target(&self, state: u32, class: usize) -> u32 {
-        self.block().target(state, class, self.stride)
-    }
-
     /// The same automaton with every state a table row.
     pub fn materialized(&self) -> Result<ByteDfa> {
-        let block = self.block();
+        let tail = self.tail();
         let n = self.num_states();
-        check_size(self.accepting.len() + block.used_states(), self.stride)?;
+        let used_states = match tail {
+            Tail::Periodic(block) => block.used_states(),
+            Tail::Sparse(s) => s.len(),
+        };
+        check_size(self.accepting.len() + used_states, self.stride)?;
         let mut trans = Vec::with_capacity(n * self.stride);
         trans.extend_from_slice(&self.trans);
         let mut accepting = self.accepting.clone();
         for q in self.accepting.len() as u32..n as u32 {
-            // Numbers between a copy's states and the next copy are no state.
-            let used = block.slot(q) < block.m as usize;
+            let used = tail.is_state(q);
             trans.extend((0..self.stride).map(|c| if used { self.target(q, c) } else { DEAD }));
             accepting.push(used && self.is_accepting(q));
         }
@@ -313,7 +315,7 @@ impl ByteDfa {
         max: Option<u32>,
         block_bytes: usize,
     ) -> Result<Option<Self>> {
-        if y.periodic.is_some() {
+        if y.tail.is_some() {
             return Self::repeat_sharing(&y.materialized()?, min, max, block_bytes);
         }
         if y.is_accepting(y.start) {
@@ -419,7 +421,7 @@ impl ByteDfa {
         // Every (copy, state) can finish its copy and the copies still
         // needed, so no pruning pass is needed.
         let mut dfa = table.finish();
-        dfa.periodic = periodic.map(Box::new);
+        dfa.tail = periodic.map(|p| Box::new(Tail::Periodic(p)));
         Ok(Some(dfa))
     }
 }
@@ -438,7 +440,7 @@ pub(crate) mod tests {
         let r = ByteDfa::repeat_sharing(&d(ch), min, Some(max), 0)
             .unwrap()
             .unwrap();
-        assert_eq!(r.periodic.is_some(), max > min + 1, "{ch}{{{min},{max}}}");
+        assert_eq!(r.periodic().is_some(), max > min + 1, "{ch}{{{min},{max}}}");
         r
     }
 
@@ -518,7 +520,7 @@ pub(crate) mod tests {
             (vec![&block, &x], format!("(?:{CH}){{0,3}}x?")),
         ] {
             let joined = ByteDfa::concat_all(&parts).unwrap().unwrap();
-            assert!(joined.periodic.is_some());
+            assert!(joined.periodic().is_some());
             same_language(&joined, &d(&whole), b"a\\nxy\"", 8);
         }
         // A second block is laid out as a table.

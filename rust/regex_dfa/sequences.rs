@@ -20,13 +20,14 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::{class_bytes_of, ByteDfa, Result, Table, DEAD, DFA_SIZE_LIMIT};
+use super::sparse::{SparseRows, MAX_EDGES};
+use super::{class_bytes_of, ByteDfa, Result, Table, Tail, DEAD, DFA_SIZE_LIMIT};
 
 /// One part of a sequence.
 #[derive(Clone, Debug)]
 pub enum SeqPart {
     /// Exactly these bytes.
-    Bytes(Box<[u8]>),
+    Bytes(Vec<u8>),
     /// The language of an automaton (shared: parts repeat across sequences).
     Dfa(Arc<ByteDfa>),
 }
@@ -57,35 +58,15 @@ impl SeqPart {
 /// The union of the languages of `seqs` (each the concatenation of its
 /// parts), or None where it matches nothing, or where it needs more than
 /// twice the `expected` states (a trie of the text has about one per
-/// literal byte) or a table past the size bound, or would at `expected`
-/// states: the caller then builds the alternatives another way (having
-/// spent little on the attempt). Empty sequences match the empty string.
+/// literal byte) or more memory than the size bound, or would at
+/// `expected` states: the caller then builds the alternatives another way
+/// (having spent little on the attempt). Empty sequences match the empty
+/// string.
 pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Option<ByteDfa>> {
     let (classes, count) = sequence_classes(seqs);
-    let (class_size, representative) = class_bytes_of(&classes, count);
-    let stride = count;
-    if expected.saturating_mul(stride).saturating_mul(4) > DFA_SIZE_LIMIT {
+    if expected.saturating_mul(SparseRows::bytes_for(1)) > DFA_SIZE_LIMIT {
         return Ok(None);
     }
-    let max_states = expected.saturating_mul(2) + 64;
-    // Where a part accepts, the next may start: closes a set under that.
-    let close = |set: &mut Vec<Triple>| {
-        let mut i = 0;
-        while i < set.len() {
-            let (s, p, q) = set[i];
-            let parts = &seqs[s as usize];
-            if (p as usize + 1) < parts.len() && parts[p as usize].accepts(q) {
-                set.push((s, p + 1, parts[p as usize + 1].start()));
-            }
-            i += 1;
-        }
-        set.sort_unstable();
-        set.dedup();
-    };
-    let ends = |&(s, p, q): &Triple| {
-        let parts = &seqs[s as usize];
-        p as usize + 1 == parts.len() && parts[p as usize].accepts(q)
-    };
     let mut first: Vec<Triple> = Vec::with_capacity(seqs.len());
     let mut empty_matches = false;
     for (s, parts) in seqs.iter().enumerate() {
@@ -94,87 +75,302 @@ pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Opti
             None => empty_matches = true,
         }
     }
-    close(&mut first);
+    let mut b = Builder {
+        seqs,
+        classes,
+        stride: count,
+        representative: class_bytes_of(&classes, count).1,
+        max_states: expected.saturating_mul(2) + 64,
+        rows: vec![(0, 0)],
+        edges: Vec::new(),
+        accepting: vec![false],
+        bytes: 0,
+        targets: vec![Vec::new(); count],
+        touched: Vec::new(),
+        scratch: Vec::new(),
+    };
+    b.close(&mut first);
     if first.is_empty() && !empty_matches {
         return Ok(None);
     }
-    // The sets, one after another in `arena`: state `i + 1` is
-    // `arena[spans[i].0..][..spans[i].1]`.
-    let mut arena: Vec<Triple> = first.clone();
-    let mut spans: Vec<(usize, usize)> = vec![(0, first.len())];
-    let mut ids: HashMap<Vec<Triple>, u32> = HashMap::default();
-    ids.insert(first, 1);
-    // Room for a trie of the text, so the table is not copied as it grows
-    // (reserved, not touched: pages are only mapped where rows are written).
-    let room = (max_states + 1)
-        .saturating_mul(stride)
-        .min(DFA_SIZE_LIMIT / 4);
-    let mut trans = Vec::with_capacity(room);
-    trans.resize(stride, DEAD);
-    let mut accepting = vec![false];
-    // The set each class leads to from the set being stepped.
-    let mut targets: Vec<Vec<Triple>> = vec![Vec::new(); stride];
-    let mut next = 0;
-    while next < spans.len() {
-        let (at, len) = spans[next];
-        next += 1;
+    let mut shared = Exploration::default();
+    let start = shared.intern(&mut b, &first)?;
+    b.accepting[start as usize] |= empty_matches;
+    // Sets of many sequences, where the values are told apart, are shared
+    // by all; once one sequence is left, the rest of the automaton is that
+    // sequence's own, explored at once with a table of its own (so its
+    // loops close), which is then emptied: the shared table holds only the
+    // sets near the start.
+    let mut own = Exploration::default();
+    let mut set = Vec::new();
+    while let Some(id) = shared.next(&mut set) {
+        if !b.one_sequence(&set) {
+            if !b.step(id, &set, &mut shared)? {
+                return Ok(None);
+            }
+            continue;
+        }
+        own.clear();
+        own.adopt(id, &set);
+        while let Some(id) = own.next(&mut set) {
+            if !b.step(id, &set, &mut own)? {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(b.finish(start)))
+}
+
+/// The sets of triples met, each with its state, stepped in the order they
+/// were met. Sets live in one arena and are found by their hash, so
+/// meeting a set allocates nothing.
+#[derive(Default)]
+struct Exploration {
+    arena: Vec<Triple>,
+    /// Set `i` is `arena[spans[i].0..][..spans[i].1]`, state `states[i]`.
+    spans: Vec<(u32, u32)>,
+    states: Vec<u32>,
+    /// The last set with a hash, and before it, the set met before it with
+    /// the same hash (`u32::MAX`: none).
+    by_hash: HashMap<u64, u32>,
+    same_hash: Vec<u32>,
+    /// Sets before this one have been stepped.
+    stepped: usize,
+}
+
+impl Exploration {
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.spans.clear();
+        self.states.clear();
+        self.by_hash.clear();
+        self.same_hash.clear();
+        self.stepped = 0;
+    }
+
+    fn hash(set: &[Triple]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        set.hash(&mut h);
+        h.finish()
+    }
+
+    fn set(&self, i: u32) -> &[Triple] {
+        let (at, len) = self.spans[i as usize];
+        &self.arena[at as usize..][..len as usize]
+    }
+
+    /// Records `set` as state `id`'s, to be stepped.
+    fn adopt(&mut self, id: u32, set: &[Triple]) {
+        let i = self.spans.len() as u32;
+        let prev = self.by_hash.insert(Self::hash(set), i);
+        self.same_hash.push(prev.unwrap_or(u32::MAX));
+        self.spans.push((self.arena.len() as u32, set.len() as u32));
+        self.arena.extend_from_slice(set);
+        self.states.push(id);
+    }
+
+    /// The state of closed set `set`, made (and queued) if new.
+    fn intern(&mut self, b: &mut Builder, set: &[Triple]) -> Result<u32> {
+        crate::budget::charge_n(set.len() * TRIPLE_STEPS)?;
+        let mut i = self.by_hash.get(&Self::hash(set)).copied();
+        while let Some(k) = i.filter(|&k| k != u32::MAX) {
+            if self.set(k) == set {
+                return Ok(self.states[k as usize]);
+            }
+            i = Some(self.same_hash[k as usize]);
+        }
+        let id = b.rows.len() as u32;
+        b.rows.push((0, 0));
+        b.accepting.push(false);
+        self.adopt(id, set);
+        Ok(id)
+    }
+
+    /// The next set to step (copied into `set`) and its state.
+    fn next(&mut self, set: &mut Vec<Triple>) -> Option<u32> {
+        let i = self.stepped;
+        let &id = self.states.get(i)?;
+        self.stepped += 1;
+        set.clear();
+        set.extend_from_slice(self.set(i as u32));
+        Some(id)
+    }
+}
+
+/// The automaton as it is built: each state's live `(class, target)`
+/// pairs, in the order states are stepped.
+struct Builder<'a> {
+    seqs: &'a [Vec<SeqPart>],
+    classes: [u8; 256],
+    stride: usize,
+    representative: Vec<u8>,
+    max_states: usize,
+    /// State `i`'s pairs are `edges[rows[i].0..][..rows[i].1]`.
+    rows: Vec<(u32, u32)>,
+    edges: Vec<(u8, u32)>,
+    accepting: Vec<bool>,
+    /// Memory the finished automaton takes so far.
+    bytes: usize,
+    /// The set each class leads to from the set being stepped.
+    targets: Vec<Vec<Triple>>,
+    /// The classes with a non-empty target.
+    touched: Vec<u8>,
+    /// A target set being closed and interned.
+    scratch: Vec<Triple>,
+}
+
+impl Builder<'_> {
+    /// Where a part accepts, the next may start: closes a set under that.
+    fn close(&self, set: &mut Vec<Triple>) {
+        let mut i = 0;
+        while i < set.len() {
+            let (s, p, q) = set[i];
+            let parts = &self.seqs[s as usize];
+            if (p as usize + 1) < parts.len() && parts[p as usize].accepts(q) {
+                set.push((s, p + 1, parts[p as usize + 1].start()));
+            }
+            i += 1;
+        }
+        set.sort_unstable();
+        set.dedup();
+    }
+
+    fn ends(&self, &(s, p, q): &Triple) -> bool {
+        let parts = &self.seqs[s as usize];
+        p as usize + 1 == parts.len() && parts[p as usize].accepts(q)
+    }
+
+    /// Whether every triple of (sorted) `set` is of one sequence.
+    fn one_sequence(&self, set: &[Triple]) -> bool {
+        set.first().map(|t| t.0) == set.last().map(|t| t.0)
+    }
+
+    /// Steps state `id`'s `set` on every class, interning the targets in
+    /// `into`. False when the automaton grows past its bounds.
+    fn step(&mut self, id: u32, set: &[Triple], into: &mut Exploration) -> Result<bool> {
         let mut stepped = 0usize;
-        let mut accepts = next == 1 && empty_matches;
-        for &(s, p, q) in &arena[at..at + len] {
-            accepts |= ends(&(s, p, q));
-            match &seqs[s as usize][p as usize] {
+        let mut accepts = false;
+        for &(s, p, q) in set {
+            accepts |= self.ends(&(s, p, q));
+            match &self.seqs[s as usize][p as usize] {
                 SeqPart::Bytes(b) => {
                     if let Some(&byte) = b.get(q as usize) {
-                        targets[classes[byte as usize] as usize].push((s, p, q + 1));
+                        let c = self.classes[byte as usize];
+                        self.target(c).push((s, p, q + 1));
                         stepped += 1;
                     }
                 }
                 SeqPart::Dfa(d) => {
-                    for (c, &byte) in representative.iter().enumerate() {
-                        let to = d.step(q, byte);
+                    for c in 0..self.stride {
+                        let to = d.step(q, self.representative[c]);
                         if to != DEAD {
-                            targets[c].push((s, p, to));
+                            self.target(c as u8).push((s, p, to));
                         }
                     }
-                    stepped += stride;
+                    stepped += self.stride;
                 }
             }
         }
-        accepting.push(accepts);
-        crate::budget::charge_n(stepped + stride * crate::budget::TABLE_TRANSITION)?;
-        for to in targets.iter_mut() {
-            if to.is_empty() {
-                trans.push(DEAD);
-                continue;
-            }
-            close(to);
-            crate::budget::charge_n(to.len() * TRIPLE_STEPS)?;
-            let fresh = spans.len() as u32 + 1;
-            let id = *ids.entry(to.clone()).or_insert(fresh);
-            if id == fresh {
-                spans.push((arena.len(), to.len()));
-                arena.extend_from_slice(to);
-            }
+        crate::budget::charge_n(stepped + self.touched.len() * crate::budget::TABLE_TRANSITION)?;
+        self.accepting[id as usize] |= accepts;
+        self.touched.sort_unstable();
+        let at = self.edges.len() as u32;
+        let mut to = std::mem::take(&mut self.scratch);
+        for k in 0..self.touched.len() {
+            let c = self.touched[k];
             to.clear();
-            trans.push(id);
+            to.append(&mut self.targets[c as usize]);
+            self.close(&mut to);
+            let t = into.intern(self, &to)?;
+            self.edges.push((c, t));
         }
-        if spans.len() > max_states || trans.len().saturating_mul(4) > DFA_SIZE_LIMIT {
-            return Ok(None);
-        }
+        self.scratch = to;
+        self.touched.clear();
+        let live = self.edges.len() as u32 - at;
+        self.rows[id as usize] = (at, live);
+        self.bytes += if live as usize > MAX_EDGES {
+            self.stride * 4
+        } else {
+            SparseRows::bytes_for(live as usize)
+        };
+        Ok(self.rows.len() <= self.max_states && self.bytes <= DFA_SIZE_LIMIT)
     }
-    // Every set is live (a literal's bytes lead on, an automaton part's
-    // states are all live) and reached from the start: no pruning.
-    Ok(Some(
-        Table {
-            classes,
+
+    /// Class `c`'s target set, noting that it is used.
+    fn target(&mut self, c: u8) -> &mut Vec<Triple> {
+        let to = &mut self.targets[c as usize];
+        if to.is_empty() {
+            self.touched.push(c);
+        }
+        to
+    }
+
+    /// The automaton: the start and the states with many live classes as
+    /// table rows (numbered first), the rest as lists past them.
+    fn finish(self, start: u32) -> ByteDfa {
+        let n = self.rows.len();
+        let dense = |i: usize| i == start as usize || self.rows[i].1 as usize > MAX_EDGES;
+        let mut renumber = vec![DEAD; n];
+        let mut count = 1u32;
+        for (i, slot) in renumber.iter_mut().enumerate().skip(1) {
+            if dense(i) {
+                *slot = count;
+                count += 1;
+            }
+        }
+        let table_rows = count;
+        for (i, slot) in renumber.iter_mut().enumerate().skip(1) {
+            if !dense(i) {
+                *slot = count;
+                count += 1;
+            }
+        }
+        let pairs = |i: usize| {
+            let (at, len) = self.rows[i];
+            self.edges[at as usize..][..len as usize]
+                .iter()
+                .map(|&(c, t)| (c, renumber[t as usize]))
+        };
+        let mut trans = vec![DEAD; table_rows as usize * self.stride];
+        let mut accepting = vec![false; table_rows as usize];
+        let mut sparse = SparseRows::new(table_rows);
+        let (class_size, representative) = class_bytes_of(&self.classes, self.stride);
+        let mut list = Vec::with_capacity(MAX_EDGES);
+        for i in (1..n).filter(|&i| dense(i)) {
+            let row = renumber[i] as usize;
+            accepting[row] = self.accepting[i];
+            for (c, t) in pairs(i) {
+                trans[row * self.stride + c as usize] = t;
+            }
+        }
+        for i in (1..n).filter(|&i| !dense(i)) {
+            list.clear();
+            list.extend(pairs(i));
+            let forced = match list.as_slice() {
+                &[(c, _)] if !self.accepting[i] && class_size[c as usize] == 1 => {
+                    Some(representative[c as usize])
+                }
+                _ => None,
+            };
+            sparse.push(&list, self.accepting[i], forced);
+        }
+        // Every set is live (a literal's bytes lead on, an automaton part's
+        // states are all live) and reached from the start: no pruning.
+        let mut dfa = Table {
+            classes: self.classes,
             class_size,
             representative,
             trans,
             accepting,
-            start: 1,
+            start: renumber[start as usize],
         }
-        .finish(),
-    ))
+        .finish();
+        if sparse.len() > 0 {
+            dfa.tail = Some(Box::new(Tail::Sparse(sparse)));
+        }
+        dfa
+    }
 }
 
 /// Byte classes for `seqs`: every byte of a `Bytes` part alone, refined by
@@ -209,6 +405,8 @@ fn sequence_classes(seqs: &[Vec<SeqPart>]) -> ([u8; 256], usize) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::same_language;
+    use super::super::Op;
     use super::*;
 
     fn bytes(s: &str) -> SeqPart {
@@ -291,6 +489,72 @@ mod tests {
         for s in ["ac", "a", "abcd", "bd"] {
             assert!(!matches(&d, s), "{s:?}");
         }
+    }
+
+    #[test]
+    fn list_states_behave_as_the_regex_of_the_alternation() {
+        // Bounded whitespace that overlaps the words: every state past the
+        // start is a list (few live classes), and the subset construction
+        // still has sets of several sequences to tell apart.
+        let ws = Arc::new(ByteDfa::new("[ ab]{0,2}").unwrap());
+        let words = ["ab", "aab", "b", "bba", "abba", "ba", "a"];
+        let seqs: Vec<Vec<SeqPart>> = words
+            .iter()
+            .map(|w| {
+                vec![
+                    bytes("["),
+                    SeqPart::Dfa(ws.clone()),
+                    bytes(w),
+                    SeqPart::Dfa(ws.clone()),
+                    bytes("]"),
+                ]
+            })
+            .collect();
+        let d = union_of_sequences(&seqs, 1 << 10).unwrap().unwrap();
+        assert!(matches!(d.tail.as_deref(), Some(Tail::Sparse(_))));
+        let re = format!("\\[[ ab]{{0,2}}(?:{})[ ab]{{0,2}}\\]", words.join("|"));
+        let oracle = ByteDfa::new(&re).unwrap();
+        let alphabet = b"[] ab";
+        same_language(&d, &oracle, alphabet, 7);
+        assert_eq!(d.first_bytes(), oracle.first_bytes());
+        // Every operation reads list states as the rows they stand for.
+        let table = d.materialized().unwrap();
+        assert!(table.tail.is_none());
+        same_language(&table, &oracle, alphabet, 7);
+        assert_eq!(
+            d.residual_signature(d.start(), 1 << 16),
+            table.residual_signature(table.start(), 1 << 16)
+        );
+        let other = ByteDfa::new("\\[ ?a.*").unwrap();
+        for op in [Op::And, Op::AndNot, Op::Or] {
+            let p = ByteDfa::product(&d, &other, op).unwrap();
+            let q = ByteDfa::product(&oracle, &other, op).unwrap();
+            same_language(&p, &q, alphabet, 6);
+        }
+        let x = ByteDfa::new("x?").unwrap();
+        let c = ByteDfa::concat(&d, &x).unwrap().unwrap();
+        let c_oracle = ByteDfa::new(&format!("(?:{re})x?")).unwrap();
+        same_language(&c, &c_oracle, b"[] abx", 6);
+        let r = ByteDfa::repeat(&d, 1, Some(2)).unwrap();
+        let r_oracle = ByteDfa::new(&format!("(?:{re}){{1,2}}")).unwrap();
+        if let Some(r) = r {
+            same_language(&r, &r_oracle, alphabet, 7);
+        }
+        let e = union_of_sequences(&seqs, 1 << 10)
+            .unwrap()
+            .unwrap()
+            .or_empty()
+            .unwrap();
+        let e_oracle = ByteDfa::new(&format!("(?:{re})?")).unwrap();
+        same_language(&e, &e_oracle, alphabet, 6);
+        // A pair of states no string of 3 bytes tells apart, by the
+        // definition, on the list states themselves.
+        let s1 = d.step_bytes(d.start(), b"[a");
+        let s2 = d.step_bytes(d.start(), b"[ a");
+        let len = d.distinguishing_length(s1, s2, 6, 1 << 16);
+        let t1 = table.step_bytes(table.start(), b"[a");
+        let t2 = table.step_bytes(table.start(), b"[ a");
+        assert_eq!(len, table.distinguishing_length(t1, t2, 6, 1 << 16));
     }
 
     #[test]
