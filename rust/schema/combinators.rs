@@ -78,6 +78,18 @@ impl<'a> Compiler<'a> {
         overlaps: &[Vec<usize>],
         ptr: &str,
     ) -> Result<Node> {
+        if ptr.matches("/(only)").count() >= MAX_EXCLUSIVE_DEPTH {
+            // A branch's negation can bring back the `oneOf` being split
+            // (`not` of a `not oneOf`), and that one's split the next:
+            // each round is a new schema, so no memo ends it.
+            return refuse(
+                ptr,
+                format!(
+                    "`oneOf` branches that may overlap, split again inside their own \
+                     negations more than {MAX_EXCLUSIVE_DEPTH} times, are not supported"
+                ),
+            );
+        }
         let mut negated: HashMap<usize, Value> = HashMap::default();
         for &j in overlaps.iter().flatten() {
             if negated.contains_key(&j) {
@@ -220,6 +232,10 @@ impl<'a> Compiler<'a> {
 
 /// Bound on the member schemas `Compiler::disjoint` descends into.
 const MAX_DISJOINT_DEPTH: usize = 4;
+
+/// Bound on `oneOf`s split into exclusive branches inside one another's
+/// branches (`exclusive_union`).
+const MAX_EXCLUSIVE_DEPTH: usize = 8;
 
 /// The schema an object's member named `k` must satisfy by `m`'s
 /// `properties` / `additionalProperties` (None: unknown, such as a name
