@@ -558,6 +558,52 @@ mod tests {
     }
 
     #[test]
+    fn random_unions_equal_the_regex_of_their_alternation() {
+        // Sequences of random words and loops over a small alphabet, many
+        // overlapping: the union against regex-automata's DFA of the
+        // alternation, on every string up to six bytes.
+        let pool = ["[ a]*", "b?", "(?:ab)*", "a{0,2}", "[ab]"];
+        let dfas: Vec<Arc<ByteDfa>> = pool
+            .iter()
+            .map(|p| Arc::new(ByteDfa::new(p).unwrap()))
+            .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as usize
+        };
+        for _ in 0..200 {
+            let mut seqs = Vec::new();
+            let mut alts = Vec::new();
+            for _ in 0..1 + next(20) {
+                let mut parts = Vec::new();
+                let mut re = String::new();
+                for _ in 0..next(4) {
+                    if next(2) == 0 {
+                        let word: String = (0..next(4)).map(|_| ['a', 'b', ' '][next(3)]).collect();
+                        re.push_str(&word);
+                        parts.push(bytes(&word));
+                    } else {
+                        let k = next(pool.len() as u64);
+                        re.push_str(&format!("(?:{})", pool[k]));
+                        parts.push(SeqPart::Dfa(dfas[k].clone()));
+                    }
+                }
+                alts.push(re);
+                seqs.push(parts);
+            }
+            let re = format!("(?:{})", alts.join("|"));
+            let Some(d) = union_of_sequences(&seqs, 1 << 12).unwrap() else {
+                continue;
+            };
+            let oracle = ByteDfa::new(&re).unwrap();
+            same_language(&d, &oracle, b"ab ", 6);
+        }
+    }
+
+    #[test]
     fn past_the_state_bound_there_is_no_automaton() {
         let seqs: Vec<Vec<SeqPart>> = (0..100).map(|i| vec![bytes(&format!("w{i}"))]).collect();
         assert!(union_of_sequences(&seqs, 10).unwrap().is_none());
