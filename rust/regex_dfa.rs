@@ -27,7 +27,7 @@ mod subset;
 pub use compose::LARGE_REPEAT;
 use compose::{compose_parsed, hir_to_compose};
 use periodic::{check_states, JoinedClasses, Periodic};
-pub use sequences::{union_of_sequences, SeqPart};
+pub use sequences::{union_may_fit, union_of_sequences, SeqPart};
 use sparse::SparseRows;
 
 /// Bound on the DFA's memory while it is built and once built (bytes).

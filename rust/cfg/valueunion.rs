@@ -24,7 +24,7 @@ use std::sync::Arc;
 use super::ast::Node;
 use super::nodedfa::{composed_part, literal_words};
 use crate::error::Result;
-use crate::regex_dfa::{union_of_sequences, ByteDfa, SeqPart};
+use crate::regex_dfa::{union_may_fit, union_of_sequences, ByteDfa, SeqPart};
 
 /// A rule needs at least this many regular alternatives (other than plain
 /// strings) for them to become one lexeme: fewer cost nothing as they are.
@@ -55,6 +55,9 @@ pub fn union_dfa(alts: &[&Node]) -> Result<Option<ByteDfa>> {
                 })
                 .sum::<usize>();
             seqs.push(spelled);
+        }
+        if !union_may_fit(expected) {
+            return Ok(None); // past the size bound already: spell no more
         }
     }
     let Some(dfa) = union_of_sequences(&seqs, expected)? else {

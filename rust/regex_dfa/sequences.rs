@@ -55,6 +55,12 @@ impl SeqPart {
     }
 }
 
+/// Whether a union of about `expected` states (see `union_of_sequences`)
+/// may fit the size bound: each takes at least a list of one transition.
+pub fn union_may_fit(expected: usize) -> bool {
+    expected.saturating_mul(SparseRows::bytes_for(1)) <= DFA_SIZE_LIMIT
+}
+
 /// The union of the languages of `seqs` (each the concatenation of its
 /// parts), or None where it matches nothing, or where it needs more than
 /// twice the `expected` states (a trie of the text has about one per
@@ -64,7 +70,7 @@ impl SeqPart {
 /// string.
 pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Option<ByteDfa>> {
     let (classes, count) = sequence_classes(seqs);
-    if expected.saturating_mul(SparseRows::bytes_for(1)) > DFA_SIZE_LIMIT {
+    if !union_may_fit(expected) {
         return Ok(None);
     }
     let mut first: Vec<Triple> = Vec::with_capacity(seqs.len());
