@@ -8,6 +8,12 @@
 //! of (part, state) pairs still alive, two or three of them here.
 //! Repetitions whose copies overlap (JSON text: `\s` and `\S` both start
 //! with `\` for escapes) are built the same way, over (copy, state) pairs.
+//!
+//! No pruning pass follows: every state of a part's automaton can finish
+//! its part (`ByteDfa`'s invariant), and a part or copy it finishes is
+//! followed by the next up to the last (a copy before `min` always has a
+//! next one), so every set of live pairs can reach an accepting set, and an
+//! empty set is the dead state.
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -19,6 +25,10 @@ const MAX_SETS: usize = 1 << 16;
 
 /// Budget steps per pair of a set built: closed, sorted, hashed, stored.
 const SET_STEPS: usize = 16;
+
+/// Distinct steps a set remembers while its classes are stepped (a scan
+/// each: a few targets are the common case).
+const MAX_SEEN_STEPS: usize = 8;
 
 /// A set of (part, state) pairs, sorted.
 type Set = Vec<(u32, u32)>;
@@ -46,7 +56,7 @@ pub(super) fn concat_overlapping(parts: &[&ByteDfa]) -> Result<Option<ByteDfa>> 
             accepting,
             start: 1,
         })
-        .and_then(Table::pruned))
+        .map(Table::finish))
 }
 
 /// `y` repeated `min` to `max` times (None: unbounded) when copies may
@@ -78,15 +88,17 @@ pub(super) fn repeat_overlapping(
     };
     // The start set is only ever the start: it accepts the empty string.
     accepting[1] = min == 0;
-    Ok(Table {
-        classes: y.classes,
-        class_size,
-        representative,
-        trans,
-        accepting,
-        start: 1,
-    }
-    .pruned())
+    Ok(Some(
+        Table {
+            classes: y.classes,
+            class_size,
+            representative,
+            trans,
+            accepting,
+            start: 1,
+        }
+        .finish(),
+    ))
 }
 
 /// The subset construction from `start`: each set is closed under
@@ -136,38 +148,55 @@ fn determinize(
     let mut trans = vec![DEAD; representative.len()];
     let mut accepting = vec![false];
     let mut next = 0;
+    let mut set: Set = Vec::new();
+    let mut to: Set = Vec::new();
+    // The classes stepped so far from this set, each as its pairs' targets
+    // before closing, and the state it led to: classes that move every pair
+    // alike (most of a Unicode class's) are closed and looked up once.
+    let mut seen_steps: Vec<(Set, u32)> = Vec::new();
     while next < sets.len() {
-        let set = sets[next].clone();
+        set.clear();
+        set.extend_from_slice(&sets[next]);
         next += 1;
         crate::budget::charge_n(
             set.len() * (representative.len() + 1) * crate::budget::TABLE_TRANSITION,
         )?;
         accepting.push(set.iter().any(|&e| ends(e)));
+        seen_steps.clear();
         for &byte in representative {
-            let mut to: Set = set
-                .iter()
-                .map(|&e| step(e, byte))
-                .filter(|&(_, q)| q != DEAD)
-                .collect();
+            to.clear();
+            to.extend(
+                set.iter()
+                    .map(|&e| step(e, byte))
+                    .filter(|&(_, q)| q != DEAD),
+            );
             if to.is_empty() {
                 trans.push(DEAD);
                 continue;
             }
+            if let Some((_, id)) = seen_steps.iter().find(|(s, _)| *s == to) {
+                trans.push(*id);
+                continue;
+            }
+            let stepped = to.clone();
             close(&mut to);
             // Closing, sorting (a few steps per comparison, log n of them
             // per element: the sets of nested counts run to thousands),
             // hashing and storing the new set.
             let log = usize::BITS - to.len().leading_zeros();
             crate::budget::charge_n(to.len() * (SET_STEPS + 2 * log as usize))?;
-            let id = match ids.get(&to) {
+            let id = match ids.get(to.as_slice()) {
                 Some(&id) => id,
                 None => {
                     let id = sets.len() as u32 + 1;
                     ids.insert(to.clone(), id);
-                    sets.push(to);
+                    sets.push(to.clone());
                     id
                 }
             };
+            if seen_steps.len() < MAX_SEEN_STEPS {
+                seen_steps.push((stepped, id));
+            }
             trans.push(id);
         }
         if sets.len() > MAX_SETS || trans.len() * 4 > DFA_SIZE_LIMIT {
