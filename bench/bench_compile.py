@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--data", default=DEFAULT_DATA)
     ap.add_argument("--sample", type=int, default=None, help="files (default: all)")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--match", default=None, help="only files whose name contains this")
     ap.add_argument("--key-order", default="any", choices=["any", "schema"])
     ap.add_argument("--worst", type=int, default=12, help="files listed by time over llguidance")
     args = ap.parse_args()
@@ -41,7 +42,7 @@ def main() -> None:
         "maskpar": MaskparEngine(vocab, args.key_order),
         "llguidance": LLGuidanceEngine(vocab, "any"),
     }
-    files = load_files(args.data, args.sample, args.seed, None)
+    files = load_files(args.data, args.sample, args.seed, args.match)
     rows = []
     for rec in files:
         schema = json.dumps(rec["schema"])
