@@ -1019,6 +1019,24 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     let indenter = indenter_for(&defs)?;
     let (mut rules, mut terminals, ignore) = expand_defs(defs)?;
     let nested = parser.nested;
+    if let Some(start) = only_a_json_block(&rules, &terminals, &ignore, &nested, &indenter) {
+        // The whole grammar is one `%json` block: its language is the
+        // schema's (the block's text is what `compile_json_schema` reads),
+        // so it is lexed as the schema is, every split at once, not as a
+        // block of lexemes each alone inside a longest-match grammar.
+        let ast = GrammarAst {
+            rules: nested.rules,
+            terminals: nested.terminals,
+            ignore: Vec::new(),
+            start,
+            lexing: Lexing::AllSplits,
+            indenter: None,
+            blocks: Vec::new(),
+            initial_skip: true,
+        };
+        ast.check_depth()?;
+        return Ok(ast);
+    }
     rules.extend(nested.rules);
     terminals.extend(nested.terminals);
     let ast = GrammarAst {
@@ -1033,6 +1051,43 @@ pub fn parse(src: &str) -> Result<GrammarAst> {
     };
     ast.check_depth()?;
     Ok(ast)
+}
+
+/// The start rule of the `%json` block that is the whole grammar, if it
+/// is: `start` is the grammar's only rule, its body the block alone, and
+/// there are no terminals, `%ignore` or indentation of the grammar's own.
+fn only_a_json_block(
+    rules: &[RuleDef],
+    terminals: &[TermDef],
+    ignore: &[Node],
+    nested: &Nested,
+    indenter: &Option<IndenterSpec>,
+) -> Option<String> {
+    fn sole_ref(n: &Node) -> Option<&str> {
+        match n {
+            Node::Ref(name, _) => Some(name),
+            Node::Seq(v) | Node::Alt(v) if v.len() == 1 => sole_ref(&v[0]),
+            _ => None,
+        }
+    }
+    let ([start], [block]) = (rules, nested.blocks.as_slice()) else {
+        return None;
+    };
+    if start.name != "start"
+        || !terminals.is_empty()
+        || !ignore.is_empty()
+        || indenter.is_some()
+        || !block.char_level
+        || !nested.terminals.is_empty()
+    {
+        return None;
+    }
+    let target = sole_ref(&start.body)?;
+    block
+        .rules
+        .iter()
+        .any(|r| r == target)
+        .then(|| target.to_string())
 }
 
 /// A grammar's rules (templates expanded), terminals (`%import`s of
