@@ -92,6 +92,15 @@ class Engine:
         m.reset()
 
 
+def lark_json(mode: str, schema: str) -> str:
+    """The Lark grammar of `schema` for the lark-json modes: the block alone
+    (`start: %json ...`, which maskpar compiles as the schema itself), or
+    behind a rule (`lark-json-rule`: the block inside a Lark grammar)."""
+    if mode == "lark-json-rule":
+        return f"start: value\nvalue: %json {schema}"
+    return f"start: %json {schema}"
+
+
 class MaskparEngine(Engine):
     def __init__(self, vocab: Vocab, key_order: str) -> None:
         import maskpar
@@ -102,8 +111,8 @@ class MaskparEngine(Engine):
         self.key_order = key_order
 
     def compile(self, schema: str) -> Any:
-        if self.key_order == "lark-json":
-            g = self.mp.compile_grammar(self.tok, f"start: %json {schema}", syntax="lark")
+        if self.key_order.startswith("lark-json"):
+            g = self.mp.compile_grammar(self.tok, lark_json(self.key_order, schema), syntax="lark")
         else:
             g = self.mp.compile_json_schema(self.tok, schema, key_order=self.key_order)
         return self.mp.Matcher(g)
@@ -126,8 +135,8 @@ class LLGuidanceEngine(Engine):
         self.tok = llguidance_tokenizer(vocab)
 
     def compile(self, schema: str) -> Any:
-        if self.key_order == "lark-json":
-            grammar = self.llg.LLMatcher.grammar_from_lark(f"start: %json {schema}")
+        if self.key_order.startswith("lark-json"):
+            grammar = self.llg.LLMatcher.grammar_from_lark(lark_json(self.key_order, schema))
         else:
             grammar = self.llg.LLMatcher.grammar_from_json_schema(
                 schema, defaults={"whitespace_flexible": True}
@@ -454,11 +463,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--jsonl", default=None, help="write per-file results here")
     ap.add_argument(
         "--key-order",
-        choices=("any", "schema", "lark-json"),
+        choices=("any", "schema", "lark-json", "lark-json-rule"),
         default="any",
         help="schema: members in schema order (instances re-ordered to match); "
         "lark-json: schema order, maskpar and llguidance compile the Lark "
-        "grammar `start: %%json <schema>` (xgrammar: not run)",
+        "grammar `start: %%json <schema>` (xgrammar: not run); lark-json-rule: "
+        "the same block behind a rule, `start: value` and `value: %%json <schema>`",
     )
     return ap.parse_args(argv)
 
@@ -467,9 +477,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     recs = load_files(args.data, args.sample, args.seed, args.match)
     enc = load_vocab().encode
-    if args.key_order == "lark-json":
+    if args.key_order.startswith("lark-json"):
         args.engines = [e for e in args.engines if e != "xgrammar"]
-    if args.key_order in ("schema", "lark-json"):
+    if args.key_order in ("schema", "lark-json", "lark-json-rule"):
         for r in recs:
             for t in r["tests"]:
                 t["data"] = reorder(t["data"], r["schema"])
