@@ -24,7 +24,7 @@ const TAG: u32 = 3 << 30;
 /// States `first..first + (copies << shift)` of a `ByteDfa`: copy `j`'s
 /// state `s` (`0..m`) is `first + (j << shift) + s`. A power of two per copy
 /// spares a division per step (numbers `m..1 << shift` of a copy are unused).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Periodic {
     first: u32,
     copies: u32,

@@ -17,7 +17,7 @@ use super::DEAD;
 pub(super) const MAX_EDGES: usize = 8;
 
 /// States `first..first + len()` of a `ByteDfa`, each its live transitions.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct SparseRows {
     first: u32,
     /// State `first + i`'s pairs are `offsets[i]..offsets[i + 1]`.
