@@ -1194,6 +1194,12 @@ fn forced_bytes(
 
 /// `pattern`'s syntax tree as regex-automata would parse it for
 /// the DFA builders (Unicode, UTF-8 only); None where it does not parse.
+/// Whether every string `pattern` matches is nonempty (false where it
+/// does not parse): read off its syntax tree, no automaton built.
+pub fn matches_only_nonempty(pattern: &str) -> bool {
+    parse_utf8(pattern).is_some_and(|h| h.properties().minimum_len().is_some_and(|n| n > 0))
+}
+
 fn parse_utf8(pattern: &str) -> Option<Hir> {
     regex_syntax::ParserBuilder::new()
         .unicode(true)
@@ -1304,6 +1310,23 @@ pub(crate) mod tests {
             d.num_states()
         );
         assert!(d.minimized(1).is_none());
+    }
+
+    #[test]
+    fn nonempty_patterns_read_off_the_syntax_tree() {
+        for p in ["a", "(?:\\S+\\s+){0,2}\\S+", ".*x.*", "\u{e9}?b"] {
+            assert!(matches_only_nonempty(p), "{p}");
+        }
+        for p in [
+            "a*",
+            "(?:)|(?:x)",
+            "^$|a",
+            "(?:ab)?",
+            "(",
+            "[^\\x00-\\x{10FFFF}]",
+        ] {
+            assert!(!matches_only_nonempty(p), "{p}");
+        }
     }
 
     /// What `minimizing_pays` tells: a one-word literal is minimal, a trie

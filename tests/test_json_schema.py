@@ -438,6 +438,41 @@ def test_pattern_and_length_bounds_intersect(byte_tok, text):
     assert accepts(g, json.dumps(text, ensure_ascii=False)) == valid, text
 
 
+# `minLength: 1` beside a pattern that matches no empty text is left out of
+# the product; beside one that may, it still bounds the length.
+MIN_LENGTH_ONE = [
+    {"type": "string", "pattern": "^(?:\\S+\\s+){0,2}\\S+$", "minLength": 1},
+    {"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,2}\\S+$)", "minLength": 1},
+    {"type": "string", "pattern": "^\\s*$", "minLength": 1},
+    {"type": "string", "pattern": "a", "minLength": 1},
+    {"type": "string", "pattern": "^a?$", "minLength": 1, "maxLength": 3},
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    which=st.integers(0, len(MIN_LENGTH_ONE) - 1),
+    # No newline: Python's `$` (the oracle's) also matches before a final
+    # one, ECMA-262's does not.
+    text=st.text(alphabet="a \t\u00e9\"", max_size=6),
+)
+def test_min_length_one_beside_a_pattern(byte_tok, which, text):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = MIN_LENGTH_ONE[which]
+    g = compiled_pattern_schema(byte_tok, which)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(text)
+    assert accepts(g, json.dumps(text, ensure_ascii=False)) == valid, (schema, text)
+
+
+_MIN_LENGTH_ONE_CACHE: dict[int, maskpar.Grammar] = {}
+
+
+def compiled_pattern_schema(tok, which: int) -> maskpar.Grammar:
+    if which not in _MIN_LENGTH_ONE_CACHE:
+        _MIN_LENGTH_ONE_CACHE[which] = maskpar.compile_json_schema(tok, MIN_LENGTH_ONE[which])
+    return _MIN_LENGTH_ONE_CACHE[which]
+
+
 def test_format_pattern_and_length_intersect(byte_tok):
     g = maskpar.compile_json_schema(
         byte_tok, {"type": "string", "format": "date", "pattern": "^2", "minLength": 10}

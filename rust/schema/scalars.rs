@@ -24,6 +24,7 @@ use super::keywords::{count, MORE_PATTERNS, NON_INTEGER, NOT_MULTIPLE_OF};
 use super::{decimal_text, decimals, numbers, re, refuse, strings, Compiler, NUMBER, PLAIN_NUMBER};
 use crate::cfg::ast::Node;
 use crate::error::Result;
+use crate::regex_dfa::matches_only_nonempty;
 use serde_json::{Map, Value};
 
 impl<'a> Compiler<'a> {
@@ -38,16 +39,22 @@ impl<'a> Compiler<'a> {
             _ => &[],
         };
         let mut parts: Vec<Node> = Vec::new();
+        let mut never_empty = false;
         for p in obj.get("pattern").into_iter().chain(more) {
             let Value::String(p) = p else {
                 return refuse(&format!("{ptr}/pattern"), "`pattern` must be a string");
             };
             let r = strings::pattern_regex(p).or_else(|e| refuse(&format!("{ptr}/pattern"), e))?;
+            never_empty = never_empty || matches_only_nonempty(&r);
             parts.push(re(&r));
         }
         let format = asserted_format(obj.get("format"), self.opts.assert_formats, ptr)?;
         // The encoded contents every constraint allows: one DFA, their product.
         parts.extend(format.map(|pieces| Node::seq(pieces.iter().map(|r| re(r)).collect())));
+        // `minLength: 1` beside a pattern that matches no empty text says
+        // nothing more (a pattern's text is whole encoded characters); its
+        // product with a long pattern cost milliseconds (a 200-word count).
+        let min = min.filter(|&m| !(m == 1 && never_empty));
         if min.is_some() || max.is_some() || parts.is_empty() {
             parts.push(Node::repeat(re(strings::ANY_CHAR), min.unwrap_or(0), max));
         }
