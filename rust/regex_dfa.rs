@@ -61,19 +61,20 @@ pub struct ByteDfa {
 /// tells: `minimized` costs states x classes x log states (15-20 ms on a
 /// 6,800-state word count), so it is skipped where it cannot pay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Minimality {
+pub(super) enum Minimality {
     /// Nothing is known.
     Unknown,
     /// No two states are equivalent (`minimized` made it, or it is one
     /// literal word: its states' residuals are suffixes of distinct lengths).
     Minimal,
     /// Nearly minimal: minimal or nearly minimal parts joined without
-    /// overlap (`concat_all`), or a minimal DFA with its start made
-    /// accepting (`or_empty`). A join keeps each later part's start row,
-    /// unreachable where only the join enters it; otherwise, in the cases
-    /// measured, minimizing merges nothing (a quoted 200-word count: 6,805
-    /// states, 6,804 minimized, in 15-20 ms). It is used as it is: at
-    /// worst a few states too many, never a different language.
+    /// overlap (`concat_all`, `repeat`), or a minimal DFA with its start
+    /// made accepting (`or_empty`). A join keeps each later part's (each
+    /// copy's) start row, unreachable where only the join enters it;
+    /// otherwise, in the cases measured, minimizing merges nothing (a
+    /// quoted 200-word count: 6,805 states, 6,804 minimized, in 15-20 ms).
+    /// It is used as it is: at worst some states too many, never a
+    /// different language.
     Nearly,
 }
 
@@ -1329,6 +1330,21 @@ pub(crate) mod tests {
         }
     }
 
+    /// The states reachable from the start, the dead one included.
+    fn reachable_states(d: &ByteDfa) -> usize {
+        let mut seen = std::collections::HashSet::from([DEAD, d.start()]);
+        let mut todo = vec![d.start()];
+        while let Some(q) = todo.pop() {
+            for b in 0..=255u8 {
+                let t = d.step(q, b);
+                if seen.insert(t) {
+                    todo.push(t);
+                }
+            }
+        }
+        seen.len()
+    }
+
     /// What `minimizing_pays` tells: a one-word literal is minimal, a trie
     /// of words is not known to be, and a join of minimal parts needs no
     /// minimizing (a quoted word count: it would drop two unreachable rows).
@@ -1354,6 +1370,7 @@ pub(crate) mod tests {
         // The words' and the closing quote's start rows, entered only
         // through the join, are the only states minimizing drops.
         assert_eq!(m.num_states(), quoted.num_states() - 2);
+        assert_eq!(m.num_states(), reachable_states(&quoted));
         same_language(&m, &quoted, "\"a \u{e9}".as_bytes(), 6);
         // A part not known minimal leaves the join unknown.
         let raw = ByteDfa::build("(?:ab|cb)(?:x|y)*", MatchKind::All).unwrap();
@@ -1362,6 +1379,23 @@ pub(crate) mod tests {
             .unwrap()
             .unwrap();
         assert!(joined.minimizing_pays());
+        // Copies of a minimal part, joined without overlap: as nearly.
+        let char_dfa = ByteDfa::new("[a-c\u{e9}]|\\\\u[0-9a-f]{4}").unwrap();
+        let char_dfa = char_dfa.minimized(1 << 20).unwrap();
+        for (min, max) in [(0, 40), (3, 40), (2, 2)] {
+            let count = ByteDfa::repeat_sharing(&char_dfa, min, Some(max), usize::MAX)
+                .unwrap()
+                .unwrap();
+            assert!(!count.minimizing_pays());
+            let m = count.minimized(1 << 20).unwrap();
+            // Each copy keeps its part's start row, which only the join
+            // enters: unreachable. No reachable state merges.
+            assert_eq!(m.num_states(), reachable_states(&count));
+        }
+        let raw_count = ByteDfa::repeat_sharing(&raw, 0, Some(20), usize::MAX)
+            .unwrap()
+            .unwrap();
+        assert!(raw_count.minimizing_pays());
         // The empty string added to a minimal DFA: nearly minimal.
         let optional = words.clone().or_empty().unwrap();
         assert!(!optional.minimizing_pays());
