@@ -180,3 +180,33 @@ def test_composed_part_keeps_a_repetition_of_a_repetition():
                 assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
                 if t not in want:
                     break
+
+
+def test_parts_printed_alike_keep_their_own_languages():
+    # `x(?:[ab]+)?` and `x[ab]+?` print alike; composed parts are remembered
+    # across compiles, so the second pattern must not get the first's part.
+    # Both orders, in one process, every mask compared with the oracle's
+    # (given the greedy form: the `regex` module's partial matches of a lazy
+    # `+?` allow too much).
+    tokens = [c.encode() for c in "abxc"] + [b"cc", b"xa", b"ab"]
+    for n, lazy_first in ((12, False), (13, True)):
+        optional = f"x(?:[ab]+)?c{{{n}}}"
+        lazy, greedy = f"x[ab]+?c{{{n}}}", f"x[ab]+c{{{n}}}"
+        order = [(lazy, greedy), (optional, optional)]
+        for pattern, oracle_pattern in order if lazy_first else order[::-1]:
+            tok, toks, eos, special, g = build(tokens, pattern)
+            oracle = RegexOracle(oracle_pattern, [])
+            bm = new_bitmask(1, tok.vocab_size)
+            for text in ["x" + "c" * 12, "xab" + "c" * 13, "xb" + "c" * 12]:
+                m = maskpar.Matcher(g)
+                for i in range(len(text) + 1):
+                    bm.fill(-1)
+                    m.fill_next_token_bitmask(bm)
+                    want = oracle.allowed(text[:i].encode(), toks, [eos], {special}, tok.vocab_size)
+                    assert allowed_ids(bm) == want, (pattern, text[:i])
+                    if i == len(text):
+                        break
+                    t = toks.index(text[i].encode())
+                    assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
+                    if t not in want:
+                        break

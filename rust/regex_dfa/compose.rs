@@ -97,9 +97,12 @@ static MEMO: Mutex<Option<Memo>> = Mutex::new(None);
 const MEMO_BYTES: usize = 64 << 20;
 const MEMO_ENTRY_BYTES: usize = 8 << 20;
 
+/// Entries by the printed tree, each with its tree: printing is not
+/// one-to-one (regex-syntax prints `x(?:[ab]+)?` as `x[ab]+?`, see
+/// `part_dfa`), so a hit counts only where the trees are equal.
 #[derive(Default)]
 struct Memo {
-    map: HashMap<String, Option<ByteDfa>>,
+    map: HashMap<String, (Hir, Option<ByteDfa>)>,
     bytes: usize,
 }
 
@@ -109,11 +112,16 @@ fn memoized(
 ) -> Result<Option<ByteDfa>> {
     let key = hir.to_string();
     let lock = || MEMO.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(hit) = lock().as_ref().and_then(|m| m.map.get(&key)) {
-        return Ok(hit.clone());
+    let hit = |m: &Memo| match m.map.get(&key) {
+        Some((tree, dfa)) if tree == hir => Some(dfa.clone()),
+        _ => None,
+    };
+    if let Some(dfa) = lock().as_ref().and_then(hit) {
+        return Ok(dfa);
     }
     let built = build(hir)?;
-    let size = key.len() + built.as_ref().map_or(0, ByteDfa::memory_bytes);
+    // The tree is counted as long as its printed form.
+    let size = 2 * key.len() + built.as_ref().map_or(0, ByteDfa::memory_bytes);
     if size <= MEMO_ENTRY_BYTES {
         let mut guard = lock();
         let memo = guard.get_or_insert_with(Memo::default);
@@ -121,7 +129,9 @@ fn memoized(
             *memo = Memo::default();
         }
         memo.bytes += size;
-        memo.map.insert(key, built.clone());
+        if let Some((_, old)) = memo.map.insert(key.clone(), (hir.clone(), built.clone())) {
+            memo.bytes -= 2 * key.len() + old.as_ref().map_or(0, ByteDfa::memory_bytes);
+        }
     }
     Ok(built)
 }
@@ -366,8 +376,24 @@ mod tests {
         }
         let key = parse_utf8(count).unwrap().to_string();
         let memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-        let remembered = memo.as_ref().unwrap().map.get(&key).expect("remembered");
+        let (_, remembered) = memo.as_ref().unwrap().map.get(&key).expect("remembered");
         assert!(remembered.as_ref().is_some_and(|d| !d.minimizing_pays()));
+    }
+
+    /// Two trees printed alike are remembered apart: each part keeps its
+    /// own language (`x(?:[ab]+)?` takes "x", `x[ab]+?` does not).
+    #[test]
+    fn parts_printed_alike_are_not_confused() {
+        let optional = parse_utf8("x(?:[ab]+)?").unwrap();
+        let lazy = parse_utf8("x[ab]+?").unwrap();
+        assert_ne!(optional, lazy);
+        for _ in 0..2 {
+            for (hir, takes_x) in [(&optional, true), (&lazy, false)] {
+                let d = part_dfa(hir).unwrap().unwrap();
+                assert_eq!(d.is_accepting(d.step_bytes(d.start(), b"x")), takes_x);
+                assert!(d.is_accepting(d.step_bytes(d.start(), b"xab")));
+            }
+        }
     }
 
     /// Alternations that search between loops, after a loop, are unions
