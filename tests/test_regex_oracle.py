@@ -157,56 +157,46 @@ def test_forced_tokens_are_a_prefix_of_every_continuation(ast, tokens, data):
                 assert not oracle.live(prefix + fbytes[:k] + bytes([x])), (pattern, prefix, k, x)
 
 
+def walk_against_oracle(tokens: list[bytes], pattern: str, oracle_pattern: str, texts: list[str]):
+    """Walks each text a character at a time through `pattern`'s grammar,
+    every mask compared with the oracle's for `oracle_pattern`."""
+    tok, toks, eos, special, g = build(tokens, pattern)
+    oracle = RegexOracle(oracle_pattern, [])
+    bm = new_bitmask(1, tok.vocab_size)
+    for text in texts:
+        m = maskpar.Matcher(g)
+        for i in range(len(text) + 1):
+            bm.fill(-1)
+            m.fill_next_token_bitmask(bm)
+            want = oracle.allowed(text[:i].encode(), toks, [eos], {special}, tok.vocab_size)
+            assert allowed_ids(bm) == want, (pattern, text[:i])
+            if i == len(text):
+                break
+            t = toks.index(text[i].encode())
+            assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
+            if t not in want:
+                break
+
+
 def test_composed_part_keeps_a_repetition_of_a_repetition():
     # Found by fuzzing: regex-syntax prints `(?:[ab]+)?` as `[ab]+?` (lazy,
     # one or more), and a composed pattern's part went through that print,
-    # so "x" was refused by `(?:x(?:(?:a|b)+)?)?`. Each text is walked a
-    # character at a time, every mask compared with the oracle's.
+    # so "x" was refused by `(?:x(?:(?:a|b)+)?)?`.
+    tokens = [c.encode() for c in "abxy"] + [b"ab", b"xa", b"xy"]
     for pattern in ["(?:x(?:(?:a|b)+)?)?", "(?:.(?:(?:(?:a|b))+)?)?", "(?:x(?:(?:a|b)+)?)?y*"]:
-        tokens = [c.encode() for c in "abxy"] + [b"ab", b"xa", b"xy"]
-        tok, toks, eos, special, g = build(tokens, pattern)
-        oracle = RegexOracle(pattern, [])
-        bm = new_bitmask(1, tok.vocab_size)
-        for text in ["x", "xab", "xy", "y", "xby"]:
-            m = maskpar.Matcher(g)
-            for i in range(len(text) + 1):
-                bm.fill(-1)
-                m.fill_next_token_bitmask(bm)
-                want = oracle.allowed(text[:i].encode(), toks, [eos], {special}, tok.vocab_size)
-                assert allowed_ids(bm) == want, (pattern, text[:i])
-                if i == len(text):
-                    break
-                t = toks.index(text[i].encode())
-                assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
-                if t not in want:
-                    break
+        walk_against_oracle(tokens, pattern, pattern, ["x", "xab", "xy", "y", "xby"])
 
 
 def test_parts_printed_alike_keep_their_own_languages():
     # `x(?:[ab]+)?` and `x[ab]+?` print alike; composed parts are remembered
     # across compiles, so the second pattern must not get the first's part.
-    # Both orders, in one process, every mask compared with the oracle's
-    # (given the greedy form: the `regex` module's partial matches of a lazy
-    # `+?` allow too much).
+    # Both orders, in one process (the oracle is given the greedy form: the
+    # `regex` module's partial matches of a lazy `+?` allow too much).
     tokens = [c.encode() for c in "abxc"] + [b"cc", b"xa", b"ab"]
+    texts = ["x" + "c" * 12, "xab" + "c" * 13, "xb" + "c" * 12]
     for n, lazy_first in ((12, False), (13, True)):
         optional = f"x(?:[ab]+)?c{{{n}}}"
         lazy, greedy = f"x[ab]+?c{{{n}}}", f"x[ab]+c{{{n}}}"
         order = [(lazy, greedy), (optional, optional)]
         for pattern, oracle_pattern in order if lazy_first else order[::-1]:
-            tok, toks, eos, special, g = build(tokens, pattern)
-            oracle = RegexOracle(oracle_pattern, [])
-            bm = new_bitmask(1, tok.vocab_size)
-            for text in ["x" + "c" * 12, "xab" + "c" * 13, "xb" + "c" * 12]:
-                m = maskpar.Matcher(g)
-                for i in range(len(text) + 1):
-                    bm.fill(-1)
-                    m.fill_next_token_bitmask(bm)
-                    want = oracle.allowed(text[:i].encode(), toks, [eos], {special}, tok.vocab_size)
-                    assert allowed_ids(bm) == want, (pattern, text[:i])
-                    if i == len(text):
-                        break
-                    t = toks.index(text[i].encode())
-                    assert m.consume_token(t) == (t in want), (pattern, text[: i + 1])
-                    if t not in want:
-                        break
+            walk_against_oracle(tokens, pattern, oracle_pattern, texts)
