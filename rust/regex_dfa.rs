@@ -1193,14 +1193,14 @@ fn forced_bytes(
         .collect()
 }
 
-/// `pattern`'s syntax tree as regex-automata would parse it for
-/// the DFA builders (Unicode, UTF-8 only); None where it does not parse.
 /// Whether every string `pattern` matches is nonempty (false where it
 /// does not parse): read off its syntax tree, no automaton built.
 pub fn matches_only_nonempty(pattern: &str) -> bool {
     parse_utf8(pattern).is_some_and(|h| h.properties().minimum_len().is_some_and(|n| n > 0))
 }
 
+/// `pattern`'s syntax tree as regex-automata would parse it for
+/// the DFA builders (Unicode, UTF-8 only); None where it does not parse.
 fn parse_utf8(pattern: &str) -> Option<Hir> {
     regex_syntax::ParserBuilder::new()
         .unicode(true)
