@@ -936,8 +936,8 @@ mod tests {
         }
     }
 
-    /// A `%json` block's lexemes are alone: each is its own branch, so two
-    /// alternatives that end on the same byte both go on (Lark's ranks
+    /// A `%json` block's lexemes are alone: they rank against nothing, so
+    /// two alternatives that end on the same byte both go on (Lark's ranks
     /// would keep one), and the grammar's `%ignore` stays out of the block.
     #[test]
     fn json_blocks_lex_apart_from_the_grammar() {

@@ -43,16 +43,21 @@ impl Cfg {
         }
     }
 
-    /// `longest_step` for a branch of one alone scan (`l` in state `q`) and
-    /// the guards among `pairs`: where a guard finds a longer match the
-    /// branch dies, as any branch does. The scan ends where it accepted and
-    /// the byte kills it, or, if it `splits`, wherever it accepted
-    /// (all-splits lexing, in the form of an end before the byte); the
-    /// branch that goes on from its end keeps the guards. No branch goes on
-    /// from where a scan that does not split accepted and reads on: that
-    /// branch would have to read the byte that took it on, which no
-    /// follower starts with (see `lower::alone_lexemes_end`).
-    fn alone_step(&self, l: u32, q: u32, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
+    /// `longest_step` for a branch of alone scans and the guards among
+    /// `pairs`: where a guard finds a longer match the branch dies, as any
+    /// branch does. Each scan ends where it accepted and the byte kills it,
+    /// or, if it `splits`, wherever it accepted (all-splits lexing, in the
+    /// form of an end before the byte); the branch that goes on from their
+    /// ends keeps the guards. No branch goes on from where a scan that does
+    /// not split accepted and reads on: that branch would have to read the
+    /// byte that took it on, which no follower starts with (see
+    /// `lower::alone_lexemes_end`).
+    ///
+    /// Alone scans rank against nothing, so each steps as if it were the
+    /// branch's only one: a branch of several is the union of the branches
+    /// of one each (their ends are completed in one set, as all-splits
+    /// lexing completes them).
+    fn alone_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
         let mut guards = Vec::new();
         for &(id, g) in pairs.iter().filter(|&&(id, _)| id & GUARD != 0) {
             match self.step_guard(id, g, pairs, byte) {
@@ -61,29 +66,51 @@ impl Cfg {
                 GuardStep::Goes(g2) => guards.push((id, g2)),
             }
         }
-        let lexeme = &self.lexemes[l as usize];
-        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-        let q2 = dfa.step(q, byte);
-        let ends = dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits);
         let mut next = Vec::new();
-        if q2 != DEAD {
-            next.push((l, q2));
+        let mut ends = Vec::new();
+        for &(l, q) in pairs.iter().filter(|&&(id, _)| id & GUARD == 0) {
+            let lexeme = &self.lexemes[l as usize];
+            let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+            let q2 = dfa.step(q, byte);
+            if dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits) {
+                ends.push(l);
+            }
+            if q2 != DEAD {
+                next.push((l, q2));
+            }
+        }
+        if !next.is_empty() {
             next.extend_from_slice(&guards);
         }
+        ends.sort_unstable();
+        ends.dedup();
         LongestStep {
             next,
-            ends: if ends { vec![l] } else { Vec::new() },
+            ends,
             width: 0,
             guards,
         }
     }
 
-    /// Whether a longest-match branch is one alone scan without guards: its
+    /// Whether a longest-match branch holds alone scans (then only those,
+    /// and guards: see `branches`).
+    #[inline]
+    fn is_alone_branch(&self, group: &[(u32, u32)]) -> bool {
+        self.has_alone
+            && group
+                .iter()
+                .any(|&(id, _)| id & GUARD == 0 && self.lexemes[id as usize].alone)
+    }
+
+    /// Whether a longest-match branch is alone scans without guards: its
     /// ends are completed with the other such branches' into one set, as
     /// all-splits lexing completes them (a set per branch would double the
     /// scans of a lexeme that splits at every byte).
     pub(crate) fn lone_alone(&self, group: &[(u32, u32)]) -> bool {
-        matches!(*group, [(l, _)] if l & GUARD == 0 && self.lexemes[l as usize].alone)
+        !group.is_empty()
+            && group
+                .iter()
+                .all(|&(l, _)| l & GUARD == 0 && self.lexemes[l as usize].alone)
     }
 
     /// Longest-match lexing with back-off: one byte for the scans and
@@ -96,15 +123,8 @@ impl Cfg {
     /// that go on past an end all have at least its rank: each of them that
     /// accepts later is a match Lark would prefer.
     pub fn longest_step(&self, pairs: &[(u32, u32)], byte: u8) -> LongestStep {
-        if self.has_alone {
-            let mut alone = pairs
-                .iter()
-                .filter(|&&(id, _)| id & GUARD == 0 && self.lexemes[id as usize].alone);
-            if let Some(&(l, q)) = alone.next() {
-                // A branch holds one alone scan and its guards only (see
-                // `branches`).
-                return self.alone_step(l, q, pairs, byte);
-            }
+        if self.is_alone_branch(pairs) {
+            return self.alone_step(pairs, byte);
         }
         let (mut ends, width, floor) = self.longest_ends(pairs, Some(byte));
         let mut next = Vec::new();
@@ -272,6 +292,16 @@ impl Cfg {
         pairs: &[(u32, u32)],
         next: Option<u8>,
     ) -> (Vec<u32>, u32, Option<Rank>) {
+        if self.is_alone_branch(pairs) {
+            // Alone scans rank against nothing: each that may end does.
+            let mut lexemes: Vec<u32> = (pairs.iter())
+                .filter(|&&(id, q)| id & GUARD == 0 && self.may_end(id, q, next))
+                .map(|&(l, _)| l)
+                .collect();
+            lexemes.sort_unstable();
+            lexemes.dedup();
+            return (lexemes, 0, None);
+        }
         let ending = pairs.iter().copied().filter(|&(id, q)| {
             id & GUARD == 0
                 && self.may_end(id, q, next)
@@ -330,19 +360,19 @@ pub(crate) fn branches(cfg: &Cfg, frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)
     out
 }
 
-/// `branches` where some lexemes are alone (see `Lexeme::alone`): each
-/// alone scan is a branch of its own, the other scans of an origin one
-/// branch, and the origin's guards (which stand for a longer match of the
-/// lexemes that ended there) go with each of them.
+/// `branches` where some lexemes are alone (see `Lexeme::alone`): the alone
+/// scans of an origin are one branch, its other scans another, and the
+/// origin's guards (which stand for a longer match of the lexemes that
+/// ended there) go with each of them. Alone scans rank against nothing, so
+/// they never share a branch with scans that do.
 #[cold]
 #[inline(never)]
 fn branches_with_alone(cfg: &Cfg, frontier: &[Scan]) -> Vec<(u32, Vec<(u32, u32)>)> {
-    // ((origin, alone lexeme or u32::MAX for the rest), scans).
-    type Keyed = ((u32, u32), Vec<(u32, u32)>);
+    // ((origin, false for the alone scans, true for the rest), scans).
+    type Keyed = ((u32, bool), Vec<(u32, u32)>);
     let mut keyed: Vec<Keyed> = Vec::new();
     for s in frontier.iter().filter(|s| s.lexeme & GUARD == 0) {
-        let alone = cfg.lexemes[s.lexeme as usize].alone;
-        let key = (s.origin, if alone { s.lexeme } else { u32::MAX });
+        let key = (s.origin, !cfg.lexemes[s.lexeme as usize].alone);
         match keyed.iter_mut().find(|(k, _)| *k == key) {
             Some((_, group)) => group.push((s.lexeme, s.state)),
             None => keyed.push((key, vec![(s.lexeme, s.state)])),

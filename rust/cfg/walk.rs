@@ -170,7 +170,7 @@ impl LexStates {
     }
 
     /// The branches of started state `id` in a grammar with alone lexemes:
-    /// one state per alone scan, and one for the rest (see
+    /// one state for the alone scans, and one for the rest (see
     /// `longest::branches`).
     #[cold]
     #[inline(never)]
@@ -182,10 +182,10 @@ impl LexStates {
         let (alone, rest): (Vec<_>, Vec<_>) = pairs
             .into_iter()
             .partition(|&(l, _)| cfg.lexemes[l as usize].alone);
-        let mut parts: Vec<u32> = alone
-            .into_iter()
-            .map(|p| self.intern(cfg, vec![p]))
-            .collect();
+        let mut parts: Vec<u32> = Vec::with_capacity(2);
+        if !alone.is_empty() {
+            parts.push(self.intern(cfg, alone));
+        }
         if !rest.is_empty() {
             parts.push(self.intern(cfg, rest));
         }
