@@ -517,3 +517,71 @@ def test_repeated_splitting_blocks_stay_linear():
         assert m.consume_token(ord("1"))
     assert m.is_accepting()
     assert time.perf_counter() - start < 5
+
+
+# Grammars whose blocks end greedily (a number or a string is over where the
+# next byte cannot continue it), next to their language as a regex: the
+# mask's ends of a block lexeme before bytes that nothing after it reads are
+# dropped without a parser walk, which must keep exactly the bytes that the
+# grammar's own terminals, its `%ignore` and other blocks start with.
+GREEDY_BLOCKS = [
+    (
+        'start: "<" %json {"type": "integer"} ("," NAME)*\nNAME: /[a-z]+/\n%ignore " "',
+        r" *<-?(?:0|[1-9][0-9]*)(?: *, *[a-z]+)* *",
+        "<-0123,ab ",
+    ),
+    (
+        'start: %json {"type": "string", "maxLength": 3} (";" %json {"type": "boolean"})*',
+        r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"(?:;(?:true|false))*',
+        '"a\\;truefls',
+    ),
+    (
+        'start: "[" %json {"type": "number"} ("," %json {"type": "integer"})* "]"',
+        # A JSON Schema integer may be written with a zero fraction (`1.0`).
+        r"\[-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?(?:,-?(?:0|[1-9][0-9]*)(?:\.0+)?)*\]",
+        "[]-0.15e+,",
+    ),
+]
+
+
+@pytest.mark.parametrize(("grammar", "language", "alphabet"), GREEDY_BLOCKS)
+def test_greedy_block_ends_match_a_regex_oracle(grammar, language, alphabet):
+    """Every token's bit along random walks equals whether the text so far
+    plus the token is a prefix of the language (Python `regex` partial
+    matching), with tokens of one to three bytes that cross a block's end."""
+    import regex
+
+    if "maxLength" in grammar:
+        language = language.replace(")*\"", "){0,3}\"", 1)
+    pattern = regex.compile(language)
+    rng = random.Random(5)
+    grams = {a + b for a in alphabet for b in alphabet}
+    grams |= {"".join(rng.choice(alphabet) for _ in range(3)) for _ in range(300)}
+    texts = sorted(set(alphabet) | grams)
+    vocab = [t.encode() for t in texts] + [b"<eos>"]
+    eos = len(vocab) - 1
+    tok = maskpar.Tokenizer.from_vocab(vocab, [eos])
+    g = maskpar.compile_grammar(tok, grammar, syntax="lark")
+    bm = new_bitmask(1, len(vocab))
+    checked = 0
+    for _ in range(12):
+        m = maskpar.Matcher(g)
+        prefix = ""
+        for _ in range(14):
+            m.fill_next_token_bitmask(bm)
+            allowed = []
+            for x, t in enumerate(texts):
+                bit = (int(bm[0][x >> 5]) >> (x & 31)) & 1
+                ok = pattern.fullmatch(prefix + t, partial=True) is not None
+                assert bool(bit) == ok, (grammar, prefix, t)
+                if ok:
+                    allowed.append(x)
+            end_bit = (int(bm[0][eos >> 5]) >> (eos & 31)) & 1
+            assert bool(end_bit) == (pattern.fullmatch(prefix) is not None), (grammar, prefix)
+            checked += 1
+            if not allowed:
+                break
+            x = rng.choice(allowed)
+            assert m.consume_token(x)
+            prefix += texts[x]
+    assert checked > 60

@@ -108,11 +108,11 @@ pub struct Lexeme {
     pub text_len: usize,
     /// None when the lexeme matches no string at all.
     pub dfa: Option<Arc<ByteDfa>>,
-    /// All-splits lexing only: the lexeme ends only where the next byte
-    /// kills it, which keeps the language (see `greedy`).
+    /// All-splits lexing, and alone lexemes that do not split: the lexeme
+    /// ends only where the next byte kills it, which keeps the language
+    /// (see `greedy`).
     pub greedy: bool,
-    /// The bytes that may follow the lexeme (all-splits lexing only; only
-    /// greedy lexemes use it).
+    /// The bytes that may follow the lexeme (only greedy lexemes use it).
     pub follow: ByteSet,
     /// Longest-match lexing: per DFA state, the bytes before which the
     /// lexeme may not end there (a trailing negative lookahead).
@@ -1406,9 +1406,11 @@ fn finish(
 /// when no byte that continues one of its matches can begin what follows
 /// it, ignored text included (an `%ignore`d terminal may come before any
 /// other terminal of the grammar, and at the end: see `Cfg::ignored_at`);
-/// the others end at every accepting point (`Lexeme::splits`). The flags
-/// `greedy` and `follow` stay as for any longest-match lexeme: lexer-only
-/// walks drop a greedy lexeme's end where no follower reads the byte.
+/// the others end at every accepting point (`Lexeme::splits`). An alone
+/// lexeme that does not split is `greedy`, with its `follow`, as under
+/// all-splits lexing: mask fills then drop its ends before a byte no
+/// follower reads (`LexCache::boundary`) instead of walking the parser
+/// there (a JSON number's end before every byte but the digits).
 fn alone_lexemes_end(rules: &[Rule], nullable: &[bool], lexemes: &mut [Lexeme], ignore: &[u32]) {
     let mut ignored = ByteSet::default();
     for &t in ignore {
@@ -1417,8 +1419,12 @@ fn alone_lexemes_end(rules: &[Rule], nullable: &[bool], lexemes: &mut [Lexeme], 
         }
     }
     let greedy = greedy_lexemes(rules, nullable, lexemes, ignored);
-    for (lexeme, (greedy, _)) in lexemes.iter_mut().zip(greedy) {
+    for (lexeme, (greedy, follow)) in lexemes.iter_mut().zip(greedy) {
         lexeme.splits = lexeme.alone && !greedy;
+        if lexeme.alone && greedy {
+            lexeme.greedy = true;
+            lexeme.follow = follow;
+        }
     }
 }
 
