@@ -73,7 +73,7 @@ pub(super) fn compose_parsed(hir: &Hir) -> Result<Option<ByteDfa>> {
 /// pattern's count is also a part of other patterns (`^X$` and `^$|(^X$)`
 /// under two properties of one schema).
 fn composed_minimal(hir: &Hir) -> Result<Option<ByteDfa>> {
-    memoized(hir, |hir| {
+    memoized(hir, |hir, _| {
         Ok(compose_hir(hir)?.map(|d| match d.minimizing_pays() {
             true => d.minimized(COMPOSED_MINIMIZE_WORK).unwrap_or(d),
             false => d,
@@ -106,9 +106,11 @@ struct Memo {
     bytes: usize,
 }
 
+/// `build(hir, printed)` through the memo (`printed`: the tree's text,
+/// the memo's key).
 fn memoized(
     hir: &Hir,
-    build: impl FnOnce(&Hir) -> Result<Option<ByteDfa>>,
+    build: impl FnOnce(&Hir, &str) -> Result<Option<ByteDfa>>,
 ) -> Result<Option<ByteDfa>> {
     let key = hir.to_string();
     let lock = || MEMO.lock().unwrap_or_else(|e| e.into_inner());
@@ -119,9 +121,11 @@ fn memoized(
     if let Some(dfa) = lock().as_ref().and_then(hit) {
         return Ok(dfa);
     }
-    let built = build(hir)?;
+    let built = build(hir, &key)?;
     // The tree is counted as long as its printed form.
-    let size = 2 * key.len() + built.as_ref().map_or(0, ByteDfa::memory_bytes);
+    let entry_size =
+        |dfa: &Option<ByteDfa>| 2 * key.len() + dfa.as_ref().map_or(0, ByteDfa::memory_bytes);
+    let size = entry_size(&built);
     if size <= MEMO_ENTRY_BYTES {
         let mut guard = lock();
         let memo = guard.get_or_insert_with(Memo::default);
@@ -130,7 +134,7 @@ fn memoized(
         }
         memo.bytes += size;
         if let Some((_, old)) = memo.map.insert(key.clone(), (hir.clone(), built.clone())) {
-            memo.bytes -= 2 * key.len() + old.as_ref().map_or(0, ByteDfa::memory_bytes);
+            memo.bytes -= entry_size(&old);
         }
     }
     Ok(built)
@@ -295,12 +299,12 @@ fn part_dfa(hir: &Hir) -> Result<Option<ByteDfa>> {
     if has_large_repeat(hir) {
         return compose_hir(hir);
     }
-    memoized(hir, |hir| {
+    memoized(hir, |hir, printed| {
         // Built from the syntax tree itself, not from its printed form:
         // regex-syntax prints a repetition of a repetition without a group,
         // so the part `x(?:[ab]+)?` came back as `x[ab]+?` (lazy, one or
         // more) and `(?:x(?:(?:a|b)+)?)?` refused "x" (found by fuzzing).
-        match ByteDfa::full_match(&hir.to_string(), hir) {
+        match ByteDfa::full_match(printed, hir) {
             // Minimal parts make minimal-sized joins: a part copied 200
             // times with a fifth of its states redundant (a Unicode word
             // and its spaces over JSON text) left 1,800 states for the

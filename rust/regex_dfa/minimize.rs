@@ -64,7 +64,13 @@ pub(super) fn equivalence_classes(
             let smaller = if p.len(y) <= p.len(x) { y } else { x };
             steps += p.len(smaller) + p.len(y);
             entered.of_block(p.members(y), &mut by_y);
-            entered.of_block(p.members(smaller), &mut by_smaller);
+            // The smaller part is often `y` itself: read it once.
+            let smaller_entered = if smaller == y {
+                &by_y
+            } else {
+                entered.of_block(p.members(smaller), &mut by_smaller);
+                &by_smaller
+            };
             for c2 in 0..stride as u32 {
                 // A queued block's new part is queued too; otherwise the
                 // smaller part suffices (the other is told apart by it).
@@ -76,7 +82,7 @@ pub(super) fn equivalence_classes(
                     if EnteredBy::has(&by_y, c2) {
                         queue(&mut queued, &mut work, stride, y, c2);
                     }
-                } else if EnteredBy::has(&by_smaller, c2) {
+                } else if EnteredBy::has(smaller_entered, c2) {
                     queue(&mut queued, &mut work, stride, smaller, c2);
                 }
             }
