@@ -136,8 +136,9 @@ pub struct Lexeme {
     /// whose id the set matches (see `tokenterm`).
     pub tokens: Option<TokenSet>,
     /// Longest-match lexing: a lexeme of a character-level rule (a Lark
-    /// grammar's `%json` block). It is lexed on its own, a branch of its own
-    /// that ranks against no other lexeme, and ends as under all-splits
+    /// grammar's `%json` block). It is lexed apart from the grammar's own
+    /// lexemes, in a branch of alone scans only (see `longest::branches`),
+    /// ranks against no other lexeme, and ends as under all-splits
     /// lexing: where the byte kills it, or at every accepting point if
     /// `splits` (see `alone_lexemes_end`).
     pub alone: bool,
