@@ -259,6 +259,9 @@ pub struct LexCache {
     /// `distinguishing_length` per (lexeme, state, state), with the limit
     /// it was searched to.
     distinguish: RwLock<HashMap<(u32, u32, u32), Distinguished>>,
+    /// Per lexeme: how its searches for an equivalent state went (see
+    /// `equivalent_entry`).
+    searches: RwLock<HashMap<u32, Searches>>,
     /// How far single scans survive text (for entries from text slices).
     text_reach: TextReach,
     bytes: AtomicUsize,
@@ -277,6 +280,29 @@ type Distinguished = (u32, u32);
 const DISTINGUISH_PAIRS: usize = 2048;
 /// Representatives kept per (lexeme, trie node).
 const REPRESENTATIVES: usize = 2;
+/// Searches for an equivalent state of one lexeme that may all fail before
+/// its later states are no longer searched for (see `Searches`).
+const HOPELESS_SEARCHES: u32 = 3;
+
+/// How a lexeme's searches for an equivalent state went. A search that
+/// fails costs up to `DISTINGUISH_PAIRS` pairs and is then followed by the
+/// walk it was meant to save: a word count inside a `maxLength` string
+/// (`^(?:\S+\s+){0,49}\S+$`, 500 characters) has no two states that
+/// walk alike, and searching for each new one was a third of its fills'
+/// time. A lexeme whose first searches all fail is not searched for again;
+/// one whose searches ever succeed (a plain `maxLength` string, whose
+/// states far from the limit all walk alike) always is.
+#[derive(Clone, Copy, Debug, Default)]
+struct Searches {
+    found: bool,
+    failed: u32,
+}
+
+impl Searches {
+    fn hopeless(self) -> bool {
+        !self.found && self.failed >= HOPELESS_SEARCHES
+    }
+}
 
 impl LexCache {
     pub fn new(limit: usize) -> Self {
@@ -286,6 +312,7 @@ impl LexCache {
             representatives: RwLock::new(HashMap::default()),
             filtered: RwLock::new(HashMap::default()),
             distinguish: RwLock::new(HashMap::default()),
+            searches: RwLock::new(HashMap::default()),
             text_reach: TextReach::default(),
             bytes: AtomicUsize::new(0),
             limit,
@@ -409,6 +436,9 @@ impl LexCache {
             // Equal residual automata may still differ in end conditions.
             return None;
         }
+        if read(&self.searches).get(&l).is_some_and(|s| s.hopeless()) {
+            return None;
+        }
         let reps = read(&self.representatives).get(&(l, top)).cloned()?;
         let dfa = cfg.lexemes[l as usize]
             .dfa
@@ -423,8 +453,14 @@ impl LexCache {
                 Some((n, limit)) if n <= limit || limit as usize >= height => n as usize > height,
                 _ => {
                     let n = dfa.distinguishing_length(r, q, height, DISTINGUISH_PAIRS) as u32;
-                    if charge(&self.bytes, self.limit, 32) {
+                    if charge(&self.bytes, self.limit, 48) {
                         write(&self.distinguish).insert((l, r, q), (n, height as u32));
+                        let mut searches = write(&self.searches);
+                        let record = searches.entry(l).or_default();
+                        match n as usize > height {
+                            true => record.found = true,
+                            false => record.failed += 1,
+                        }
                     }
                     n as usize > height
                 }
