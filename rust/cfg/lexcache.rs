@@ -545,7 +545,7 @@ impl LexCache {
                             sig.push(
                                 lexeme.greedy as u32
                                     | (lexeme.alone as u32) << 1
-                                    | (lexeme.splits as u32) << 2,
+                                    | (lexeme.splits() as u32) << 2,
                             );
                             // Longest-match walks stop where ranks differ.
                             sig.push(lexeme.priority as u32);
@@ -753,7 +753,7 @@ impl VisitStepper for OneScan<'_> {
         if q2 != DEAD {
             let ends = if self.backs_off {
                 self.lexeme.may_back_off(self.dfa, q, q2)
-            } else if self.lexeme.splits {
+            } else if self.lexeme.splits() {
                 // It may end where it accepted, before this byte.
                 self.dfa.is_accepting(q)
             } else {

@@ -72,7 +72,7 @@ impl Cfg {
             let lexeme = &self.lexemes[l as usize];
             let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
             let q2 = dfa.step(q, byte);
-            if dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits) {
+            if dfa.is_accepting(q) && (q2 == DEAD || lexeme.splits()) {
                 ends.push(l);
             }
             if q2 != DEAD {

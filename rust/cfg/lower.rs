@@ -142,9 +142,6 @@ pub struct Lexeme {
     /// lexing: where the byte kills it, or at every accepting point if
     /// `splits` (see `alone_lexemes_end`).
     pub alone: bool,
-    /// An alone lexeme that may end at every accepting point: some byte
-    /// that continues one of its matches may also begin what follows it.
-    pub splits: bool,
     /// Its lexer context: 0 for the grammar's own rules, else the block
     /// (`GrammarAst::blocks`) whose rule made it.
     pub context: u32,
@@ -155,6 +152,14 @@ impl Lexeme {
     #[inline]
     pub fn rank(&self) -> larkorder::Rank {
         (self.priority, self.width, self.text_len)
+    }
+
+    /// An alone lexeme that may end at every accepting point: some byte
+    /// that continues one of its matches may also begin what follows it,
+    /// so it is not greedy (see `alone_lexemes_end`).
+    #[inline]
+    pub fn splits(&self) -> bool {
+        self.alone && !self.greedy
     }
 
     /// Whether a scan of this lexeme in DFA state `q`, which `byte` kills,
@@ -204,7 +209,6 @@ impl Lexeme {
             embedded_in: Vec::new(),
             tokens: None,
             alone: false,
-            splits: false,
             context: 0,
         }
     }
@@ -467,7 +471,6 @@ impl Lowerer<'_> {
             embedded_in: Vec::new(),
             tokens: None,
             alone: self.alone,
-            splits: false,
             context: self.context,
         });
         self.lexeme_ids.insert(key, id);
@@ -1407,11 +1410,11 @@ fn finish(
 /// when no byte that continues one of its matches can begin what follows
 /// it, ignored text included (an `%ignore`d terminal may come before any
 /// other terminal of the grammar, and at the end: see `Cfg::ignored_at`);
-/// the others end at every accepting point (`Lexeme::splits`). An alone
-/// lexeme that does not split is `greedy`, with its `follow`, as under
-/// all-splits lexing: mask fills then drop its ends before a byte no
-/// follower reads (`LexCache::boundary`) instead of walking the parser
-/// there (a JSON number's end before every byte but the digits).
+/// the others end at every accepting point (`Lexeme::splits`). Such a greedy
+/// alone lexeme carries its `follow`, as under all-splits lexing: mask
+/// fills then drop its ends before a byte no follower reads
+/// (`LexCache::boundary`) instead of walking the parser there (a JSON
+/// number's end before every byte but the digits).
 fn alone_lexemes_end(rules: &[Rule], nullable: &[bool], lexemes: &mut [Lexeme], ignore: &[u32]) {
     let mut ignored = ByteSet::default();
     for &t in ignore {
@@ -1421,7 +1424,6 @@ fn alone_lexemes_end(rules: &[Rule], nullable: &[bool], lexemes: &mut [Lexeme], 
     }
     let greedy = greedy_lexemes(rules, nullable, lexemes, ignored);
     for (lexeme, (greedy, follow)) in lexemes.iter_mut().zip(greedy) {
-        lexeme.splits = lexeme.alone && !greedy;
         if lexeme.alone && greedy {
             lexeme.greedy = true;
             lexeme.follow = follow;

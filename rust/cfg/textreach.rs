@@ -200,7 +200,7 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
             let t = dfa.step(x, b);
             if !live(t)
                 || (stops_at_back_off && lexeme.may_back_off(dfa, x, t))
-                || (lexeme.splits && dfa.is_accepting(x))
+                || (lexeme.splits() && dfa.is_accepting(x))
             {
                 return false;
             }
