@@ -696,11 +696,21 @@ impl ByteDfa {
         limit + 1
     }
 
+    /// A length up to which no string tells states `p` and `q` apart,
+    /// known without a search: for block states in the same place of their
+    /// copies, `Periodic::alike_for`; else 0.
+    pub fn alike_length(&self, p: u32, q: u32) -> usize {
+        let rows = self.accepting.len() as u32;
+        match self.periodic() {
+            Some(b) if p >= rows && q >= rows => b.alike_for(p, q),
+            _ => 0,
+        }
+    }
+
     /// Whether `p` and `q` are block states that no string of at most
     /// `len` bytes tells apart (see `Periodic::alike_for`).
     fn alike_in_block(&self, p: u32, q: u32, len: usize) -> bool {
-        let rows = self.accepting.len() as u32;
-        p >= rows && q >= rows && self.periodic().is_some_and(|b| b.alike_for(p, q) >= len)
+        self.alike_length(p, q) >= len
     }
 
     /// True if the text read so far is in the language.

@@ -92,6 +92,12 @@ pub struct TokenTrie {
     /// Longest path below each node (0 for a leaf): no walk below a node
     /// reads more bytes.
     height: Vec<u16>,
+    /// Token ids by decreasing length (`tokens_at_least`).
+    by_length: Vec<u32>,
+    /// `at_least[len]`: how many tokens are `len` bytes long or longer.
+    at_least: Vec<u32>,
+    /// `nodes_deeper[d]`: how many nodes lie `d` bytes deep or deeper.
+    nodes_deeper: Vec<u32>,
     tokens: Vec<u32>,
     max_depth: usize,
 }
@@ -175,12 +181,23 @@ impl TokenTrie {
             height[p] = height[p].max(height[i] + 1);
         }
         path_at.push(0);
+        let (by_length, at_least) = by_length(&sorted, max_depth);
+        let mut nodes_deeper = vec![0u32; max_depth + 2];
+        for n in &nodes[1..nodes.len() - 1] {
+            nodes_deeper[n.depth as usize] += 1;
+        }
+        for d in (0..=max_depth).rev() {
+            nodes_deeper[d] += nodes_deeper[d + 1];
+        }
         Ok(TokenTrie {
             nodes,
             parent,
             path_at,
             path_bytes,
             height,
+            by_length,
+            at_least,
+            nodes_deeper,
             tokens,
             max_depth,
         })
@@ -233,6 +250,20 @@ impl TokenTrie {
         &self,
         top: usize,
         stepper: &mut impl VisitStepper,
+        on_token: impl FnMut(u32),
+        on_stop: impl FnMut(usize),
+    ) {
+        self.walk_visits_below(top, 1, stepper, on_token, on_stop);
+    }
+
+    /// `walk_visits` that reports only the nodes at least `from` bytes
+    /// below `top`: a shallower node is visited only when a node that deep
+    /// lies below it (its frame is needed there), and reports nothing.
+    pub fn walk_visits_below(
+        &self,
+        top: usize,
+        from: usize,
+        stepper: &mut impl VisitStepper,
         mut on_token: impl FnMut(u32),
         mut on_stop: impl FnMut(usize),
     ) {
@@ -241,14 +272,24 @@ impl TokenTrie {
         let mut i = top + 1;
         while i < end {
             let n = nodes[i];
-            match stepper.visit(n.depth as usize - base, n.byte) {
+            let depth = n.depth as usize - base;
+            let reported = depth >= from;
+            if !reported && depth + (self.height[i] as usize) < from {
+                i = n.subtree_end as usize;
+                continue;
+            }
+            match stepper.visit(depth, n.byte) {
                 Visit::Dead => i = n.subtree_end as usize,
                 Visit::Stop => {
-                    on_stop(i);
+                    if reported {
+                        on_stop(i);
+                    }
                     i = n.subtree_end as usize;
                 }
                 Visit::Live => {
-                    self.node_tokens(i).iter().for_each(|&t| on_token(t));
+                    if reported {
+                        self.node_tokens(i).iter().for_each(|&t| on_token(t));
+                    }
                     i += 1;
                 }
             }
@@ -310,6 +351,17 @@ impl TokenTrie {
     /// many bytes.
     pub fn height(&self, node: usize) -> usize {
         self.height[node] as usize
+    }
+
+    /// The tokens `len` bytes long or longer.
+    pub fn tokens_at_least(&self, len: usize) -> &[u32] {
+        let n = self.at_least.get(len).copied().unwrap_or(0);
+        &self.by_length[..n as usize]
+    }
+
+    /// How many nodes lie `depth` bytes deep or deeper.
+    pub fn nodes_at_least(&self, depth: usize) -> usize {
+        self.nodes_deeper.get(depth).copied().unwrap_or(0) as usize
     }
 
     /// Longest token length: bounds the depth of any walk.
@@ -401,6 +453,21 @@ impl TokenTrie {
     }
 }
 
+/// Token ids of `sorted` by decreasing length, and per length how many are
+/// that long or longer.
+fn by_length(sorted: &[(u32, &[u8])], max_depth: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut by_length: Vec<(usize, u32)> = sorted.iter().map(|&(id, b)| (b.len(), id)).collect();
+    by_length.sort_unstable_by(|a, b| b.cmp(a));
+    let mut at_least = vec![0u32; max_depth + 2];
+    for &(len, _) in &by_length {
+        at_least[len] += 1;
+    }
+    for len in (0..=max_depth).rev() {
+        at_least[len] += at_least[len + 1];
+    }
+    (by_length.into_iter().map(|(_, id)| id).collect(), at_least)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,6 +539,56 @@ mod tests {
         );
         assert_eq!(toks, vec![1]);
         assert_eq!(stops, vec![b"ab".to_vec(), b"b".to_vec()]);
+    }
+
+    #[test]
+    fn tokens_and_nodes_by_depth() {
+        let t = trie(&[b"ab", b"a", b"abc", b"b", b"ca", b"abcd"]);
+        let mut long = t.tokens_at_least(3).to_vec();
+        long.sort_unstable();
+        assert_eq!(long, vec![2, 5]);
+        assert_eq!(t.tokens_at_least(1).len(), 6);
+        assert!(t.tokens_at_least(5).is_empty());
+        // Nodes: a, ab, abc, abcd, b, c, ca.
+        assert_eq!(t.nodes_at_least(1), 7);
+        assert_eq!(t.nodes_at_least(2), 4);
+        assert_eq!(t.nodes_at_least(4), 1);
+        assert_eq!(t.nodes_at_least(9), 0);
+    }
+
+    #[test]
+    fn visits_below_a_depth_report_only_deeper_nodes() {
+        let t = trie(&[b"ab", b"a", b"abc", b"b", b"ca", b"abcd", b"bb", b"d"]);
+        /// Lives on every byte but `c`, which stops; records the depths it
+        /// is asked about.
+        struct Record(Vec<usize>);
+        impl VisitStepper for Record {
+            fn visit(&mut self, depth: usize, byte: u8) -> Visit {
+                self.0.push(depth);
+                if byte == b'c' {
+                    Visit::Stop
+                } else {
+                    Visit::Live
+                }
+            }
+        }
+        let walk = |from: usize| {
+            let (mut toks, mut stops, mut rec) = (Vec::new(), Vec::new(), Record(Vec::new()));
+            t.walk_visits_below(0, from, &mut rec, |x| toks.push(x), |n| stops.push(n));
+            let stops: Vec<&[u8]> = stops.iter().map(|&n| t.path(n)).collect();
+            (toks, stops, rec.0)
+        };
+        let (toks, stops, _) = walk(1);
+        assert_eq!(
+            (toks, stops),
+            (vec![1, 0, 3, 6, 7], vec![b"abc".as_slice(), b"c"])
+        );
+        // From depth 2: `a`, `b` and `c` are stepped (nodes lie below them),
+        // `d` is not (nothing below it is that deep), and only the deeper
+        // tokens and stops are reported.
+        let (toks, stops, depths) = walk(2);
+        assert_eq!((toks, stops), (vec![0, 6], vec![b"abc".as_slice()]));
+        assert_eq!(depths, vec![1, 2, 3, 1, 2, 1]);
     }
 
     #[test]

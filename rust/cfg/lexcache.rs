@@ -15,6 +15,7 @@ use std::sync::{Arc, RwLock};
 use super::ast::Lexing;
 use super::earley::Scan;
 use super::lower::{Cfg, Lexeme};
+use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::textreach::TextReach;
 use crate::bitmask::set_bit;
 use crate::regex_dfa::{ByteDfa, DEAD};
@@ -57,7 +58,7 @@ pub struct BoundaryNode {
 }
 
 impl BoundaryNode {
-    fn new(trie: &TokenTrie, top: usize, node: u32) -> Self {
+    pub(super) fn new(trie: &TokenTrie, top: usize, node: u32) -> Self {
         let n = node as usize;
         let below = &trie.path(n)[trie.depth(top)..];
         let mut suffix = [0u8; SUFFIX_BYTES];
@@ -115,7 +116,46 @@ enum TokenSet {
     Sliced { slice: Arc<[u32]>, more: Vec<u32> },
 }
 
+impl TokenSet {
+    /// The set of `ids`: a dense row of `words` words, or a list where that
+    /// is smaller (one word per token).
+    fn of_ids(ids: Vec<u32>, words: usize) -> Self {
+        if ids.len() >= words {
+            let mut bits = vec![0u32; words];
+            ids.iter().for_each(|&t| set_bit(&mut bits, t));
+            TokenSet::Dense(bits.into_boxed_slice())
+        } else {
+            TokenSet::Sparse(ids)
+        }
+    }
+
+    /// The set of the tokens of `row`, a dense row where that is smaller.
+    fn of_row(row: Vec<u32>) -> Self {
+        let count: u32 = row.iter().map(|w| w.count_ones()).sum();
+        if count as usize >= row.len() {
+            return TokenSet::Dense(row.into_boxed_slice());
+        }
+        let mut ids = Vec::with_capacity(count as usize);
+        for (i, &w) in row.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                ids.push(i as u32 * 32 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        TokenSet::Sparse(ids)
+    }
+}
+
 impl LexEntry {
+    /// An entry of the tokens of `row` and boundary nodes `boundary`.
+    pub(super) fn of_row(row: Vec<u32>, boundary: Vec<BoundaryNode>) -> Self {
+        LexEntry {
+            inner: TokenSet::of_row(row),
+            boundary,
+        }
+    }
+
     /// Sets this entry's token bits in `row` (which it may overwrite when
     /// `overwrite`, i.e. when the row holds nothing yet).
     pub fn apply(&self, row: &mut [u32], overwrite: bool) {
@@ -268,11 +308,23 @@ pub struct LexCache {
     limit: usize,
 }
 
+/// What `LexCache::equivalent_entry` found for a new state.
+enum Equivalent {
+    /// The entry of a state no walk below the node tells from it.
+    Same(Arc<LexEntry>),
+    /// The entry of a state that no string shorter than this many bytes
+    /// tells from it (see `nearentry`).
+    Alike(Arc<LexEntry>, usize),
+    None,
+}
+
 /// An entry and its boundary without the ends no follower can read.
 type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<BoundaryNode>>);
 
 /// A distinguishing length and the limit it was searched to (a length past
-/// the limit means "longer than the limit").
+/// the limit means "longer than the limit"). Where a block of copies says
+/// how long two states agree (`ByteDfa::alike_length`), the length is that,
+/// a bound below the true one: every conclusion drawn from it holds.
 type Distinguished = (u32, u32);
 
 /// Bound on the pairs of states compared to tell two states apart (past it
@@ -346,11 +398,17 @@ impl LexCache {
             return e;
         }
         let entry = match self.equivalent_entry(cfg, trie, key, top) {
-            Some(e) => e,
-            None => {
-                let e = match self.sliced(cfg, vocab, words, key, top) {
+            Equivalent::Same(e) => e,
+            found => {
+                // A walk from a state alike to some depth may beat one of
+                // a text slice's rest (nodes walked, from the root only).
+                let alike_nodes = match &found {
+                    Equivalent::Alike(_, d) => trie.nodes_at_least(*d),
+                    _ => usize::MAX,
+                };
+                let e = match self.sliced(cfg, vocab, words, key, top, alike_nodes) {
                     Some(e) => Arc::new(e),
-                    None => self.shared_or_built(cfg, vocab, words, key, top),
+                    None => self.shared_or_built(cfg, vocab, words, key, top, found),
                 };
                 if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
                     let (l, q) = (*l, *q);
@@ -423,60 +481,77 @@ impl LexCache {
     /// The entry of a representative state equivalent to `key`'s (a single
     /// scan) on every path below `top`: a counted repetition such as a JSON
     /// string's `maxLength` gives a new DFA state per character, but states
-    /// with more characters left than the trie is deep walk alike.
-    fn equivalent_entry(
-        &self,
-        cfg: &Cfg,
-        trie: &TokenTrie,
-        key: &LexKey,
-        top: u32,
-    ) -> Option<Arc<LexEntry>> {
-        let [(l, q)] = key[..] else { return None };
+    /// with more characters left than the trie is deep walk alike. Else the
+    /// entry of the representative that walks alike to the greatest depth,
+    /// if that is at least `MIN_ALIKE_DEPTH` (see `nearentry`).
+    fn equivalent_entry(&self, cfg: &Cfg, trie: &TokenTrie, key: &LexKey, top: u32) -> Equivalent {
+        let [(l, q)] = key[..] else {
+            return Equivalent::None;
+        };
         if cfg.lexemes[l as usize].end_forbid.is_some() {
             // Equal residual automata may still differ in end conditions.
-            return None;
+            return Equivalent::None;
         }
         if read(&self.searches).get(&l).is_some_and(|s| s.hopeless()) {
-            return None;
+            return Equivalent::None;
         }
-        let reps = read(&self.representatives).get(&(l, top)).cloned()?;
+        let Some(reps) = read(&self.representatives).get(&(l, top)).cloned() else {
+            return Equivalent::None;
+        };
         let dfa = cfg.lexemes[l as usize]
             .dfa
             .as_ref()
             .expect("scans have DFAs");
         let height = trie.height(top as usize);
+        let mut best = Equivalent::None;
         for r in reps {
             // The search stops at this node's height: (length, limit), where
             // a length past the limit means "longer than the limit".
             let known = read(&self.distinguish).get(&(l, r, q)).copied();
-            let far_enough = match known {
-                Some((n, limit)) if n <= limit || limit as usize >= height => n as usize > height,
+            let length = match known {
+                Some((n, limit)) if n <= limit || limit as usize >= height => n as usize,
                 _ => {
-                    let n = dfa.distinguishing_length(r, q, height, DISTINGUISH_PAIRS) as u32;
+                    // Near the end of a counted repetition a search is long
+                    // (a pair per place and copy): its block says enough.
+                    let n = match dfa.alike_length(r, q) {
+                        n if (MIN_ALIKE_DEPTH..=height).contains(&n) => n,
+                        _ => dfa.distinguishing_length(r, q, height, DISTINGUISH_PAIRS),
+                    };
                     if charge(&self.bytes, self.limit, 48) {
-                        write(&self.distinguish).insert((l, r, q), (n, height as u32));
+                        write(&self.distinguish).insert((l, r, q), (n as u32, height as u32));
                         let mut searches = write(&self.searches);
                         let record = searches.entry(l).or_default();
-                        match n as usize > height {
+                        match n > height || n >= MIN_ALIKE_DEPTH {
                             true => record.found = true,
                             false => record.failed += 1,
                         }
                     }
-                    n as usize > height
+                    n
                 }
             };
-            if far_enough {
-                if let Some(e) = read(&self.map).get(&(vec![(l, r)], top)) {
-                    return Some(e.clone());
-                }
+            let better = match best {
+                _ if length > height => true,
+                Equivalent::Alike(_, d) => length > d,
+                _ => length >= MIN_ALIKE_DEPTH,
+            };
+            if !better {
+                continue;
             }
+            let Some(e) = read(&self.map).get(&(vec![(l, r)], top)).cloned() else {
+                continue;
+            };
+            if length > height {
+                return Equivalent::Same(e);
+            }
+            best = Equivalent::Alike(e, length);
         }
-        None
+        best
     }
 
     /// The root entry of a single scan that survives every text token of
     /// some slice of the vocabulary: that slice's bits, and a walk of the
-    /// other tokens only. None where no slice applies.
+    /// other tokens only. None where no slice applies, or where its rest
+    /// has `nodes_bound` nodes or more.
     fn sliced(
         &self,
         cfg: &Cfg,
@@ -484,6 +559,7 @@ impl LexCache {
         words: usize,
         key: &LexKey,
         top: u32,
+        nodes_bound: usize,
     ) -> Option<LexEntry> {
         let [(l, q)] = key[..] else { return None };
         if top != 0 {
@@ -494,10 +570,13 @@ impl LexCache {
             return None;
         }
         let slice = vocab.text_slices().within(reach)?;
-        (slice.bits.len() <= words).then(|| build_sliced(cfg, vocab.trie(), slice, l, q))
+        let worth = slice.bits.len() <= words && slice.rest.num_nodes() < nodes_bound;
+        worth.then(|| build_sliced(cfg, vocab.trie(), slice, key))
     }
 
-    /// The entry from the vocabulary's shared cache, else built by a walk.
+    /// The entry from the vocabulary's shared cache, else built: from the
+    /// entry of a state that walks alike to some depth where `found` has
+    /// one, else by a walk.
     fn shared_or_built(
         &self,
         cfg: &Cfg,
@@ -505,16 +584,23 @@ impl LexCache {
         words: usize,
         key: &LexKey,
         top: u32,
+        found: Equivalent,
     ) -> Arc<LexEntry> {
         let trie = vocab.trie();
+        let build = || match (&found, &key[..]) {
+            (Equivalent::Alike(alike, depth), &[scan]) => {
+                entry_from_alike(cfg, trie, words, alike, scan, top as usize, *depth)
+            }
+            _ => build(cfg, trie, words, key, top as usize),
+        };
         let Some(shared) = SharedLexCache::of(vocab) else {
-            return Arc::new(build(cfg, trie, words, key, top as usize));
+            return Arc::new(build());
         };
         let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
         if let Some(e) = shared_key.as_ref().and_then(|k| shared.get(k)) {
             return e;
         }
-        let built = Arc::new(build(cfg, trie, words, key, top as usize));
+        let built = Arc::new(build());
         match shared_key {
             Some(k) => shared.insert(k, built),
             None => built,
@@ -642,18 +728,19 @@ impl VisitStepper for ScanOnly<'_> {
     }
 }
 
-/// `build` at the root for one scan that survives every token of `slice`:
-/// the same bits and boundary (the boundary nodes all lie on other tokens'
+/// `build` at the root for a scan that survives every token of `slice`: the
+/// same bits and boundary (the boundary nodes all lie on other tokens'
 /// paths, which `slice.rest` holds), for a walk of those tokens only.
-fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, l: u32, q: u32) -> LexEntry {
+fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, key: &LexKey) -> LexEntry {
     // The slice covers the tokens; padding ids past them stay 0. It is
     // shared, not copied: a copy was 16 KiB of fresh memory per entry.
     let mut more = Vec::new();
     let mut boundary = Vec::new();
-    let mut stepper = OneScan::new(cfg, l, q, slice.rest.max_depth());
-    slice.rest.walk_visits(
+    walk_scans(
+        cfg,
+        &slice.rest,
+        key,
         0,
-        &mut stepper,
         |t| more.push(t),
         |n| boundary.push(slice.rest_nodes[n]),
     );
@@ -669,8 +756,29 @@ fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, l: u32, q: u32) 
 fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {
     let mut ids = Vec::new();
     let mut boundary = Vec::new();
-    let on_token = |t| ids.push(t);
-    let on_stop = |n| boundary.push(n as u32);
+    walk_scans(
+        cfg,
+        trie,
+        key,
+        top,
+        |t| ids.push(t),
+        |n| boundary.push(n as u32),
+    );
+    LexEntry {
+        inner: TokenSet::of_ids(ids, words),
+        boundary: boundary_nodes(trie, top, &boundary),
+    }
+}
+
+/// The lexer-only walk of the scans `key` below `top` in `trie`.
+fn walk_scans(
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    key: &LexKey,
+    top: usize,
+    on_token: impl FnMut(u32),
+    on_stop: impl FnMut(usize),
+) {
     if let [(l, q)] = key[..] {
         // One scan (the common case): a table lookup per node.
         let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
@@ -685,22 +793,10 @@ fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) ->
         };
         trie.walk_visits(top, &mut stepper, on_token, on_stop);
     }
-    // A dense row costs `words` words; a list, one word per token.
-    let inner = if ids.len() >= words {
-        let mut bits = vec![0u32; words];
-        ids.iter().for_each(|&t| set_bit(&mut bits, t));
-        TokenSet::Dense(bits.into_boxed_slice())
-    } else {
-        TokenSet::Sparse(ids)
-    };
-    LexEntry {
-        inner,
-        boundary: boundary_nodes(trie, top, &boundary),
-    }
 }
 
 /// `ScanOnly` for a single scan: the same decisions as `step_scans`.
-struct OneScan<'a> {
+pub(super) struct OneScan<'a> {
     dfa: &'a ByteDfa,
     lexeme: &'a Lexeme,
     lexing: Lexing,
@@ -714,7 +810,7 @@ struct OneScan<'a> {
 
 impl<'a> OneScan<'a> {
     /// A walk of lexeme `l` from DFA state `q`, at most `max_depth` bytes deep.
-    fn new(cfg: &'a Cfg, l: u32, q: u32, max_depth: usize) -> Self {
+    pub(super) fn new(cfg: &'a Cfg, l: u32, q: u32, max_depth: usize) -> Self {
         let lexeme = &cfg.lexemes[l as usize];
         let mut states = vec![0u32; max_depth + 2];
         states[0] = q;

@@ -18,6 +18,7 @@ pub mod longest;
 pub mod lookaround;
 pub mod lower;
 pub mod members;
+mod nearentry;
 mod nodedfa;
 pub mod setnames;
 pub mod specials;
