@@ -89,7 +89,8 @@ def test_masks_near_a_count_limit_match_a_regex_oracle(syntax, source, language,
             going = [x for x in allowed if CLOSERS[syntax] not in texts[x]]
             short = [x for x in going if len(texts[x]) == 1]
             r = rng.random()
-            x = rng.choice(short if short and r < 0.85 else going if going and r < 0.95 else allowed)
+            pool = short if short and r < 0.85 else going if going and r < 0.95 else allowed
+            x = rng.choice(pool)
             assert m.consume_token(x)
             prefix += texts[x]
     assert checked > 300
