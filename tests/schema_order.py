@@ -58,14 +58,11 @@ def _parts(root: Any, schema: Any, value: Any, depth: int = 0) -> list[dict]:
 
 
 def _valid(root: Any, schema: Any, value: Any) -> bool:
-    if isinstance(root, dict) and isinstance(schema, dict):
-        schema = {
-            **schema,
-            "$defs": root.get("$defs", {}),
-            "definitions": root.get("definitions", {}),
-        }
+    """Whether ``value`` is valid against ``schema``, a part of ``root``:
+    its references (``#`` included) resolve against ``root``."""
     try:
-        return jsonschema.Draft202012Validator(schema).is_valid(value)
+        validator = jsonschema.Draft202012Validator(root if isinstance(root, dict) else {})
+        return validator.evolve(schema=schema).is_valid(value)
     except Exception:
         return False
 

@@ -302,3 +302,25 @@ def test_schema_order_in_every_layout(tok, layout):
     ):
         assert not accepts(g, json.dumps(bad, **dumps))
     assert accepts(g, json.dumps({"answer": 1, "id": 0}, **dumps))
+
+
+def test_the_harness_order_reads_a_root_reference_inside_a_branch(tok):
+    """``schema_order`` (the harness the order tests and MaskBench's
+    ``--key-order schema`` use) judges an ``anyOf`` branch with its
+    ``$ref: "#"`` resolved against the whole schema, not the branch: an
+    array of objects is the second branch here, and its objects come out in
+    ``properties`` order, as maskpar requires."""
+    from schema_order import reorder
+
+    schema = {
+        "anyOf": [
+            {"type": "object", "properties": {"b": {}, "a": {}}},
+            {"type": "array", "items": {"$ref": "#"}},
+        ]
+    }
+    value = [{"a": 1, "b": 2}, [{"a": 3}]]
+    ordered = reorder(value, schema)
+    assert json.dumps(ordered) == '[{"b": 2, "a": 1}, [{"a": 3}]]'
+    g = maskpar.compile_json_schema(tok, schema, key_order="schema")
+    assert accepts(g, json.dumps(ordered))
+    assert not accepts(g, json.dumps(value))
