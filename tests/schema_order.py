@@ -4,11 +4,13 @@ independently of maskpar (an oracle for the tests and the benchmark).
 An object's members come in the order of its ``properties`` (merged in
 document order through ``$ref``, ``allOf`` and the ``anyOf``/``oneOf``
 branches the value satisfies), then the names only ``required`` lists (in
-its order), then every other member in the value's own order.
+its order), then every other member in the value's own order (each ordered
+inside by its ``patternProperties`` or ``additionalProperties`` schema).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jsonschema
@@ -118,16 +120,24 @@ def reorder(value: Any, schema: Any, root: Any | None = None) -> Any:
             out[k] = reorder(value[k], sub, root)
     for k, v in value.items():
         if k not in out:
-            extra = next(
-                (
-                    p["additionalProperties"]
-                    for p in parts
-                    if isinstance(p.get("additionalProperties"), dict)
-                ),
-                {},
-            )
-            out[k] = reorder(v, extra, root)
+            out[k] = reorder(v, _unlisted_schema(parts, k), root)
     return out
+
+
+def _unlisted_schema(parts: list[dict], key: str) -> Any:
+    """The schema of an unlisted member ``key``: the first pattern of
+    ``patternProperties`` that matches it, else ``additionalProperties``."""
+    for p in parts:
+        patterns = p.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern, sub in patterns.items():
+                try:
+                    if re.search(pattern, key):
+                        return sub
+                except re.error:
+                    continue
+    extras = (p.get("additionalProperties") for p in parts)
+    return next((x for x in extras if isinstance(x, dict)), {})
 
 
 def in_schema_order(value: Any, schema: Any, root: Any | None = None) -> bool:

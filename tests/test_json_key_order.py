@@ -324,3 +324,21 @@ def test_the_harness_order_reads_a_root_reference_inside_a_branch(tok):
     g = maskpar.compile_json_schema(tok, schema, key_order="schema")
     assert accepts(g, json.dumps(ordered))
     assert not accepts(g, json.dumps(value))
+
+
+def test_the_harness_order_reads_pattern_members_schemas(tok):
+    """``schema_order`` orders the inside of a member that only
+    ``patternProperties`` describes by that pattern's schema."""
+    from schema_order import reorder
+
+    schema = {
+        "type": "object",
+        "patternProperties": {"^s": {"properties": {"b": {}, "a": {}}}},
+        "additionalProperties": {"properties": {"y": {}, "x": {}}},
+    }
+    value = {"s1": {"a": 1, "b": 2}, "t": {"x": 1, "y": 2}}
+    ordered = reorder(value, schema)
+    assert json.dumps(ordered) == '{"s1": {"b": 2, "a": 1}, "t": {"y": 2, "x": 1}}'
+    g = maskpar.compile_json_schema(tok, schema, key_order="schema")
+    assert accepts(g, json.dumps(ordered))
+    assert not accepts(g, json.dumps(value))
