@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,6 +65,26 @@ def allowed_ids(bitmask: np.ndarray, row: int = 0) -> list[int]:
     """Ids whose bit is set in a bitmask row (numpy int32)."""
     bits = np.unpackbits(bitmask[row].view(np.uint8), bitorder="little")
     return np.flatnonzero(bits).tolist()
+
+
+def check_row_by_partial_match(
+    row: np.ndarray, texts: list[str], eos: int, pattern: Any, prefix: str, context: Any
+) -> list[int]:
+    """Checks a bitmask row over a vocabulary of ``texts`` (id = index) and
+    ``eos``: a token's bit must say whether ``prefix`` plus its text is a
+    prefix of the language of ``pattern`` (a compiled ``regex`` pattern,
+    partial matching), EOS's whether ``prefix`` is in it. Returns the ids
+    allowed; ``context`` goes into the assertion messages."""
+    allowed = []
+    for x, t in enumerate(texts):
+        bit = (int(row[x >> 5]) >> (x & 31)) & 1
+        ok = pattern.fullmatch(prefix + t, partial=True) is not None
+        assert bool(bit) == ok, (context, prefix, t)
+        if ok:
+            allowed.append(x)
+    end_bit = (int(row[eos >> 5]) >> (eos & 31)) & 1
+    assert bool(end_bit) == (pattern.fullmatch(prefix) is not None), (context, prefix)
+    return allowed
 
 
 def new_bitmask(rows: int, vocab_size: int, fill: int = 0) -> np.ndarray:

@@ -20,7 +20,7 @@ import pytest
 import regex
 
 import maskpar
-from conftest import new_bitmask
+from conftest import check_row_by_partial_match, new_bitmask
 
 # (how the grammar is compiled, its source, its language, the characters of
 # the vocabulary). A schema string's characters are one block of copies of
@@ -72,15 +72,7 @@ def test_masks_near_a_count_limit_match_a_regex_oracle(syntax, source, language,
         prefix = ""
         while True:
             m.fill_next_token_bitmask(bm)
-            allowed = []
-            for x, t in enumerate(texts):
-                bit = (int(bm[0][x >> 5]) >> (x & 31)) & 1
-                ok = pattern.fullmatch(prefix + t, partial=True) is not None
-                assert bool(bit) == ok, (source, prefix, t)
-                if ok:
-                    allowed.append(x)
-            end_bit = (int(bm[0][eos >> 5]) >> (eos & 31)) & 1
-            assert bool(end_bit) == (pattern.fullmatch(prefix) is not None), (source, prefix)
+            allowed = check_row_by_partial_match(bm[0], texts, eos, pattern, prefix, source)
             checked += 1
             if not allowed:
                 break
