@@ -753,7 +753,13 @@ fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, key: &LexKey) ->
     }
 }
 
-fn build(cfg: &Cfg, trie: &TokenTrie, words: usize, key: &LexKey, top: usize) -> LexEntry {
+pub(super) fn build(
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    words: usize,
+    key: &LexKey,
+    top: usize,
+) -> LexEntry {
     let mut ids = Vec::new();
     let mut boundary = Vec::new();
     walk_scans(

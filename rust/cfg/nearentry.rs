@@ -67,3 +67,103 @@ pub fn entry_from_alike(
     boundary.sort_unstable_by_key(|b| b.node);
     LexEntry::of_row(row, boundary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::{gbnf, lexcache::build, lower::lower};
+    use crate::regex_dfa::DEAD;
+    use crate::vocab::Vocab;
+
+    /// Tokens of 1 to 30 bytes over `alphabet`, from a fixed generator.
+    fn vocab(alphabet: &[u8]) -> Vocab {
+        let mut tokens: Vec<Vec<u8>> = alphabet.iter().map(|&b| vec![b]).collect();
+        let mut x: u64 = 7;
+        while tokens.len() < 900 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (x >> 33) as usize % 30;
+            let token = (0..len)
+                .map(|i| alphabet[(x >> (i % 29 + 3)) as usize % alphabet.len()])
+                .collect();
+            if !tokens.contains(&token) {
+                tokens.push(token);
+            }
+        }
+        Vocab::new(tokens, &[], &[], None).unwrap()
+    }
+
+    /// A lexer-only entry as a row and its boundary.
+    fn parts(e: &LexEntry, words: usize) -> (Vec<u32>, Vec<BoundaryNode>) {
+        let mut row = vec![0u32; words];
+        e.apply(&mut row, true);
+        (row, e.boundary.clone())
+    }
+
+    /// Every pair of a count's states that walk alike to at least
+    /// `MIN_ALIKE_DEPTH` bytes below a node: the entry built from the
+    /// other's equals the full walk's, at the root and at a node below it.
+    /// Returns how many pairs a block said agree that long.
+    fn check(grammar: &str, before: &[u8], count: usize) -> usize {
+        let cfg = lower(&gbnf::parse(grammar).unwrap()).unwrap();
+        let vocab = vocab(b"abc<>");
+        let (trie, words) = (vocab.trie(), vocab.vocab_size().div_ceil(32));
+        let l = (cfg.lexemes.iter()).position(|x| x.dfa.is_some()).unwrap() as u32;
+        let dfa = cfg.lexemes[l as usize].dfa.as_ref().unwrap();
+        let mut q = dfa.step_bytes(dfa.start(), before);
+        let mut states = Vec::new();
+        for _ in 0..count {
+            states.push(q);
+            q = dfa.step(q, b'a');
+            assert_ne!(q, DEAD);
+        }
+        let tops = [0, trie.follow(b"a").0];
+        let (mut copied, mut by_block) = (0, 0);
+        for &top in &tops {
+            let height = trie.height(top);
+            for (i, &r) in states.iter().enumerate() {
+                let alike = build(&cfg, trie, words, &vec![(l, r)], top);
+                for &q in &states[i + 1..] {
+                    // The exact length, and the bound a block gives (as
+                    // `LexCache` takes it).
+                    let exact = dfa.distinguishing_length(r, q, height, usize::MAX);
+                    let block = dfa.alike_length(r, q);
+                    by_block += (block >= MIN_ALIKE_DEPTH) as usize;
+                    // (A search stops past the node's height.)
+                    assert!(block <= exact || exact > height, "{r} {q}");
+                    let want = build(&cfg, trie, words, &vec![(l, q)], top);
+                    for d in [exact, block] {
+                        if !(MIN_ALIKE_DEPTH..=height).contains(&d) {
+                            continue;
+                        }
+                        let got = entry_from_alike(&cfg, trie, words, &alike, (l, q), top, d);
+                        assert_eq!(parts(&got, words), parts(&want, words), "{r} {q} {d} {top}");
+                        copied += 1;
+                    }
+                }
+            }
+        }
+        assert!(copied > 50, "{copied}");
+        by_block
+    }
+
+    #[test]
+    fn entries_from_states_alike_in_table_rows_equal_full_walks() {
+        // A count in table rows: a search tells how long states agree.
+        assert_eq!(
+            check(r#"root ::= "<" [ab] [abc]{0,40} ">" "x""#, b"<a", 40),
+            0
+        );
+    }
+
+    #[test]
+    fn entries_from_states_alike_in_a_block_equal_full_walks() {
+        // A count long enough to be a block of copies: near its end, the
+        // block says how long two states agree (`ByteDfa::alike_length`).
+        let mut before = b"<".to_vec();
+        before.extend([b'a'; 4960]);
+        let by_block = check(r#"root ::= "<" [ab] [abc]{0,5000} ">" "x""#, &before, 40);
+        assert!(by_block > 50, "{by_block}");
+    }
+}
