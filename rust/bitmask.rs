@@ -13,6 +13,11 @@ pub fn set_bit(row: &mut [u32], token: u32) {
 }
 
 #[inline]
+pub fn clear_bit(row: &mut [u32], token: u32) {
+    row[(token >> 5) as usize] &= !(1u32 << (token & 31));
+}
+
+#[inline]
 pub fn get_bit(row: &[u32], token: u32) -> bool {
     row[(token >> 5) as usize] & (1u32 << (token & 31)) != 0
 }

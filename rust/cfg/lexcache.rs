@@ -17,7 +17,7 @@ use super::earley::Scan;
 use super::lower::{Cfg, Lexeme};
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::textreach::TextReach;
-use crate::bitmask::set_bit;
+use crate::bitmask::{iter_set_bits, set_bit};
 use crate::regex_dfa::{ByteDfa, DEAD};
 use crate::slices::{TextSlice, MIN_CUT};
 use crate::trie::{TokenTrie, Visit, VisitStepper};
@@ -135,15 +135,7 @@ impl TokenSet {
         if count as usize >= row.len() {
             return TokenSet::Dense(row.into_boxed_slice());
         }
-        let mut ids = Vec::with_capacity(count as usize);
-        for (i, &w) in row.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                ids.push(i as u32 * 32 + w.trailing_zeros());
-                w &= w - 1;
-            }
-        }
-        TokenSet::Sparse(ids)
+        TokenSet::Sparse(iter_set_bits(&row).collect())
     }
 }
 

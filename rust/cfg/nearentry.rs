@@ -25,6 +25,7 @@
 
 use super::lexcache::{BoundaryNode, LexEntry, OneScan};
 use super::lower::Cfg;
+use crate::bitmask::{clear_bit, set_bit};
 use crate::trie::TokenTrie;
 
 /// Below this depth the nodes below it are too much of the trie for the
@@ -48,7 +49,7 @@ pub fn entry_from_alike(
     alike.apply(&mut row, true);
     // Its tokens `depth` or more bytes below `top` are decided anew.
     for &t in trie.tokens_at_least(base + depth) {
-        row[(t >> 5) as usize] &= !(1u32 << (t & 31));
+        clear_bit(&mut row, t);
     }
     let mut deep_stops = Vec::new();
     let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
@@ -56,10 +57,11 @@ pub fn entry_from_alike(
         top,
         depth,
         &mut stepper,
-        |t| row[(t >> 5) as usize] |= 1u32 << (t & 31),
+        |t| set_bit(&mut row, t),
         |n| deep_stops.push(BoundaryNode::new(trie, top, n as u32)),
     );
-    // Both lists are in pre-order; so is their merge.
+    // Shallow and deep nodes interleave in pre-order: sorted by node, the
+    // boundary is in pre-order as entries keep it.
     let shallow = (alike.boundary.iter())
         .filter(|b| trie.depth(b.node as usize) - base < depth)
         .copied();
