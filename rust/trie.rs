@@ -215,6 +215,15 @@ impl TokenTrie {
         &self.tokens[a..b]
     }
 
+    /// The tokens of the nodes strictly below `node` (a subtree's tokens
+    /// are one run, as its nodes are).
+    #[inline]
+    pub fn tokens_below(&self, node: usize) -> &[u32] {
+        let a = self.nodes[node + 1].tokens_start as usize;
+        let b = self.nodes[self.subtree_end(node)].tokens_start as usize;
+        &self.tokens[a..b]
+    }
+
     /// Sets the bit of every token whose bytes `step` can read from `start`
     /// without dying. `step(state, byte)` returns the next state, 0 meaning dead.
     pub fn fill_allowed(&self, start: u32, step: impl Fn(u32, u8) -> u32, row: &mut [u32]) {

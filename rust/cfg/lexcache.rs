@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::ast::Lexing;
+use super::divergent::{entry_from_divergent, DIVERGENCE_BUDGET};
 use super::earley::Scan;
 use super::lower::{Cfg, Lexeme};
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::textreach::TextReach;
-use crate::bitmask::{iter_set_bits, set_bit};
+use crate::bitmask::{clear_bit, iter_set_bits, set_bit};
 use crate::regex_dfa::{ByteDfa, DEAD};
 use crate::slices::{TextSlice, MIN_CUT};
 use crate::trie::{TokenTrie, Visit, VisitStepper};
@@ -146,6 +147,53 @@ impl LexEntry {
             inner: TokenSet::of_row(row),
             boundary,
         }
+    }
+
+    /// This entry's tokens without `cleared` and with `added` (none of them
+    /// in it), and boundary `boundary`: a set of the same kind where the
+    /// edits allow (a text slice stays shared unless a token of it is
+    /// cleared).
+    pub(super) fn edited(
+        &self,
+        words: usize,
+        cleared: &[u32],
+        added: &[u32],
+        boundary: Vec<BoundaryNode>,
+    ) -> Self {
+        // The cleared tokens as a row: one read tests a kept token.
+        let mut gone = vec![0u32; if cleared.is_empty() { 0 } else { words }];
+        cleared.iter().for_each(|&t| set_bit(&mut gone, t));
+        // (Rows end early: `gone` when nothing is cleared, a slice at the
+        // vocabulary's last token.)
+        let has = |row: &[u32], t: u32| {
+            row.get(t as usize / 32)
+                .is_some_and(|w| w >> (t % 32) & 1 == 1)
+        };
+        let kept =
+            |ids: &[u32]| -> Vec<u32> { ids.iter().copied().filter(|&t| !has(&gone, t)).collect() };
+        let inner = match &self.inner {
+            TokenSet::Sparse(ids) => {
+                let mut ids = kept(ids);
+                ids.extend_from_slice(added);
+                TokenSet::of_ids(ids, words)
+            }
+            TokenSet::Sliced { slice, more } if !cleared.iter().any(|&t| has(slice, t)) => {
+                let mut more = kept(more);
+                more.extend(added.iter().copied().filter(|&t| !has(slice, t)));
+                TokenSet::Sliced {
+                    slice: slice.clone(),
+                    more,
+                }
+            }
+            _ => {
+                let mut row = vec![0u32; words];
+                self.apply(&mut row, true);
+                cleared.iter().for_each(|&t| clear_bit(&mut row, t));
+                added.iter().for_each(|&t| set_bit(&mut row, t));
+                TokenSet::Dense(row.into_boxed_slice())
+            }
+        };
+        LexEntry { inner, boundary }
     }
 
     /// Sets this entry's token bits in `row` (which it may overwrite when
@@ -294,6 +342,8 @@ pub struct LexCache {
     /// Per lexeme: how its searches for an equivalent state went (see
     /// `equivalent_entry`).
     searches: RwLock<HashMap<u32, Searches>>,
+    /// Per lexeme: how its copies from divergent states went.
+    copies: RwLock<HashMap<u32, Copies>>,
     /// How far single scans survive text (for entries from text slices).
     text_reach: TextReach,
     bytes: AtomicUsize,
@@ -348,6 +398,22 @@ impl Searches {
     }
 }
 
+/// How a lexeme's copies from states it differs from on few nodes went:
+/// a count's states differ on whole levels of the trie, and each try that
+/// fails costs up to `DIVERGENCE_BUDGET` nodes before the walk it was
+/// meant to save. A lexeme whose copies mostly fail is not tried again.
+#[derive(Clone, Copy, Debug, Default)]
+struct Copies {
+    made: u32,
+    failed: u32,
+}
+
+impl Copies {
+    fn hopeless(self) -> bool {
+        self.failed >= HOPELESS_SEARCHES && self.failed > 2 * self.made
+    }
+}
+
 impl LexCache {
     pub fn new(limit: usize) -> Self {
         LexCache {
@@ -357,6 +423,7 @@ impl LexCache {
             filtered: RwLock::new(HashMap::default()),
             distinguish: RwLock::new(HashMap::default()),
             searches: RwLock::new(HashMap::default()),
+            copies: RwLock::new(HashMap::default()),
             text_reach: TextReach::default(),
             bytes: AtomicUsize::new(0),
             limit,
@@ -398,9 +465,12 @@ impl LexCache {
                     Equivalent::Alike(_, d) => trie.nodes_at_least(*d),
                     _ => usize::MAX,
                 };
-                let e = match self.sliced(cfg, vocab, words, key, top, alike_nodes) {
+                let e = match self.divergent(cfg, trie, words, key, top) {
                     Some(e) => Arc::new(e),
-                    None => self.shared_or_built(cfg, vocab, words, key, top, found),
+                    None => match self.sliced(cfg, vocab, words, key, top, alike_nodes) {
+                        Some(e) => Arc::new(e),
+                        None => self.shared_or_built(cfg, vocab, words, key, top, found),
+                    },
                 };
                 if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
                     let (l, q) = (*l, *q);
@@ -538,6 +608,52 @@ impl LexCache {
             best = Equivalent::Alike(e, length);
         }
         best
+    }
+
+    /// The entry of a single scan copied from that of a recent state of its
+    /// lexeme that it differs from on few trie nodes (see `divergent`), or
+    /// None.
+    fn divergent(
+        &self,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+    ) -> Option<LexEntry> {
+        let [(l, q)] = key[..] else { return None };
+        if read(&self.copies).get(&l).is_some_and(|c| c.hopeless()) {
+            return None;
+        }
+        let reps = read(&self.representatives).get(&(l, top)).cloned()?;
+        // The most recent first: the states of a name read just before.
+        for &r in reps.iter().rev() {
+            let Some(near) = read(&self.map).get(&(vec![(l, r)], top)).cloned() else {
+                continue;
+            };
+            let copy = entry_from_divergent(
+                cfg,
+                trie,
+                words,
+                &near,
+                l,
+                (q, r),
+                top as usize,
+                DIVERGENCE_BUDGET,
+            );
+            if charge(&self.bytes, self.limit, 16) {
+                let mut copies = write(&self.copies);
+                let record = copies.entry(l).or_default();
+                match copy.is_some() {
+                    true => record.made += 1,
+                    false => record.failed += 1,
+                }
+            }
+            if copy.is_some() {
+                return copy;
+            }
+        }
+        None
     }
 
     /// The root entry of a single scan that survives every text token of
@@ -723,7 +839,12 @@ impl VisitStepper for ScanOnly<'_> {
 /// `build` at the root for a scan that survives every token of `slice`: the
 /// same bits and boundary (the boundary nodes all lie on other tokens'
 /// paths, which `slice.rest` holds), for a walk of those tokens only.
-fn build_sliced(cfg: &Cfg, trie: &TokenTrie, slice: &TextSlice, key: &LexKey) -> LexEntry {
+pub(super) fn build_sliced(
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    slice: &TextSlice,
+    key: &LexKey,
+) -> LexEntry {
     // The slice covers the tokens; padding ids past them stay 0. It is
     // shared, not copied: a copy was 16 KiB of fresh memory per entry.
     let mut more = Vec::new();
@@ -838,12 +959,21 @@ pub(crate) fn backs_off(lexing: Lexing, lexeme: &Lexeme) -> bool {
     lexing == Lexing::Longest && !lexeme.alone
 }
 
-impl VisitStepper for OneScan<'_> {
+impl OneScan<'_> {
+    /// Starts the walk over, from DFA state `q`.
+    pub(super) fn restart(&mut self, q: u32) {
+        self.states[0] = q;
+    }
+
+    /// The lexeme's DFA.
+    pub(super) fn dfa(&self) -> &ByteDfa {
+        self.dfa
+    }
+
+    /// What the walk does at a node whose byte takes the scan from `q` to
+    /// `q2`: a function of the two states only (see `nearentry`).
     #[inline]
-    fn visit(&mut self, depth: usize, byte: u8) -> Visit {
-        let q = self.states[depth - 1];
-        let q2 = self.dfa.step(q, byte);
-        self.states[depth] = q2;
+    pub(super) fn decide(&self, q: u32, q2: u32) -> Visit {
         if q2 != DEAD {
             let ends = if self.backs_off {
                 self.lexeme.may_back_off(self.dfa, q, q2)
@@ -866,5 +996,15 @@ impl VisitStepper for OneScan<'_> {
         } else {
             Visit::Dead
         }
+    }
+}
+
+impl VisitStepper for OneScan<'_> {
+    #[inline]
+    fn visit(&mut self, depth: usize, byte: u8) -> Visit {
+        let q = self.states[depth - 1];
+        let q2 = self.dfa.step(q, byte);
+        self.states[depth] = q2;
+        self.decide(q, q2)
     }
 }

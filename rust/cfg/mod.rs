@@ -4,6 +4,7 @@
 
 pub mod ast;
 pub mod cursor;
+mod divergent;
 pub mod earley;
 pub mod fillmemo;
 pub mod firstmatch;
