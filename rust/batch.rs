@@ -1,9 +1,11 @@
-//! Parallel fills: one rayon pass over all rows of all requests.
+//! Parallel fills: one pass over all rows of all requests.
 //!
 //! Advancing a matcher along its drafts is cheap and computing a mask is not,
 //! so each request's draft chain is first turned into a list of states, and
 //! then every (request, position) row is filled in one parallel pass: the
-//! parallelism is across batch x positions, not only across requests.
+//! parallelism is across batch x positions, not only across requests. The
+//! calling thread fills rows from the start, and pool threads join it as
+//! they wake (`claim`), so a step does not wait for the pool to wake up.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-use crate::cfg::earley::{Chart, EarleySet};
+use crate::cfg::earley::Chart;
+use crate::claim;
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
@@ -69,36 +72,30 @@ pub fn pool(n: Option<usize>) -> Result<Arc<ThreadPool>> {
     Ok(p)
 }
 
-/// What to write into one bitmask row.
-#[derive(Clone, Copy)]
-enum RowJob<'a> {
+/// What to write into one bitmask row. Owned, so that a pool thread may
+/// take it whenever it wakes (see `claim`).
+#[derive(Clone)]
+enum RowJob {
     /// The mask of a state (with the chart holding the sets it uses).
-    Mask(&'a CompiledGrammar, &'a [Arc<EarleySet>], &'a State),
+    Mask(Arc<CompiledGrammar>, Arc<Chart>, Arc<State>),
     AllOnes,
 }
 
-fn run_jobs(
-    bitmask: &mut [u32],
-    words: usize,
-    jobs: &[Option<RowJob<'_>>],
-    here: bool,
-) -> Result<()> {
-    let run = |(row, job): (&mut [u32], &Option<RowJob<'_>>)| match job {
-        Some(RowJob::Mask(g, chart, s)) => g.fill_row(chart, s, row),
-        Some(RowJob::AllOnes) => {
-            row.fill(u32::MAX);
-            Ok(())
+impl RowJob {
+    fn fill(&self, row: &mut [u32]) -> Result<()> {
+        match self {
+            RowJob::Mask(g, chart, s) => g.fill_row(chart, s, row),
+            RowJob::AllOnes => {
+                row.fill(u32::MAX);
+                Ok(())
+            }
         }
-        None => Ok(()),
-    };
-    if here {
-        return bitmask.chunks_mut(words).zip(jobs).try_for_each(run);
     }
-    bitmask
-        .par_chunks_mut(words)
-        .zip(jobs.par_iter())
-        .try_for_each(run)
 }
+
+/// Requests whose chains (or trees) are advanced on the calling thread: for
+/// fewer, waking the pool costs more than advancing them.
+const CHAINS_HERE: usize = 8;
 
 /// Whether a call runs on the calling thread rather than on `pool`: when
 /// the pool has one thread, or the call has one row to fill, nothing runs
@@ -193,32 +190,46 @@ pub fn check_layout(spans: &[Span<'_>], rows: usize, words: usize) -> Result<()>
     Ok(())
 }
 
-/// Writes every scheduled row in one parallel pass. Rows whose state is not
-/// cached yet and already scheduled for an earlier row are deferred to a
-/// second pass, where they are copies: each mask is computed once per call,
-/// not once per thread that needs it.
+/// Writes every scheduled row (`(row, job)`), on the calling thread and on
+/// `pool`'s threads as they wake (`claim`), or on the calling thread only
+/// when `here`. Rows whose state is not cached yet and already scheduled for
+/// an earlier row are deferred to a second pass, where they are copies: each
+/// mask is computed once per call, not once per thread that needs it.
 fn fill_rows(
+    pool: &ThreadPool,
+    here: bool,
     bitmask: &mut [u32],
     words: usize,
-    mut jobs: Vec<Option<RowJob<'_>>>,
-    here: bool,
+    jobs: Vec<(usize, RowJob)>,
 ) -> Result<()> {
     if words == 0 {
         return Ok(());
     }
-    let mut first: HashSet<(usize, &State)> = HashSet::new();
-    let mut deferred: Vec<Option<RowJob<'_>>> = vec![None; jobs.len()];
-    for (job, later) in jobs.iter_mut().zip(deferred.iter_mut()) {
-        if let Some(RowJob::Mask(g, _, s)) = *job {
-            let key = (g as *const CompiledGrammar as usize, s);
-            if g.cacheable(s) && !g.is_cached(s) && !first.insert(key) {
-                *later = job.take();
-            }
-        }
+    let later: Vec<bool> = {
+        let mut first: HashSet<(usize, &State)> = HashSet::new();
+        jobs.iter()
+            .map(|(_, job)| match job {
+                RowJob::Mask(g, _, s) => {
+                    let key = (Arc::as_ptr(g) as usize, &**s);
+                    g.cacheable(s) && !g.is_cached(s) && !first.insert(key)
+                }
+                RowJob::AllOnes => false,
+            })
+            .collect()
+    };
+    let (mut now, mut deferred) = (Vec::new(), Vec::new());
+    for (job, later) in jobs.into_iter().zip(later) {
+        if later { &mut deferred } else { &mut now }.push(job);
     }
-    run_jobs(bitmask, words, &jobs, here)?;
-    if deferred.iter().any(Option::is_some) {
-        run_jobs(bitmask, words, &deferred, here)?;
+    let helpers = if here {
+        0
+    } else {
+        pool.current_num_threads() - 1
+    };
+    let fill: claim::FillFn<RowJob> = RowJob::fill;
+    claim::fill_rows(pool, helpers, now, fill, bitmask, words)?;
+    if !deferred.is_empty() {
+        claim::fill_rows(pool, helpers, deferred, fill, bitmask, words)?;
     }
     Ok(())
 }
@@ -234,27 +245,29 @@ pub fn fill_with_drafts(
 ) -> Result<Vec<usize>> {
     let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
     let here = runs_here(pool, rows);
-    run_on(pool, here, || {
-        let states = |r: &DraftRequest<'_>| r.matcher.draft_states(&r.drafts);
-        let chains: Vec<(Chart, Vec<State>)> = if here {
-            reqs.iter().map(states).collect::<Result<_>>()?
+    let states = |r: &DraftRequest<'_>| r.matcher.draft_states(&r.drafts);
+    let chains: Vec<(Chart, Vec<State>)> = run_on(pool, here || reqs.len() < CHAINS_HERE, || {
+        if here || reqs.len() < CHAINS_HERE {
+            reqs.iter().map(states).collect::<Result<_>>()
         } else {
-            reqs.par_iter().map(states).collect::<Result<_>>()?
-        };
-        let rows = bitmask.len().checked_div(words).unwrap_or(0);
-        let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
-        for (r, (chart, states)) in reqs.iter().zip(&chains) {
-            let g = r.matcher.grammar().as_ref();
-            for i in 0..=r.drafts.len() {
-                jobs[r.row + i] = Some(match states.get(i) {
-                    Some(s) => RowJob::Mask(g, &chart[..], s),
-                    None => RowJob::AllOnes,
-                });
-            }
+            reqs.par_iter().map(states).collect::<Result<_>>()
         }
-        fill_rows(bitmask, words, jobs, here)?;
-        Ok(chains.iter().map(|(_, c)| c.len() - 1).collect())
-    })
+    })?;
+    let accepted = chains.iter().map(|(_, c)| c.len() - 1).collect();
+    let mut jobs: Vec<(usize, RowJob)> = Vec::with_capacity(rows);
+    for (r, (chart, states)) in reqs.iter().zip(chains) {
+        let (g, chart) = (r.matcher.grammar(), Arc::new(chart));
+        let mut states = states.into_iter();
+        for i in 0..=r.drafts.len() {
+            let job = match states.next() {
+                Some(s) => RowJob::Mask(g.clone(), chart.clone(), Arc::new(s)),
+                None => RowJob::AllOnes,
+            };
+            jobs.push((r.row + i, job));
+        }
+    }
+    fill_rows(pool, here, bitmask, words, jobs)?;
+    Ok(accepted)
 }
 
 /// Fills row `row + i` of every request with the mask for the children of
@@ -268,30 +281,31 @@ pub fn fill_with_tree(
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
     let here = runs_here(pool, reqs.iter().map(|r| r.tree.len()).sum());
-    run_on(pool, here, || {
-        let states = |r: &TreeRequest<'_>| r.matcher.tree_states(&r.tree);
-        let walks: Vec<TreeStates> = if here {
-            reqs.iter().map(states).collect::<Result<_>>()?
+    let states = |r: &TreeRequest<'_>| r.matcher.tree_states(&r.tree);
+    let walks: Vec<TreeStates> = run_on(pool, here || reqs.len() < CHAINS_HERE, || {
+        if here || reqs.len() < CHAINS_HERE {
+            reqs.iter().map(states).collect::<Result<_>>()
         } else {
-            reqs.par_iter().map(states).collect::<Result<_>>()?
-        };
-        let rows = bitmask.len().checked_div(words).unwrap_or(0);
-        let mut jobs: Vec<Option<RowJob<'_>>> = vec![None; rows];
-        for (r, walk) in reqs.iter().zip(&walks) {
-            let g = r.matcher.grammar().as_ref();
-            for (i, node) in walk.states.iter().enumerate() {
-                jobs[r.row + i] = Some(match node {
-                    Some((c, s)) => RowJob::Mask(g, &walk.charts[*c][..], s),
-                    None => RowJob::AllOnes,
-                });
-            }
+            reqs.par_iter().map(states).collect::<Result<_>>()
         }
-        fill_rows(bitmask, words, jobs, here)?;
-        Ok(walks
-            .iter()
-            .map(|w| w.states.iter().map(Option::is_some).collect())
-            .collect())
-    })
+    })?;
+    let valid = (walks.iter())
+        .map(|w| w.states.iter().map(Option::is_some).collect())
+        .collect();
+    let mut jobs: Vec<(usize, RowJob)> = Vec::new();
+    for (r, walk) in reqs.iter().zip(walks) {
+        let g = r.matcher.grammar();
+        let charts: Vec<Arc<Chart>> = walk.charts.into_iter().map(Arc::new).collect();
+        for (i, node) in walk.states.into_iter().enumerate() {
+            let job = match node {
+                Some((c, s)) => RowJob::Mask(g.clone(), charts[c].clone(), Arc::new(s)),
+                None => RowJob::AllOnes,
+            };
+            jobs.push((r.row + i, job));
+        }
+    }
+    fill_rows(pool, here, bitmask, words, jobs)?;
+    Ok(valid)
 }
 
 /// For each request, its drafts up to the first one the grammar refuses,

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod bitmask;
 pub mod budget;
 pub mod cfg;
+pub mod claim;
 pub mod error;
 pub mod grammar;
 pub mod matcher;
