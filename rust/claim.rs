@@ -11,9 +11,11 @@
 //! Here the caller starts on the rows at once and claims them one at a time
 //! from a counter. Pool threads, woken at the start, claim rows too once
 //! they get a core, fill rows of their own, and hand them in; the caller
-//! copies them into the bitmask. The caller never sleeps: when no row is
-//! left to claim, it waits (spinning, then yielding) only for rows that pool
-//! threads are still filling. A pool thread that wakes after the last claim
+//! copies them into the bitmask. Each thread first claims from its own run
+//! of consecutive rows, then from the others'. The caller never waits for a pool thread
+//! to wake: when no row is left to claim, it waits only for rows that pool
+//! threads are still filling (spinning briefly, then asleep until the last
+//! of them wakes it). A pool thread that wakes after the last claim
 //! finds nothing to do, and nobody waits for it. So the jobs are owned
 //! (`'static`): a late pool thread may hold them after the call returned,
 //! never a borrow of the caller's.
@@ -25,6 +27,8 @@ use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::Thread;
+use std::time::Duration;
 
 use rayon::ThreadPool;
 
@@ -33,8 +37,12 @@ use crate::error::{Error, Result};
 /// How a job writes its row.
 pub type FillFn<J> = fn(&J, &mut [u32]) -> Result<()>;
 
-/// Spins of the waiting caller before it yields its core instead.
+/// Spins of the waiting caller before it sleeps until the last busy pool
+/// thread wakes it (a row still being filled may take milliseconds: the
+/// caller's core is the serving process's, not to burn).
 const SPINS: u32 = 1 << 10;
+/// The caller's sleep between checks, should a wake-up be missed.
+const NAP: Duration = Duration::from_micros(200);
 
 /// What the caller and the pool threads share for one call.
 struct Shared<J> {
@@ -42,21 +50,28 @@ struct Shared<J> {
     jobs: Vec<(usize, J)>,
     fill: FillFn<J>,
     words: usize,
-    /// The next job to claim (past the end: none is left).
-    next: AtomicUsize,
+    /// Per segment of the jobs: the next to claim and the segment's end.
+    segments: Vec<(AtomicUsize, usize)>,
     /// Pool threads between a claim and handing in its row.
     busy: AtomicUsize,
     /// Rows filled by pool threads, with their row index.
     done: Mutex<Vec<(usize, Result<Vec<u32>>)>>,
     panicked: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The caller, once it sleeps waiting for `busy` to reach 0.
+    waiter: Mutex<Option<Thread>>,
 }
 
-/// Counts a pool thread out of `busy` when dropped (also while unwinding).
-struct Busy<'a>(&'a AtomicUsize);
+/// Counts a pool thread out of `busy` when dropped (also while unwinding),
+/// and wakes a sleeping caller when it was the last.
+struct Busy<'a, J>(&'a Shared<J>);
 
-impl Drop for Busy<'_> {
+impl<J> Drop for Busy<'_, J> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, SeqCst);
+        if self.0.busy.fetch_sub(1, SeqCst) == 1 {
+            if let Some(caller) = lock(&self.0.waiter).as_ref() {
+                caller.unpark();
+            }
+        }
     }
 }
 
@@ -67,19 +82,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<J> Shared<J> {
-    fn claim(&self) -> Option<usize> {
-        let i = self.next.fetch_add(1, SeqCst);
-        (i < self.jobs.len()).then_some(i)
+    /// The next job of segment `home`, else of the segments after it.
+    fn claim(&self, home: usize) -> Option<usize> {
+        let n = self.segments.len();
+        (0..n).find_map(|k| {
+            let (next, end) = &self.segments[(home + k) % n];
+            let i = next.fetch_add(1, SeqCst);
+            (i < *end).then_some(i)
+        })
     }
 
     /// A pool thread's part: rows of its own until none is left to claim.
-    fn help(&self) {
+    fn help(&self, home: usize) {
         loop {
             // Counted busy before the claim: a caller that finds nothing to
             // claim then sees every claim that succeeded before its own.
             self.busy.fetch_add(1, SeqCst);
-            let _busy = Busy(&self.busy);
-            let Some(i) = self.claim() else { return };
+            let _busy = Busy(self);
+            let Some(i) = self.claim(home) else { return };
             let (at, job) = &self.jobs[i];
             let mut row = vec![0u32; self.words];
             match catch_unwind(AssertUnwindSafe(|| (self.fill)(job, &mut row))) {
@@ -105,21 +125,32 @@ pub fn fill_rows<J: Send + Sync + 'static>(
     words: usize,
 ) -> Result<()> {
     let helpers = helpers.min(jobs.len().saturating_sub(1));
+    // Each thread starts on a run of consecutive jobs of its own: a
+    // request's rows (one grammar, nearby states) stay on one thread, which
+    // would otherwise build the same new lexer entries beside another.
+    let parts = helpers + 1;
+    let segments = (0..parts)
+        .map(|s| {
+            let (from, to) = (s * jobs.len() / parts, (s + 1) * jobs.len() / parts);
+            (AtomicUsize::new(from), to)
+        })
+        .collect();
     let shared = Arc::new(Shared {
         jobs,
         fill,
         words,
-        next: AtomicUsize::new(0),
+        segments,
         busy: AtomicUsize::new(0),
         done: Mutex::new(Vec::new()),
         panicked: Mutex::new(None),
+        waiter: Mutex::new(None),
     });
-    for _ in 0..helpers {
+    for home in 1..parts {
         let shared = Arc::clone(&shared);
-        pool.spawn(move || shared.help());
+        pool.spawn(move || shared.help(home));
     }
     let mut first: Option<Error> = None;
-    while let Some(i) = shared.claim() {
+    while let Some(i) = shared.claim(0) {
         let (at, job) = &shared.jobs[i];
         let row = &mut bitmask[at * words..(at + 1) * words];
         if let Err(e) = (shared.fill)(job, row) {
@@ -131,8 +162,13 @@ pub fn fill_rows<J: Send + Sync + 'static>(
         if spins < SPINS {
             spins += 1;
             std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
+            continue;
+        }
+        // Registered before the check: the last pool thread out either
+        // sees the waiter or finished before the check.
+        lock(&shared.waiter).get_or_insert_with(std::thread::current);
+        if shared.busy.load(SeqCst) != 0 {
+            std::thread::park_timeout(NAP);
         }
     }
     if let Some(panic) = lock(&shared.panicked).take() {
