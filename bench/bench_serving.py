@@ -31,8 +31,13 @@ Reported per configuration and engine: mean, p99 and worst step (ms), and
 maskpar's mean and worst over the best reference's. Per request, the time
 from arrival to its first K+1 rows: its compile (timed alone) plus the step
 that writes them. Engines run one after the other on the same step, with
-the same thread count. ``--check`` (default on) compares every maskpar row
-with the sequential API's on a fork (untimed).
+the same thread count, and ``--gap-ms`` (default 2) apart: a server's
+forward pass leaves milliseconds between steps, in which an engine's pool
+threads go idle; without the gap, one engine's threads still spinning
+after its call share the cores with the next engine's call (on 2 cores
+that made each engine look up to 10-50% slower, depending on the order).
+``--check`` (default on) compares every maskpar row with the sequential
+API's on a fork (untimed).
 
 Data: ``--data`` (default: the shared dev split, else the 200-file sample in
 ``tests/data/maskbench/``). ``--quick`` is a CI-sized run.
@@ -281,6 +286,7 @@ def run_config(
     check: bool,
     threads: int,
     cpu_time: bool = False,
+    gap_s: float = 0.0,
 ) -> ConfigResult:
     res = ConfigResult(
         b, k, threads, {n: [] for n in engines}, {n: [] for n in engines}, {n: [] for n in engines}
@@ -303,9 +309,11 @@ def run_config(
                 # Process CPU time (all threads) during the call, plus what
                 # threads other than this one burn in the idle window after it.
                 c1, main1 = time.process_time(), time.thread_time()
-                time.sleep(SPIN_WINDOW_S)
+                time.sleep(max(SPIN_WINDOW_S, gap_s))
                 spin = (time.process_time() - c1) - (time.thread_time() - main1)
                 res.cpu[name].append(c1 - c0 + spin)
+            elif gap_s:
+                time.sleep(gap_s)
             for r in reqs:
                 if r.fresh:
                     res.arrival[name].append(r.compile_s[name] + dt)
@@ -413,6 +421,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also measure CPU time per step (all threads; adds a short idle window per call)",
     )
+    ap.add_argument(
+        "--gap-ms",
+        type=float,
+        default=2.0,
+        help="untimed pause after each engine's call, as between a server's steps (0: none)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", nargs="+", default=["maskpar", *REFS], choices=["maskpar", *REFS])
     ap.add_argument(
@@ -444,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"serving step: {len(schemas.cases)} schemas from {os.path.basename(args.data)}, "
         f"threads per engine {args.threads}, {args.steps} steps per configuration, "
+        f"{args.gap_ms:g} ms between engine calls, "
         f"{os.cpu_count()} CPUs; {versions()}",
         flush=True,
     )
@@ -455,7 +470,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k in args.drafts:
             for b in args.batch:
                 r = run_config(
-                    engines, schemas, b, k, args.steps, args.check, threads, args.cpu_time
+                    engines,
+                    schemas,
+                    b,
+                    k,
+                    args.steps,
+                    args.check,
+                    threads,
+                    args.cpu_time,
+                    args.gap_ms / 1e3,
                 )
                 results.append(r)
                 cells = ", ".join(
