@@ -219,6 +219,32 @@ impl Vocab {
     }
 }
 
+/// Vocabularies for tests of walks over deep tries.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Vocab;
+
+    /// `count` distinct tokens of 1 to `max_len` bytes over `alphabet`
+    /// (each byte alone first), from a fixed generator started at `seed`.
+    pub fn random_vocab(alphabet: &[u8], count: usize, max_len: usize, seed: u64) -> Vocab {
+        let mut tokens: Vec<Vec<u8>> = alphabet.iter().map(|&b| vec![b]).collect();
+        let mut x = seed;
+        while tokens.len() < count {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let len = 1 + (x >> 33) as usize % max_len;
+            let token = (0..len)
+                .map(|i| alphabet[(x >> (i % 29 + 3)) as usize % alphabet.len()])
+                .collect();
+            if !tokens.contains(&token) {
+                tokens.push(token);
+            }
+        }
+        Vocab::new(tokens, &[], &[], None).unwrap()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

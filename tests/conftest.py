@@ -87,6 +87,39 @@ def check_row_by_partial_match(
     return allowed
 
 
+def walk_checking_rows(
+    grammar: Any,
+    texts: list[str],
+    eos: int,
+    pattern: Any,
+    context: Any,
+    walks: int,
+    choose: Any,
+) -> int:
+    """``walks`` walks from the start of ``grammar`` (over a vocabulary of
+    ``texts`` and ``eos``), checking every row with
+    ``check_row_by_partial_match``. ``choose(allowed, prefix)`` picks the next
+    token among those allowed, or None to end the walk. Returns the number
+    of rows checked."""
+    import maskpar
+
+    bm = new_bitmask(1, len(texts) + 1)
+    checked = 0
+    for _ in range(walks):
+        m = maskpar.Matcher(grammar)
+        prefix = ""
+        while True:
+            m.fill_next_token_bitmask(bm)
+            allowed = check_row_by_partial_match(bm[0], texts, eos, pattern, prefix, context)
+            checked += 1
+            x = choose(allowed, prefix) if allowed else None
+            if x is None:
+                break
+            assert m.consume_token(x)
+            prefix += texts[x]
+    return checked
+
+
 def new_bitmask(rows: int, vocab_size: int, fill: int = 0) -> np.ndarray:
     return np.full((rows, (vocab_size + 31) // 32), fill, dtype=np.int32)
 

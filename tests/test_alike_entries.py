@@ -20,7 +20,7 @@ import pytest
 import regex
 
 import maskpar
-from conftest import check_row_by_partial_match, new_bitmask
+from conftest import walk_checking_rows
 
 # (how the grammar is compiled, its source, its language, the characters of
 # the vocabulary). A schema string's characters are one block of copies of
@@ -65,24 +65,15 @@ def test_masks_near_a_count_limit_match_a_regex_oracle(syntax, source, language,
         g = maskpar.compile_json_schema(tok, source)
     else:
         g = maskpar.compile_grammar(tok, source, syntax=syntax)
-    bm = new_bitmask(1, len(vocab))
-    checked = 0
-    for _ in range(10):
-        m = maskpar.Matcher(g)
-        prefix = ""
-        while True:
-            m.fill_next_token_bitmask(bm)
-            allowed = check_row_by_partial_match(bm[0], texts, eos, pattern, prefix, source)
-            checked += 1
-            if not allowed:
-                break
-            # Mostly one character at a time and not the closing one, so
-            # that every count up to the limit is met.
-            going = [x for x in allowed if CLOSERS[syntax] not in texts[x]]
-            short = [x for x in going if len(texts[x]) == 1]
-            r = rng.random()
-            pool = short if short and r < 0.85 else going if going and r < 0.95 else allowed
-            x = rng.choice(pool)
-            assert m.consume_token(x)
-            prefix += texts[x]
+
+    def choose(allowed: list[int], prefix: str) -> int:
+        # Mostly one character at a time and not the closing one, so
+        # that every count up to the limit is met.
+        going = [x for x in allowed if CLOSERS[syntax] not in texts[x]]
+        short = [x for x in going if len(texts[x]) == 1]
+        r = rng.random()
+        pool = short if short and r < 0.85 else going if going and r < 0.95 else allowed
+        return rng.choice(pool)
+
+    checked = walk_checking_rows(g, texts, eos, pattern, source, 10, choose)
     assert checked > 300

@@ -20,7 +20,7 @@ import pytest
 import regex
 
 import maskpar
-from conftest import check_row_by_partial_match, new_bitmask
+from conftest import walk_checking_rows
 
 NAMES = ["ab", "aab", "ca", "abc"]
 # The vocabularies' characters: no backslash, so no escape in a name.
@@ -113,22 +113,13 @@ def test_masks_inside_listed_names_match_a_regex_oracle(case):
         g = maskpar.compile_json_schema(tok, source)
     else:
         g = maskpar.compile_grammar(tok, source, syntax="lark")
-    bm = new_bitmask(1, len(vocab))
-    checked = 0
-    for _ in range(40):
-        m = maskpar.Matcher(g)
-        prefix = ""
-        while True:
-            m.fill_next_token_bitmask(bm)
-            allowed = check_row_by_partial_match(bm[0], texts, eos, pattern, prefix, source)
-            checked += 1
-            if not allowed:
-                break
-            # Mostly short tokens, so that walks stop inside names.
-            short = [x for x in allowed if len(texts[x]) == 1]
-            x = rng.choice(short if short and rng.random() < 0.6 else allowed)
-            assert m.consume_token(x)
-            prefix += texts[x]
-            if pattern.fullmatch(prefix) and rng.random() < 0.5:
-                break
+
+    def choose(allowed: list[int], prefix: str) -> int | None:
+        if pattern.fullmatch(prefix) and rng.random() < 0.5:
+            return None
+        # Mostly short tokens, so that walks stop inside names.
+        short = [x for x in allowed if len(texts[x]) == 1]
+        return rng.choice(short if short and rng.random() < 0.6 else allowed)
+
+    checked = walk_checking_rows(g, texts, eos, pattern, source, 40, choose)
     assert checked > 150

@@ -156,25 +156,12 @@ mod tests {
     use crate::regex_dfa::DEAD;
     use crate::schema;
     use crate::slices::MIN_CUT;
+    use crate::vocab::testing::random_vocab;
     use crate::vocab::Vocab;
 
-    /// Tokens of 1 to 12 bytes over `alphabet`, from a fixed generator.
+    /// 1500 tokens of 1 to 12 bytes over `alphabet`.
     fn vocab(alphabet: &[u8]) -> Vocab {
-        let mut tokens: Vec<Vec<u8>> = alphabet.iter().map(|&b| vec![b]).collect();
-        let mut x: u64 = 11;
-        while tokens.len() < 1500 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let len = 1 + (x >> 33) as usize % 12;
-            let token = (0..len)
-                .map(|i| alphabet[(x >> (i * 5 % 29 + 3)) as usize % alphabet.len()])
-                .collect();
-            if !tokens.contains(&token) {
-                tokens.push(token);
-            }
-        }
-        Vocab::new(tokens, &[], &[], None).unwrap()
+        random_vocab(alphabet, 1500, 12, 11)
     }
 
     fn parts(e: &LexEntry, words: usize) -> (Vec<u32>, Vec<BoundaryNode>) {

@@ -75,25 +75,12 @@ mod tests {
     use super::*;
     use crate::cfg::{gbnf, lexcache::build, lower::lower};
     use crate::regex_dfa::DEAD;
+    use crate::vocab::testing::random_vocab;
     use crate::vocab::Vocab;
 
-    /// Tokens of 1 to 30 bytes over `alphabet`, from a fixed generator.
+    /// 900 tokens of 1 to 30 bytes over `alphabet`.
     fn vocab(alphabet: &[u8]) -> Vocab {
-        let mut tokens: Vec<Vec<u8>> = alphabet.iter().map(|&b| vec![b]).collect();
-        let mut x: u64 = 7;
-        while tokens.len() < 900 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let len = 1 + (x >> 33) as usize % 30;
-            let token = (0..len)
-                .map(|i| alphabet[(x >> (i % 29 + 3)) as usize % alphabet.len()])
-                .collect();
-            if !tokens.contains(&token) {
-                tokens.push(token);
-            }
-        }
-        Vocab::new(tokens, &[], &[], None).unwrap()
+        random_vocab(alphabet, 900, 30, 7)
     }
 
     /// A lexer-only entry as a row and its boundary.
