@@ -37,9 +37,9 @@ use crate::error::{Error, Result};
 /// How a job writes its row.
 pub type FillFn<J> = fn(&J, &mut [u32]) -> Result<()>;
 
-/// Spins of the waiting caller before it sleeps until the last busy pool
-/// thread wakes it (a row still being filled may take milliseconds: the
-/// caller's core is the serving process's, not to burn).
+/// Spins of the waiting caller before it sleeps until the pool thread that
+/// finishes the last job wakes it (a row still being filled may take
+/// milliseconds: the caller's core is the serving process's, not to burn).
 const SPINS: u32 = 1 << 10;
 /// The caller's sleep between checks, should a wake-up be missed.
 const NAP: Duration = Duration::from_micros(200);
@@ -52,27 +52,13 @@ struct Shared<J> {
     words: usize,
     /// Per segment of the jobs: the next to claim and the segment's end.
     segments: Vec<(AtomicUsize, usize)>,
-    /// Pool threads between a claim and handing in its row.
-    busy: AtomicUsize,
+    /// Jobs done (a row written, an error or a panic), by any thread.
+    finished: AtomicUsize,
     /// Rows filled by pool threads, with their row index.
     done: Mutex<Vec<(usize, Result<Vec<u32>>)>>,
     panicked: Mutex<Option<Box<dyn Any + Send>>>,
-    /// The caller, once it sleeps waiting for `busy` to reach 0.
+    /// The caller, once it sleeps waiting for the last jobs.
     waiter: Mutex<Option<Thread>>,
-}
-
-/// Counts a pool thread out of `busy` when dropped (also while unwinding),
-/// and wakes a sleeping caller when it was the last.
-struct Busy<'a, J>(&'a Shared<J>);
-
-impl<J> Drop for Busy<'_, J> {
-    fn drop(&mut self) {
-        if self.0.busy.fetch_sub(1, SeqCst) == 1 {
-            if let Some(caller) = lock(&self.0.waiter).as_ref() {
-                caller.unpark();
-            }
-        }
-    }
 }
 
 /// The guard of a lock whose holder may have panicked (the lists it guards
@@ -92,22 +78,33 @@ impl<J> Shared<J> {
         })
     }
 
+    /// Counts one job done; wakes a sleeping caller after the last.
+    fn finish(&self) {
+        if self.finished.fetch_add(1, SeqCst) + 1 == self.jobs.len() {
+            if let Some(caller) = lock(&self.waiter).as_ref() {
+                caller.unpark();
+            }
+        }
+    }
+
     /// A pool thread's part: rows of its own until none is left to claim.
     fn help(&self, home: usize) {
-        loop {
-            // Counted busy before the claim: a caller that finds nothing to
-            // claim then sees every claim that succeeded before its own.
-            self.busy.fetch_add(1, SeqCst);
-            let _busy = Busy(self);
-            let Some(i) = self.claim(home) else { return };
+        while let Some(i) = self.claim(home) {
             let (at, job) = &self.jobs[i];
             let mut row = vec![0u32; self.words];
-            match catch_unwind(AssertUnwindSafe(|| (self.fill)(job, &mut row))) {
+            let filled = catch_unwind(AssertUnwindSafe(|| (self.fill)(job, &mut row)));
+            let panicked = filled.is_err();
+            match filled {
+                // Handed in before it is counted: a caller that counts every
+                // job done finds every row.
                 Ok(filled) => lock(&self.done).push((*at, filled.map(|()| row))),
                 Err(panic) => {
                     lock(&self.panicked).get_or_insert(panic);
-                    return;
                 }
+            }
+            self.finish();
+            if panicked {
+                return;
             }
         }
     }
@@ -140,7 +137,7 @@ pub fn fill_rows<J: Send + Sync + 'static>(
         fill,
         words,
         segments,
-        busy: AtomicUsize::new(0),
+        finished: AtomicUsize::new(0),
         done: Mutex::new(Vec::new()),
         panicked: Mutex::new(None),
         waiter: Mutex::new(None),
@@ -156,18 +153,21 @@ pub fn fill_rows<J: Send + Sync + 'static>(
         if let Err(e) = (shared.fill)(job, row) {
             first.get_or_insert(e);
         }
+        shared.finish();
     }
+    // Every job is claimed; wait for those pool threads still filling (never
+    // for one that has not woken: it finds nothing to claim).
     let mut spins = 0u32;
-    while shared.busy.load(SeqCst) != 0 {
+    while shared.finished.load(SeqCst) < shared.jobs.len() {
         if spins < SPINS {
             spins += 1;
             std::hint::spin_loop();
             continue;
         }
-        // Registered before the check: the last pool thread out either
-        // sees the waiter or finished before the check.
+        // Registered before the check: the last job's `finish` either sees
+        // the waiter or came before the check.
         lock(&shared.waiter).get_or_insert_with(std::thread::current);
-        if shared.busy.load(SeqCst) != 0 {
+        if shared.finished.load(SeqCst) < shared.jobs.len() {
             std::thread::park_timeout(NAP);
         }
     }
@@ -210,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn every_row_is_written_once_whatever_the_helpers() {
+    fn every_row_is_written_whatever_the_helpers() {
         for threads in [1, 2, 4] {
             let p = pool(threads);
             for helpers in [0, 1, threads] {
@@ -243,13 +243,20 @@ mod tests {
 
     #[test]
     fn a_panic_in_a_pool_thread_reaches_the_caller() {
-        /// Panics on a pool thread; slow on the caller, so that a pool
-        /// thread surely claims a job.
+        static HELPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        /// Panics on a pool thread; on the caller, waits (up to 10 s) for a
+        /// pool thread to have claimed a job.
         fn boom(value: &u32, row: &mut [u32]) -> Result<()> {
             if std::thread::current().name() != Some("caller") {
+                HELPED.store(true, SeqCst);
                 panic!("bug");
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            for _ in 0..10_000 {
+                if HELPED.load(SeqCst) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             row.fill(*value);
             Ok(())
         }

@@ -149,8 +149,9 @@ impl LexEntry {
         }
     }
 
-    /// This entry's tokens without `cleared` and with `added` (none of them
-    /// in it), and boundary `boundary`: a set of the same kind where the
+    /// This entry's tokens without `cleared` (which may hold tokens not in
+    /// it) and with `added` (none of which is in it), and boundary
+    /// `boundary`: a set of the same kind where the
     /// edits allow (a text slice stays shared unless a token of it is
     /// cleared).
     pub(super) fn edited(
@@ -644,9 +645,10 @@ impl LexCache {
             if charge(&self.bytes, self.limit, 16) {
                 let mut copies = write(&self.copies);
                 let record = copies.entry(l).or_default();
-                match copy.is_some() {
-                    true => record.made += 1,
-                    false => record.failed += 1,
+                if copy.is_some() {
+                    record.made += 1;
+                } else {
+                    record.failed += 1;
                 }
             }
             if copy.is_some() {
