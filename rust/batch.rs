@@ -19,7 +19,7 @@ use crate::claim;
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
-use crate::matcher::{MatcherCore, TreeStates};
+use crate::matcher::MatcherCore;
 use crate::tree::DraftTree;
 
 /// Upper bound for `set_num_threads` and per-call thread counts.
@@ -105,13 +105,19 @@ fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
     pool.current_num_threads() == 1 || rows <= 1
 }
 
-/// `work` on the calling thread when `here` (it then uses no rayon call,
-/// which would start rayon's global pool), else on `pool`.
-fn run_on<T: Send>(pool: &ThreadPool, here: bool, work: impl FnOnce() -> T + Send) -> T {
-    if here {
-        work()
+/// `states` of every request: on the calling thread when `here` or when
+/// there are fewer than `CHAINS_HERE` requests (it then uses no rayon call,
+/// which would start rayon's global pool), else in parallel on `pool`.
+fn states_of<R: Sync, T: Send>(
+    pool: &ThreadPool,
+    here: bool,
+    reqs: &[R],
+    states: impl Fn(&R) -> Result<T> + Sync + Send,
+) -> Result<Vec<T>> {
+    if here || reqs.len() < CHAINS_HERE {
+        reqs.iter().map(states).collect()
     } else {
-        pool.install(work)
+        pool.install(|| reqs.par_iter().map(states).collect())
     }
 }
 
@@ -245,14 +251,7 @@ pub fn fill_with_drafts(
 ) -> Result<Vec<usize>> {
     let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
     let here = runs_here(pool, rows);
-    let states = |r: &DraftRequest<'_>| r.matcher.draft_states(&r.drafts);
-    let chains: Vec<(Chart, Vec<State>)> = run_on(pool, here || reqs.len() < CHAINS_HERE, || {
-        if here || reqs.len() < CHAINS_HERE {
-            reqs.iter().map(states).collect::<Result<_>>()
-        } else {
-            reqs.par_iter().map(states).collect::<Result<_>>()
-        }
-    })?;
+    let chains = states_of(pool, here, reqs, |r| r.matcher.draft_states(&r.drafts))?;
     let accepted = chains.iter().map(|(_, c)| c.len() - 1).collect();
     let mut jobs: Vec<(usize, RowJob)> = Vec::with_capacity(rows);
     for (r, (chart, states)) in reqs.iter().zip(chains) {
@@ -281,14 +280,7 @@ pub fn fill_with_tree(
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
     let here = runs_here(pool, reqs.iter().map(|r| r.tree.len()).sum());
-    let states = |r: &TreeRequest<'_>| r.matcher.tree_states(&r.tree);
-    let walks: Vec<TreeStates> = run_on(pool, here || reqs.len() < CHAINS_HERE, || {
-        if here || reqs.len() < CHAINS_HERE {
-            reqs.iter().map(states).collect::<Result<_>>()
-        } else {
-            reqs.par_iter().map(states).collect::<Result<_>>()
-        }
-    })?;
+    let walks = states_of(pool, here, reqs, |r| r.matcher.tree_states(&r.tree))?;
     let valid = (walks.iter())
         .map(|w| w.states.iter().map(Option::is_some).collect())
         .collect();
