@@ -51,6 +51,8 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 import maskpar
 
+from ._warm import fill_first_mask
+
 logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "maskpar"
@@ -386,7 +388,11 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         except Exception as e:  # noqa: BLE001 - any compile error is the request's
             logger.error("maskpar: invalid %s: %r: %s", kind, key_string[:200], e)
             return InvalidGrammarObject(f"{type(e).__name__}: {e}")
-        return MaskparGrammar(grammar, self.tokenizer, key_string, GrammarStats(dispatch_type=kind))
+        stats = GrammarStats(dispatch_type=kind)
+        result = MaskparGrammar(grammar, self.tokenizer, key_string, stats)
+        # On SGLang's grammar thread pool, not in the step (see _warm).
+        fill_first_mask(result.matcher, grammar.vocab_size)
+        return result
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":

@@ -48,6 +48,8 @@ from vllm.v1.structured_output.backend_types import (
 
 import maskpar
 
+from ._warm import fill_first_mask
+
 if TYPE_CHECKING:
     import torch
 
@@ -372,7 +374,10 @@ class MaskparBackend(StructuredOutputBackend):
         tok = self._tokenizer_for(stop_token_ids)
         if tok is not self.mp_tokenizer:
             grammar = grammar.for_tokenizer(tok)
-        return MaskparGrammar(grammar, tok.eos_token_ids)
+        result = MaskparGrammar(grammar, tok.eos_token_ids)
+        # On vLLM's compile pool, not in the step (see _warm).
+        fill_first_mask(result.matcher, self.vocab_size)
+        return result
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
         return maskpar.allocate_token_bitmask(max_num_seqs, self.vocab_size)

@@ -1,0 +1,32 @@
+"""The first mask of a new grammar, computed where the grammar is compiled.
+
+maskpar computes a grammar's masks on first use and keeps them, where
+xgrammar precomputes its masks while compiling. vLLM and SGLang compile a
+request's grammar on a thread pool of their own, away from the step that
+waits on the batch's bitmask, so the first mask (the coldest of a request:
+its start state meets every first lexeme and parser walk of the grammar) is
+best paid there too. Filling it once fills the grammar's caches; the step's
+own fill of that state then copies them. Nothing about the matcher changes:
+a fill never moves its state.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+import maskpar
+
+_scratch = threading.local()
+
+
+def fill_first_mask(matcher: maskpar.Matcher, vocab_size: int) -> None:
+    """Fills ``matcher``'s next-token mask into a scratch row of this thread
+    (the compile pool's threads each keep one), for its caches only."""
+    words = maskpar.bitmask_width(vocab_size)
+    row = getattr(_scratch, "row", None)
+    if row is None or row.shape[1] != words:
+        row = np.empty((1, words), dtype=np.int32)
+        _scratch.row = row
+    matcher.fill_next_token_bitmask(row, 0)
