@@ -5,7 +5,7 @@
 //! dearest: the process-wide lexeme DFAs (`cfg::lower`'s cache, where each
 //! JSON Schema `format` costs up to tens of milliseconds to determinize the
 //! first time) and the lexer-only entries a vocabulary's grammars share
-//! (`cfg::lexcache::SharedLexCache`: the first fill inside any JSON string,
+//! (`cfg::sharedlex::SharedLexCache`: the first fill inside any JSON string,
 //! number or key walks the whole token trie). A server meets both on its
 //! first requests, inside a compile or a fill that a batch waits on. So
 //! building a `Tokenizer` also compiles the supported formats (once per

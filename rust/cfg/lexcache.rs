@@ -17,6 +17,7 @@ use super::divergent::{entry_from_divergent, DIVERGENCE_BUDGET};
 use super::earley::Scan;
 use super::lower::{Cfg, Lexeme};
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
+use super::sharedlex::{SharedKey, SharedLexCache};
 use super::textreach::TextReach;
 use crate::bitmask::{clear_bit, iter_set_bits, set_bit};
 use crate::regex_dfa::{ByteDfa, DEAD};
@@ -222,7 +223,7 @@ impl LexEntry {
         }
     }
 
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         let inner = match &self.inner {
             TokenSet::Dense(b) => b.len(),
             TokenSet::Sparse(v) => v.len(),
@@ -243,71 +244,9 @@ pub fn lex_key(frontier: &[Scan]) -> LexKey {
     k
 }
 
-/// Residual signatures longer than this (in words) are not shared.
-const MAX_SIGNATURE_WORDS: usize = 1 << 10;
-
-/// Bound on the lexer-only cache shared by a vocabulary's grammars.
-pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
-
-/// Lexer-only entries shared by every grammar over one vocabulary. A key is
-/// the lexing mode and the scans' residual automata (`residual_signature`),
-/// which is all a lexer-only walk depends on: the JSON string-content scan of
-/// one schema is the same as another's, so a new schema starts warm.
-#[derive(Debug)]
-pub struct SharedLexCache {
-    residuals: RwLock<HashMap<Vec<u32>, u32>>,
-    map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
-    bytes: AtomicUsize,
-    limit: usize,
-}
-
-/// Lexing mode and residual ids, then the trie node.
-type SharedKey = (Vec<u32>, u32);
-
-impl SharedLexCache {
-    /// The cache shared by every grammar over `vocab`, kept in its engine
-    /// slot (the vocabulary does not know this type: see `EngineSlot`).
-    /// None only if another engine took the slot: then nothing is shared.
-    pub fn of(vocab: &Vocab) -> Option<&SharedLexCache> {
-        vocab.engine_state(|| SharedLexCache::new(SHARED_LEX_CACHE_BYTES))
-    }
-
-    pub fn new(limit: usize) -> Self {
-        SharedLexCache {
-            residuals: RwLock::new(HashMap::default()),
-            map: RwLock::new(HashMap::default()),
-            bytes: AtomicUsize::new(0),
-            limit,
-        }
-    }
-
-    fn residual_id(&self, signature: Vec<u32>) -> Option<u32> {
-        if let Some(&id) = read(&self.residuals).get(&signature) {
-            return Some(id);
-        }
-        if !charge(&self.bytes, self.limit, signature.len() * 4 + 16) {
-            return None;
-        }
-        let mut ids = write(&self.residuals);
-        let next = ids.len() as u32;
-        Some(*ids.entry(signature).or_insert(next))
-    }
-
-    fn get(&self, key: &SharedKey) -> Option<Arc<LexEntry>> {
-        read(&self.map).get(key).cloned()
-    }
-
-    fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
-        if !charge(&self.bytes, self.limit, entry.bytes() + key.0.len() * 4) {
-            return entry;
-        }
-        write(&self.map).entry(key).or_insert(entry).clone()
-    }
-}
-
 /// Counts `size` more bytes against `limit`; false (and nothing counted)
 /// when they would not fit.
-fn charge(bytes: &AtomicUsize, limit: usize, size: usize) -> bool {
+pub(super) fn charge(bytes: &AtomicUsize, limit: usize, size: usize) -> bool {
     if bytes.fetch_add(size, Ordering::Relaxed) + size > limit {
         bytes.fetch_sub(size, Ordering::Relaxed);
         return false;
@@ -457,29 +396,46 @@ impl LexCache {
             }
             return e;
         }
-        let entry = match self.equivalent_entry(cfg, trie, key, top) {
-            Equivalent::Same(e) => e,
-            found => {
-                let e = match self.divergent(cfg, trie, words, key, top) {
-                    Some(e) => Arc::new(e),
-                    None => self.shared_or_built(cfg, vocab, words, key, top, found),
-                };
-                if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
-                    let (l, q) = (*l, *q);
-                    let mut reps = write(&self.representatives);
-                    let list = reps.entry((l, top)).or_default();
-                    if list.len() == REPRESENTATIVES {
-                        list.remove(0);
-                    }
-                    list.push(q);
-                }
+        // The vocabulary's cache first: once a state's residual id is known
+        // (per automaton, see `SharedLexCache::by_scan`), a hit costs a
+        // lookup, less than the searches for an equivalent or near state.
+        let shared =
+            SharedLexCache::of(vocab).and_then(|c| Some((c, (self.shared_key(cfg, c, key)?, top))));
+        let entry = match shared.as_ref().and_then(|(c, k)| c.get(k)) {
+            Some(e) => {
+                self.represent(key, top);
                 e
             }
+            None => match self.equivalent_entry(cfg, trie, key, top) {
+                Equivalent::Same(e) => e,
+                found => {
+                    let e = match self.divergent(cfg, trie, words, key, top) {
+                        Some(e) => Arc::new(e),
+                        None => self.shared_or_built(cfg, vocab, words, key, top, found, shared),
+                    };
+                    self.represent(key, top);
+                    e
+                }
+            },
         };
         if !charge(&self.bytes, self.limit, entry.bytes() + key.len() * 8) {
             return entry;
         }
         write(&self.map).entry(map_key).or_insert(entry).clone()
+    }
+
+    /// Makes `key`'s state, if a single scan, one of the recent states of
+    /// its lexeme at `top` that later states are compared with (and copied
+    /// from): its entry is about to be in `map`.
+    fn represent(&self, key: &LexKey, top: u32) {
+        if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
+            let mut reps = write(&self.representatives);
+            let list = reps.entry((*l, top)).or_default();
+            if list.len() == REPRESENTATIVES {
+                list.remove(0);
+            }
+            list.push(*q);
+        }
     }
 
     /// Whether `key` is one scan that only one byte keeps going (and that
@@ -683,6 +639,7 @@ impl LexCache {
     /// token sets, and a sliced one is the first fill of every fresh grammar
     /// with that lexeme (free text up to a structural tag's trigger: 1.3 ms
     /// per grammar on Llama-3's vocabulary before it was shared).
+    #[allow(clippy::too_many_arguments)]
     fn shared_or_built(
         &self,
         cfg: &Cfg,
@@ -691,6 +648,7 @@ impl LexCache {
         key: &LexKey,
         top: u32,
         found: Equivalent,
+        shared: Option<(&SharedLexCache, SharedKey)>,
     ) -> Arc<LexEntry> {
         let trie = vocab.trie();
         let build = || {
@@ -709,16 +667,9 @@ impl LexCache {
                 _ => build(cfg, trie, words, key, top as usize),
             }
         };
-        let Some(shared) = SharedLexCache::of(vocab) else {
-            return Arc::new(build());
-        };
-        let shared_key = self.shared_key(cfg, shared, key).map(|k| (k, top));
-        if let Some(e) = shared_key.as_ref().and_then(|k| shared.get(k)) {
-            return e;
-        }
         let built = Arc::new(build());
-        match shared_key {
-            Some(k) => shared.insert(k, built),
+        match shared {
+            Some((cache, k)) => cache.insert(k, built),
             None => built,
         }
     }
@@ -732,30 +683,7 @@ impl LexCache {
             let id = match known {
                 Some(id) => id,
                 None => {
-                    let lexeme = &cfg.lexemes[l as usize];
-                    let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
-                    // Where a scan ends depends on its residual automaton
-                    // and on whether it ends greedily (not on what may follow
-                    // it: the fill filters those ends), and on its end
-                    // conditions, which signatures leave out (not shared),
-                    // and for a string in a pattern, on that pattern's scan
-                    // (not shared either: see `larkorder`).
-                    let id = (lexeme.end_forbid.is_none() && lexeme.embedded_in.is_empty())
-                        .then(|| dfa.residual_signature(q, MAX_SIGNATURE_WORDS))
-                        .flatten()
-                        .and_then(|mut sig| {
-                            sig.push(
-                                lexeme.greedy as u32
-                                    | (lexeme.alone as u32) << 1
-                                    | (lexeme.splits() as u32) << 2,
-                            );
-                            // Longest-match walks stop where ranks differ.
-                            sig.push(lexeme.priority as u32);
-                            sig.push(lexeme.width as u32);
-                            sig.push((lexeme.width >> 32) as u32);
-                            sig.push(lexeme.text_len as u32);
-                            shared.residual_id(sig)
-                        });
+                    let id = shared.residual_id_of(&cfg.lexemes[l as usize], q);
                     write(&self.residual).insert((l, q), id);
                     id
                 }

@@ -192,7 +192,7 @@ impl Lexeme {
     /// A lexeme without text (no DFA), named `regex` in messages: the
     /// indenter's tokens and token terminals set their field on it, and
     /// word groups their trie's DFA and rank.
-    fn textless(regex: String) -> Self {
+    pub(super) fn textless(regex: String) -> Self {
         Lexeme {
             regex,
             priority: 0,

@@ -22,6 +22,7 @@ pub mod members;
 mod nearentry;
 mod nodedfa;
 pub mod setnames;
+mod sharedlex;
 pub mod specials;
 pub mod textreach;
 pub mod tokenterm;

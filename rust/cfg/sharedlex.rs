@@ -1,0 +1,198 @@
+//! Lexer-only entries shared by every grammar over one vocabulary.
+//!
+//! A lexer-only entry (`lexcache::LexEntry`) depends on the scans' residual
+//! languages, not on the grammar they come from: the content of a JSON
+//! string reads the same in every schema, and so does the free text up to a
+//! structural tag's trigger. So a fresh grammar looks its states up here
+//! before walking the token trie, and what it builds goes here too.
+//!
+//! **Naming a residual.** A state's residual automaton is named by its
+//! `residual_signature` (its reachable states numbered in a canonical
+//! order: equal signatures, equal languages), plus what the walk reads of
+//! the lexeme besides its language (greedy or not, alone, whether it
+//! splits, its longest-match rank). Each distinct signature gets a small
+//! id, and a shared key is the lexing mode, the sorted ids, and the trie
+//! node. Signatures longer than `MAX_SIGNATURE_WORDS` are not shared.
+//!
+//! **Naming it cheaply.** A signature is a breadth-first pass over the
+//! residual, hashed whole. Lexeme automata come from a process-wide cache
+//! (`nodedfa`), so fresh grammars scan the very same automata, and their
+//! states' ids are kept by automaton and state (`ScanKey`): a fresh
+//! grammar's hit then costs lookups, not a signature per state.
+//!
+//! Everything is bounded by one byte budget (`SHARED_LEX_CACHE_BYTES`);
+//! past it, nothing more is kept and fills build what they need.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, RwLock};
+
+use super::lexcache::{charge, read, write, LexEntry};
+use super::lower::Lexeme;
+use crate::regex_dfa::ByteDfa;
+use crate::vocab::Vocab;
+
+/// Residual signatures longer than this (in words) are not shared.
+const MAX_SIGNATURE_WORDS: usize = 1 << 10;
+
+/// Bound on the lexer-only cache shared by a vocabulary's grammars.
+pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct SharedLexCache {
+    residuals: RwLock<HashMap<Vec<u32>, u32>>,
+    /// Residual ids (None: not shared) by automaton and state.
+    by_scan: RwLock<HashMap<ScanKey, Option<u32>>>,
+    /// The automata `by_scan`'s keys name, by address.
+    held: RwLock<HashMap<usize, Arc<ByteDfa>>>,
+    map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
+    bytes: AtomicUsize,
+    limit: usize,
+}
+
+/// Lexing mode and residual ids, then the trie node.
+pub type SharedKey = (Vec<u32>, u32);
+
+/// A scan as the shared cache names it before its residual is known: its
+/// automaton's address (the automaton is held in `SharedLexCache::held`,
+/// so that no other automaton takes that address while the key is kept),
+/// the state, and what the walk reads of the lexeme besides its language.
+type ScanKey = (usize, u32, [u32; 5]);
+
+impl SharedLexCache {
+    /// The cache shared by every grammar over `vocab`, kept in its engine
+    /// slot (the vocabulary does not know this type: see `EngineSlot`).
+    /// None only if another engine took the slot: then nothing is shared.
+    pub fn of(vocab: &Vocab) -> Option<&SharedLexCache> {
+        vocab.engine_state(|| SharedLexCache::new(SHARED_LEX_CACHE_BYTES))
+    }
+
+    pub fn new(limit: usize) -> Self {
+        SharedLexCache {
+            residuals: RwLock::new(HashMap::default()),
+            by_scan: RwLock::new(HashMap::default()),
+            held: RwLock::new(HashMap::default()),
+            map: RwLock::new(HashMap::default()),
+            bytes: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// The residual id of a scan of `lexeme` in DFA state `q`, or None where
+    /// it is not shared.
+    pub(super) fn residual_id_of(&self, lexeme: &Lexeme, q: u32) -> Option<u32> {
+        // Where a scan ends depends on its residual automaton and on
+        // whether it ends greedily (not on what may follow it: the fill
+        // filters those ends), and on its end conditions, which signatures
+        // leave out (not shared), and for a string in a pattern, on that
+        // pattern's scan (not shared either: see `larkorder`).
+        if lexeme.end_forbid.is_some() || !lexeme.embedded_in.is_empty() {
+            return None;
+        }
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        let extra = [
+            lexeme.greedy as u32 | (lexeme.alone as u32) << 1 | (lexeme.splits() as u32) << 2,
+            // Longest-match walks stop where ranks differ.
+            lexeme.priority as u32,
+            lexeme.width as u32,
+            (lexeme.width >> 32) as u32,
+            lexeme.text_len as u32,
+        ];
+        let key = (Arc::as_ptr(dfa) as usize, q, extra);
+        if let Some(&id) = read(&self.by_scan).get(&key) {
+            return id;
+        }
+        let id = dfa
+            .residual_signature(q, MAX_SIGNATURE_WORDS)
+            .and_then(|mut sig| {
+                sig.extend(extra);
+                self.residual_id(sig)
+            });
+        if !read(&self.held).contains_key(&key.0) {
+            if !charge(&self.bytes, self.limit, dfa.memory_bytes()) {
+                return id;
+            }
+            write(&self.held)
+                .entry(key.0)
+                .or_insert_with(|| dfa.clone());
+        }
+        if charge(&self.bytes, self.limit, 48) {
+            write(&self.by_scan).insert(key, id);
+        }
+        id
+    }
+
+    fn residual_id(&self, signature: Vec<u32>) -> Option<u32> {
+        if let Some(&id) = read(&self.residuals).get(&signature) {
+            return Some(id);
+        }
+        if !charge(&self.bytes, self.limit, signature.len() * 4 + 16) {
+            return None;
+        }
+        let mut ids = write(&self.residuals);
+        let next = ids.len() as u32;
+        Some(*ids.entry(signature).or_insert(next))
+    }
+
+    pub(super) fn get(&self, key: &SharedKey) -> Option<Arc<LexEntry>> {
+        read(&self.map).get(key).cloned()
+    }
+
+    pub(super) fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
+        if !charge(&self.bytes, self.limit, entry.bytes() + key.0.len() * 4) {
+            return entry;
+        }
+        write(&self.map).entry(key).or_insert(entry).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::lower::Lexeme;
+
+    fn lexeme(dfa: &Arc<ByteDfa>) -> Lexeme {
+        Lexeme {
+            dfa: Some(dfa.clone()),
+            ..Lexeme::textless("test".into())
+        }
+    }
+
+    #[test]
+    fn equal_residuals_share_an_id_by_automaton_and_state() {
+        let cache = SharedLexCache::new(1 << 20);
+        let quoted = Arc::new(ByteDfa::new("\"[a-z]{0,3}\"").unwrap());
+        let bare = Arc::new(ByteDfa::new("[a-z]{0,3}\"").unwrap());
+        let (lq, lb) = (lexeme(&quoted), lexeme(&bare));
+        let after_quote = quoted.step(quoted.start(), b'"');
+        let id = cache.residual_id_of(&lq, after_quote);
+        assert!(id.is_some());
+        // Another automaton with the same residual: the same id.
+        assert_eq!(cache.residual_id_of(&lb, bare.start()), id);
+        // A state with one letter fewer left: another language, another id.
+        let after_a = quoted.step(after_quote, b'a');
+        assert_ne!(cache.residual_id_of(&lq, after_a), id);
+        // Asked again, the same answers (now from `by_scan`), and the
+        // automata are held while named by address.
+        assert_eq!(cache.residual_id_of(&lq, after_quote), id);
+        assert_eq!(cache.residual_id_of(&lb, bare.start()), id);
+        assert_eq!(read(&cache.held).len(), 2);
+        assert_eq!(read(&cache.by_scan).len(), 3);
+        // What the walk reads besides the language tells ids apart.
+        let greedy = Lexeme {
+            greedy: true,
+            ..lexeme(&quoted)
+        };
+        assert_ne!(cache.residual_id_of(&greedy, after_quote), id);
+    }
+
+    #[test]
+    fn residuals_past_the_signature_bound_are_not_shared() {
+        let cache = SharedLexCache::new(1 << 20);
+        let long = Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap());
+        assert_eq!(cache.residual_id_of(&lexeme(&long), long.start()), None);
+        // The refusal is kept too: the signature is not tried again.
+        assert_eq!(read(&cache.by_scan).len(), 1);
+    }
+}
