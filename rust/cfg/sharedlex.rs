@@ -12,7 +12,11 @@
 //! the lexeme besides its language (greedy or not, alone, whether it
 //! splits, its longest-match rank). Each distinct signature gets a small
 //! id, and a shared key is the lexing mode, the sorted ids, and the trie
-//! node. Signatures longer than `MAX_SIGNATURE_WORDS` are not shared.
+//! node. A residual whose signature would pass `MAX_SIGNATURE_WORDS` words
+//! (a `format`'s automaton, a long counted string) is named by its automaton
+//! and state instead: equal only to itself, but lexeme automata are shared
+//! process-wide (`nodedfa`), so every grammar with that `format` meets the
+//! very same automaton and state.
 //!
 //! **Naming it cheaply.** A signature is a breadth-first pass over the
 //! residual, hashed whole. Lexeme automata come from a process-wide cache
@@ -24,7 +28,7 @@
 //! past it, nothing more is kept and fills build what they need.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::lexcache::{charge, read, write, LexEntry};
@@ -32,8 +36,12 @@ use super::lower::Lexeme;
 use crate::regex_dfa::ByteDfa;
 use crate::vocab::Vocab;
 
-/// Residual signatures longer than this (in words) are not shared.
+/// Residual signatures longer than this (in words) are not computed: such
+/// a residual is named by its automaton and state instead.
 const MAX_SIGNATURE_WORDS: usize = 1 << 10;
+/// Residual ids named by identity have this bit set; ids from signatures
+/// count up from 0 (far below it).
+const IDENTITY_IDS: u32 = 1 << 31;
 
 /// Bound on the lexer-only cache shared by a vocabulary's grammars.
 pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
@@ -42,10 +50,12 @@ pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
 #[derive(Debug)]
 pub struct SharedLexCache {
     residuals: RwLock<HashMap<Vec<u32>, u32>>,
-    /// Residual ids (None: not shared) by automaton and state.
+    /// Residual ids by automaton and state.
     by_scan: RwLock<HashMap<ScanKey, Option<u32>>>,
     /// The automata `by_scan`'s keys name, by address.
     held: RwLock<HashMap<usize, Arc<ByteDfa>>>,
+    /// Residual ids handed out by identity (see `residual_id_of`).
+    identities: AtomicU32,
     map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
     bytes: AtomicUsize,
     limit: usize,
@@ -73,6 +83,7 @@ impl SharedLexCache {
             residuals: RwLock::new(HashMap::default()),
             by_scan: RwLock::new(HashMap::default()),
             held: RwLock::new(HashMap::default()),
+            identities: AtomicU32::new(0),
             map: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
@@ -103,24 +114,31 @@ impl SharedLexCache {
         if let Some(&id) = read(&self.by_scan).get(&key) {
             return id;
         }
-        let id = dfa
-            .residual_signature(q, MAX_SIGNATURE_WORDS)
-            .and_then(|mut sig| {
+        let signature = dfa.residual_signature(q, MAX_SIGNATURE_WORDS);
+        let by_signature = signature.is_some();
+        let id = match signature {
+            Some(mut sig) => {
                 sig.extend(extra);
                 self.residual_id(sig)
-            });
+            }
+            // Too long to name by its language: named by the automaton and
+            // state themselves, which every grammar holding this very
+            // automaton (a `format`'s, a common pattern's) shares.
+            None => Some(IDENTITY_IDS | self.identities.fetch_add(1, Ordering::Relaxed)),
+        };
         if !read(&self.held).contains_key(&key.0) {
             if !charge(&self.bytes, self.limit, dfa.memory_bytes()) {
-                return id;
+                // Unheld, the address may name another automaton later.
+                return if by_signature { id } else { None };
             }
             write(&self.held)
                 .entry(key.0)
                 .or_insert_with(|| dfa.clone());
         }
-        if charge(&self.bytes, self.limit, 48) {
-            write(&self.by_scan).insert(key, id);
+        if !charge(&self.bytes, self.limit, 48) {
+            return if by_signature { id } else { None };
         }
-        id
+        *write(&self.by_scan).entry(key).or_insert(id)
     }
 
     fn residual_id(&self, signature: Vec<u32>) -> Option<u32> {
@@ -188,11 +206,22 @@ mod tests {
     }
 
     #[test]
-    fn residuals_past_the_signature_bound_are_not_shared() {
+    fn residuals_past_the_signature_bound_are_named_by_identity() {
         let cache = SharedLexCache::new(1 << 20);
         let long = Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap());
-        assert_eq!(cache.residual_id_of(&lexeme(&long), long.start()), None);
-        // The refusal is kept too: the signature is not tried again.
-        assert_eq!(read(&cache.by_scan).len(), 1);
+        let twin = Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap());
+        assert!(long
+            .residual_signature(long.start(), MAX_SIGNATURE_WORDS)
+            .is_none());
+        let id = cache.residual_id_of(&lexeme(&long), long.start());
+        assert!(id.is_some_and(|i| i & IDENTITY_IDS != 0));
+        // The same automaton and state: the same id; anything else, another.
+        assert_eq!(cache.residual_id_of(&lexeme(&long), long.start()), id);
+        let next = long.step(long.start(), b'a');
+        assert_ne!(cache.residual_id_of(&lexeme(&long), next), id);
+        assert_ne!(cache.residual_id_of(&lexeme(&twin), twin.start()), id);
+        // A cache with no room to hold the automaton names nothing by it.
+        let full = SharedLexCache::new(64);
+        assert_eq!(full.residual_id_of(&lexeme(&long), long.start()), None);
     }
 }
