@@ -32,7 +32,7 @@ def test_the_first_mask_fill_leaves_the_matcher_as_it_was():
     tok = maskpar.Tokenizer.from_vocab(BYTES, [EOS])
     text = b'{"name": "abc", "n": -12}'
     warmed = maskpar.Matcher(maskpar.compile_json_schema(tok, SCHEMA))
-    fill_first_mask(warmed, tok.vocab_size)
+    fill_first_mask(warmed)
     fresh = maskpar.Matcher(maskpar.compile_json_schema(tok, SCHEMA))
     assert rows_along(warmed, text) == rows_along(fresh, text)
     # Nothing was consumed before the walk: its bytes are the whole history.
@@ -46,7 +46,7 @@ def test_a_scratch_row_of_another_width_is_replaced():
     wide = maskpar.Tokenizer(BYTES, [EOS], [], 4096)
     for tok in (small, wide, small):
         m = maskpar.Matcher(maskpar.compile_regex(tok, "ab+"))
-        fill_first_mask(m, tok.vocab_size)
+        fill_first_mask(m)
         bm = new_bitmask(1, tok.vocab_size)
         m.fill_next_token_bitmask(bm, 0)
         assert allowed_ids(bm) == [ord("a")]

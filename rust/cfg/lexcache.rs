@@ -371,9 +371,10 @@ impl LexCache {
     }
 
     /// The entry for lexer state `key` at trie node `top`: from this
-    /// grammar's cache (its own, or that of a state no walk below `top` can
-    /// tell from it), else the vocabulary's, else computed (and kept while
-    /// under the memory bounds).
+    /// grammar's own map, else (past a one-path walk) from the vocabulary's
+    /// shared cache, else from a state of this grammar no walk below `top`
+    /// can tell from it, else copied from a near state, else built (and kept
+    /// while under the memory bounds).
     pub fn get(
         &self,
         cfg: &Cfg,
@@ -411,7 +412,7 @@ impl LexCache {
                 found => {
                     let e = match self.divergent(cfg, trie, words, key, top) {
                         Some(e) => Arc::new(e),
-                        None => self.shared_or_built(cfg, vocab, words, key, top, found, shared),
+                        None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
                     };
                     self.represent(key, top);
                     e
@@ -426,7 +427,8 @@ impl LexCache {
 
     /// Makes `key`'s state, if a single scan, one of the recent states of
     /// its lexeme at `top` that later states are compared with (and copied
-    /// from): its entry is about to be in `map`.
+    /// from). Its entry goes to `map` unless the byte bound is reached; a
+    /// representative without one is passed over.
     fn represent(&self, key: &LexKey, top: u32) {
         if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
             let mut reps = write(&self.representatives);
@@ -631,16 +633,16 @@ impl LexCache {
         worth.then(|| build_sliced(cfg, vocab.trie(), slice, key))
     }
 
-    /// The entry from the vocabulary's shared cache, else built: from a
-    /// text slice where one applies (and its rest is smaller than what an
-    /// entry alike to some depth leaves to walk), else from the entry of a state that walks alike
-    /// to some depth where `found` has one, else by a walk. Built entries go
-    /// to the shared cache whichever way they were made: they are the same
-    /// token sets, and a sliced one is the first fill of every fresh grammar
-    /// with that lexeme (free text up to a structural tag's trigger: 1.3 ms
-    /// per grammar on Llama-3's vocabulary before it was shared).
+    /// The entry built, and given to the vocabulary's shared cache when
+    /// its key is shared: from a text slice where one applies (and its rest
+    /// is smaller than what an entry alike to some depth leaves to walk),
+    /// else from the entry of a state that walks alike to some depth where
+    /// `found` has one, else by a walk. A sliced entry is the first fill of
+    /// every fresh grammar with that lexeme (free text up to a structural
+    /// tag's trigger: two of 1.3 ms each, on Llama-3's vocabulary, before
+    /// they were shared).
     #[allow(clippy::too_many_arguments)]
-    fn shared_or_built(
+    fn build_and_share(
         &self,
         cfg: &Cfg,
         vocab: &Vocab,

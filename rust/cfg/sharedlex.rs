@@ -8,36 +8,38 @@
 //!
 //! **Naming a residual.** A state's residual automaton is named by its
 //! `residual_signature` (its reachable states numbered in a canonical
-//! order: equal signatures, equal languages), plus what the walk reads of
+//! order: equal signatures, isomorphic automata, dead state to dead state,
+//! which is what a walk that stops at the dead state needs), plus what the walk reads of
 //! the lexeme besides its language (greedy or not, alone, whether it
 //! splits, its longest-match rank). Each distinct signature gets a small
 //! id, and a shared key is the lexing mode, the sorted ids, and the trie
 //! node. A residual whose signature would pass `MAX_SIGNATURE_WORDS` words
 //! (a `format`'s automaton, a long counted string) is named by its automaton
-//! and state instead: equal only to itself, but lexeme automata are shared
-//! process-wide (`nodedfa`), so every grammar with that `format` meets the
-//! very same automaton and state.
+//! and state instead: equal only to itself, but while the process-wide
+//! cache of lexeme automata (`nodedfa`) keeps one, every grammar with that
+//! `format` meets the very same automaton and state.
 //!
 //! **Naming it cheaply.** A signature is a breadth-first pass over the
-//! residual, hashed whole. Lexeme automata come from a process-wide cache
-//! (`nodedfa`), so fresh grammars scan the very same automata, and their
-//! states' ids are kept by automaton and state (`ScanKey`): a fresh
-//! grammar's hit then costs lookups, not a signature per state.
+//! residual, hashed whole. Since fresh grammars mostly scan the very same
+//! automata, states' ids are kept by automaton and state (`ScanKey`): a
+//! fresh grammar's hit then costs lookups, not a signature per state.
+//! Automata no grammar holds any more are dropped from time to time, with
+//! their keys and the entries their identity named (`prune`).
 //!
 //! Everything is bounded by one byte budget (`SHARED_LEX_CACHE_BYTES`);
 //! past it, nothing more is kept and fills build what they need.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use super::lexcache::{charge, read, write, LexEntry};
 use super::lower::Lexeme;
 use crate::regex_dfa::ByteDfa;
 use crate::vocab::Vocab;
 
-/// Residual signatures longer than this (in words) are not computed: such
-/// a residual is named by its automaton and state instead.
+/// A residual signature is abandoned once past this many words: such a
+/// residual is named by its automaton and state instead.
 const MAX_SIGNATURE_WORDS: usize = 1 << 10;
 /// Residual ids named by identity have this bit set; ids from signatures
 /// count up from 0 (far below it).
@@ -52,10 +54,13 @@ pub struct SharedLexCache {
     residuals: RwLock<HashMap<Vec<u32>, u32>>,
     /// Residual ids by automaton and state.
     by_scan: RwLock<HashMap<ScanKey, Option<u32>>>,
-    /// The automata `by_scan`'s keys name, by address.
-    held: RwLock<HashMap<usize, Arc<ByteDfa>>>,
+    /// The automata `by_scan`'s keys name, by address (see `Held`).
+    held: RwLock<HashMap<usize, Held>>,
     /// Residual ids handed out by identity (see `residual_id_of`).
     identities: AtomicU32,
+    /// `held`'s size at which the automata no grammar uses any more are
+    /// dropped with what they name (see `prune`).
+    next_prune: AtomicUsize,
     map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
     bytes: AtomicUsize,
     limit: usize,
@@ -64,10 +69,27 @@ pub struct SharedLexCache {
 /// Lexing mode and residual ids, then the trie node.
 pub type SharedKey = (Vec<u32>, u32);
 
+/// An automaton that `by_scan`'s keys name by its address, held weakly: a
+/// weak reference keeps an `Arc`'s allocation (not the automaton's tables,
+/// which go with the last grammar using it), so no other automaton can take
+/// that address while a key names it.
+#[derive(Debug)]
+struct Held {
+    dfa: Weak<ByteDfa>,
+    /// The residual ids named by this automaton's identity.
+    identity_ids: Vec<u32>,
+}
+
+/// Bytes charged for a `Held` and for a `by_scan` key.
+const HELD_BYTES: usize = std::mem::size_of::<ByteDfa>() + 64;
+const SCAN_KEY_BYTES: usize = 48;
+/// `held` is first pruned at this size, then at twice what a prune leaves.
+const FIRST_PRUNE: usize = 1024;
+
 /// A scan as the shared cache names it before its residual is known: its
-/// automaton's address (the automaton is held in `SharedLexCache::held`,
-/// so that no other automaton takes that address while the key is kept),
-/// the state, and what the walk reads of the lexeme besides its language.
+/// automaton's address (held in `SharedLexCache::held`, so that no other
+/// automaton takes that address while the key is kept), the state, and what
+/// the walk reads of the lexeme besides its language.
 type ScanKey = (usize, u32, [u32; 5]);
 
 impl SharedLexCache {
@@ -84,6 +106,7 @@ impl SharedLexCache {
             by_scan: RwLock::new(HashMap::default()),
             held: RwLock::new(HashMap::default()),
             identities: AtomicU32::new(0),
+            next_prune: AtomicUsize::new(FIRST_PRUNE),
             map: RwLock::new(HashMap::default()),
             bytes: AtomicUsize::new(0),
             limit,
@@ -123,22 +146,90 @@ impl SharedLexCache {
             }
             // Too long to name by its language: named by the automaton and
             // state themselves, which every grammar holding this very
-            // automaton (a `format`'s, a common pattern's) shares.
-            None => Some(IDENTITY_IDS | self.identities.fetch_add(1, Ordering::Relaxed)),
+            // automaton (a `format`'s, a common pattern's) shares. (Never
+            // reused: past 2^31 of them, no more are handed out.)
+            None => match self.identities.fetch_add(1, Ordering::Relaxed) {
+                n if n < IDENTITY_IDS => Some(IDENTITY_IDS | n),
+                _ => None,
+            },
         };
+        // A refusal is kept as well (None): the byte budget never grows
+        // back for anything live, so a refused signature stays refused.
+        let unheld = if by_signature { id } else { None };
         if !read(&self.held).contains_key(&key.0) {
-            if !charge(&self.bytes, self.limit, dfa.memory_bytes()) {
+            if !charge(&self.bytes, self.limit, HELD_BYTES) {
                 // Unheld, the address may name another automaton later.
-                return if by_signature { id } else { None };
+                return unheld;
             }
-            write(&self.held)
-                .entry(key.0)
-                .or_insert_with(|| dfa.clone());
+            let mut held = write(&self.held);
+            held.entry(key.0).or_insert_with(|| Held {
+                dfa: Arc::downgrade(dfa),
+                identity_ids: Vec::new(),
+            });
+            if held.len() >= self.next_prune.load(Ordering::Relaxed) {
+                drop(held);
+                self.prune();
+            }
         }
-        if !charge(&self.bytes, self.limit, 48) {
-            return if by_signature { id } else { None };
+        if !charge(&self.bytes, self.limit, SCAN_KEY_BYTES) {
+            return unheld;
         }
-        *write(&self.by_scan).entry(key).or_insert(id)
+        let mut held = write(&self.held);
+        let Some(entry) = held.get_mut(&key.0) else {
+            return unheld;
+        };
+        let mut by_scan = write(&self.by_scan);
+        let named = *by_scan.entry(key).or_insert(id);
+        if let (Some(n), false) = (named, by_signature) {
+            if named == id {
+                entry.identity_ids.push(n);
+            }
+        }
+        named
+    }
+
+    /// Drops the automata no grammar holds any more, their `by_scan` keys,
+    /// and the shared entries keyed by their identity ids: no live grammar
+    /// can ask for them again (their addresses may now go to new automata,
+    /// which no key names). Entries keyed by signatures stay: a later
+    /// grammar may have the same residual.
+    fn prune(&self) {
+        let mut held = write(&self.held);
+        let mut by_scan = write(&self.by_scan);
+        let mut map = write(&self.map);
+        let dead_addresses: Vec<usize> = held
+            .iter()
+            .filter(|(_, h)| h.dfa.strong_count() == 0)
+            .map(|(&a, _)| a)
+            .collect();
+        let dead: HashMap<usize, Held> = dead_addresses
+            .into_iter()
+            .filter_map(|a| held.remove_entry(&a))
+            .collect();
+        let mut freed = dead.len() * HELD_BYTES;
+        by_scan.retain(|k, _| {
+            let keep = !dead.contains_key(&k.0);
+            freed += if keep { 0 } else { SCAN_KEY_BYTES };
+            keep
+        });
+        let ids: rustc_hash::FxHashSet<u32> = dead
+            .values()
+            .flat_map(|h| h.identity_ids.iter().copied())
+            .collect();
+        if !ids.is_empty() {
+            map.retain(|(key, _), entry| {
+                let keep = !key.iter().any(|i| ids.contains(i));
+                freed += if keep {
+                    0
+                } else {
+                    entry.bytes() + key.len() * 4
+                };
+                keep
+            });
+        }
+        self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.next_prune
+            .store(FIRST_PRUNE.max(2 * held.len()), Ordering::Relaxed);
     }
 
     fn residual_id(&self, signature: Vec<u32>) -> Option<u32> {
@@ -169,6 +260,7 @@ impl SharedLexCache {
 mod tests {
     use super::*;
     use crate::cfg::lower::Lexeme;
+    use std::sync::atomic::Ordering;
 
     fn lexeme(dfa: &Arc<ByteDfa>) -> Lexeme {
         Lexeme {
@@ -192,7 +284,7 @@ mod tests {
         let after_a = quoted.step(after_quote, b'a');
         assert_ne!(cache.residual_id_of(&lq, after_a), id);
         // Asked again, the same answers (now from `by_scan`), and the
-        // automata are held while named by address.
+        // automata's addresses are held while they name keys.
         assert_eq!(cache.residual_id_of(&lq, after_quote), id);
         assert_eq!(cache.residual_id_of(&lb, bare.start()), id);
         assert_eq!(read(&cache.held).len(), 2);
@@ -223,5 +315,53 @@ mod tests {
         // A cache with no room to hold the automaton names nothing by it.
         let full = SharedLexCache::new(64);
         assert_eq!(full.residual_id_of(&lexeme(&long), long.start()), None);
+        // Dropped by every grammar, the automaton's tables go, but its
+        // address stays taken: a new automaton never inherits its ids.
+        let address = Arc::as_ptr(&long) as usize;
+        drop(long);
+        assert!(read(&cache.held)[&address].dfa.upgrade().is_none());
+        let fresh: Vec<Arc<ByteDfa>> = (0..64)
+            .map(|_| Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap()))
+            .collect();
+        assert!(fresh.iter().all(|d| Arc::as_ptr(d) as usize != address));
+    }
+
+    #[test]
+    fn pruning_drops_dead_automata_and_what_their_identity_names() {
+        let cache = SharedLexCache::new(1 << 24);
+        let entry = || Arc::new(LexEntry::of_row(vec![1, 2, 3], Vec::new()));
+        let long = Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap());
+        let short = Arc::new(ByteDfa::new("[a-z]{0,3}").unwrap());
+        let kept = Arc::new(ByteDfa::new("[0-9]{0,700}").unwrap());
+        let by_identity = cache.residual_id_of(&lexeme(&long), long.start()).unwrap();
+        let by_signature = cache
+            .residual_id_of(&lexeme(&short), short.start())
+            .unwrap();
+        let live = cache.residual_id_of(&lexeme(&kept), kept.start()).unwrap();
+        let before = cache.bytes.load(Ordering::Relaxed);
+        for id in [by_identity, by_signature, live] {
+            cache.insert((vec![0, id], 0), entry());
+        }
+        drop((long, short));
+        cache.prune();
+        // The dead automata are gone with their keys; the entry named by a
+        // dead identity too, the one named by a language stays, and so does
+        // everything of the live automaton.
+        assert_eq!(read(&cache.held).len(), 1);
+        assert_eq!(read(&cache.by_scan).len(), 1);
+        assert!(cache.get(&(vec![0, by_identity], 0)).is_none());
+        assert!(cache.get(&(vec![0, by_signature], 0)).is_some());
+        assert!(cache.get(&(vec![0, live], 0)).is_some());
+        assert_eq!(
+            cache.residual_id_of(&lexeme(&kept), kept.start()),
+            Some(live)
+        );
+        // What was dropped is no longer counted against the budget.
+        let entry_bytes = entry().bytes() + 2 * 4;
+        let after = cache.bytes.load(Ordering::Relaxed);
+        assert_eq!(
+            after,
+            before + 2 * entry_bytes - 2 * HELD_BYTES - 2 * SCAN_KEY_BYTES
+        );
     }
 }

@@ -21,12 +21,18 @@ import maskpar
 _scratch = threading.local()
 
 
-def fill_first_mask(matcher: maskpar.Matcher, vocab_size: int) -> None:
+def fill_first_mask(matcher: maskpar.Matcher) -> None:
     """Fills ``matcher``'s next-token mask into a scratch row of this thread
-    (the compile pool's threads each keep one), for its caches only."""
-    words = maskpar.bitmask_width(vocab_size)
+    (the compile pool's threads each keep one), for its caches only. An
+    error (a grammar past a parser bound on its first fill) is left for the
+    step's own fill to raise, where the framework handles it per request:
+    raised here, it would escape the framework's compile path."""
+    words = maskpar.bitmask_width(matcher.vocab_size)
     row = getattr(_scratch, "row", None)
     if row is None or row.shape[1] != words:
         row = np.empty((1, words), dtype=np.int32)
         _scratch.row = row
-    matcher.fill_next_token_bitmask(row, 0)
+    try:
+        matcher.fill_next_token_bitmask(row, 0)
+    except (ValueError, MemoryError):
+        pass

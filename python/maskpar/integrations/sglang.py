@@ -391,7 +391,7 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         stats = GrammarStats(dispatch_type=kind)
         result = MaskparGrammar(grammar, self.tokenizer, key_string, stats)
         # On SGLang's grammar thread pool, not in the step (see _warm).
-        fill_first_mask(result.matcher, grammar.vocab_size)
+        fill_first_mask(result.matcher)
         return result
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:

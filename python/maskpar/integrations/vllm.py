@@ -376,7 +376,7 @@ class MaskparBackend(StructuredOutputBackend):
             grammar = grammar.for_tokenizer(tok)
         result = MaskparGrammar(grammar, tok.eos_token_ids)
         # On vLLM's compile pool, not in the step (see _warm).
-        fill_first_mask(result.matcher, self.vocab_size)
+        fill_first_mask(result.matcher)
         return result
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
