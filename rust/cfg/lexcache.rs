@@ -653,23 +653,18 @@ impl LexCache {
         shared: Option<(&SharedLexCache, SharedKey)>,
     ) -> Arc<LexEntry> {
         let trie = vocab.trie();
-        let build = || {
-            // Nodes a copy from the alike state leaves to walk.
-            let alike_nodes = match &found {
-                Equivalent::Alike(_, d) => trie.nodes_at_least(*d),
-                _ => usize::MAX,
-            };
-            if let Some(e) = self.sliced(cfg, vocab, words, key, top, alike_nodes) {
-                return e;
-            }
-            match (&found, &key[..]) {
-                (Equivalent::Alike(alike, depth), &[scan]) => {
-                    entry_from_alike(cfg, trie, words, alike, scan, top as usize, *depth)
-                }
-                _ => build(cfg, trie, words, key, top as usize),
-            }
+        // Nodes a copy from the alike state leaves to walk.
+        let alike_nodes = match &found {
+            Equivalent::Alike(_, d) => trie.nodes_at_least(*d),
+            _ => usize::MAX,
         };
-        let built = Arc::new(build());
+        let sliced = self.sliced(cfg, vocab, words, key, top, alike_nodes);
+        let built = Arc::new(sliced.unwrap_or_else(|| match (&found, &key[..]) {
+            (Equivalent::Alike(alike, depth), &[scan]) => {
+                entry_from_alike(cfg, trie, words, alike, scan, top as usize, *depth)
+            }
+            _ => build(cfg, trie, words, key, top as usize),
+        }));
         match shared {
             Some((cache, k)) => cache.insert(k, built),
             None => built,

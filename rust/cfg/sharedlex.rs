@@ -180,10 +180,10 @@ impl SharedLexCache {
         };
         let mut by_scan = write(&self.by_scan);
         let named = *by_scan.entry(key).or_insert(id);
-        if let (Some(n), false) = (named, by_signature) {
-            if named == id {
-                entry.identity_ids.push(n);
-            }
+        // An identity id this call made and kept is remembered for `prune`.
+        match id {
+            Some(n) if !by_signature && named == id => entry.identity_ids.push(n),
+            _ => {}
         }
         named
     }
