@@ -26,11 +26,21 @@
 //! Automata no grammar holds any more are dropped from time to time, with
 //! their keys and the entries their identity named (`prune`).
 //!
-//! Everything is bounded by one byte budget (`SHARED_LEX_CACHE_BYTES`);
-//! past it, nothing more is kept and fills build what they need.
+//! **Bounded, and not full for good.** Everything is charged to one byte
+//! budget (`SHARED_LEX_CACHE_BYTES`). A server meets new schemas for as long
+//! as it runs, so a full cache makes room rather than refusing from then
+//! on: the entries no fill has used since the last time room was made go
+//! first, then others, until the entries take at most half of what they
+//! took (a second-chance clock, swept all at once: `evict`). Residual
+//! signatures are forgotten wholesale when they hold a quarter of the
+//! budget or room is still short. Ids are never handed out twice, so the
+//! keys of kept entries keep their meaning and a forgotten signature is
+//! only signed again. Entries are caches of what a walk computes: an
+//! evicted one is walked again.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
 use super::lexcache::{charge, read, write, LexEntry};
@@ -52,6 +62,11 @@ pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
 #[derive(Debug)]
 pub struct SharedLexCache {
     residuals: RwLock<HashMap<Vec<u32>, u32>>,
+    /// The next residual id a signature gets (never one handed out before,
+    /// even after `residuals` is cleared).
+    next_residual: AtomicU32,
+    /// Bytes charged for `residuals`.
+    residual_bytes: AtomicUsize,
     /// Residual ids by automaton and state.
     by_scan: RwLock<HashMap<ScanKey, Option<u32>>>,
     /// The automata `by_scan`'s keys name, by address (see `Held`).
@@ -61,9 +76,20 @@ pub struct SharedLexCache {
     /// `held`'s size at which the automata no grammar uses any more are
     /// dropped with what they name (see `prune`).
     next_prune: AtomicUsize,
-    map: RwLock<HashMap<SharedKey, Arc<LexEntry>>>,
+    map: RwLock<HashMap<SharedKey, Kept>>,
+    /// Bytes charged for `map` (all of `bytes` but residuals and scans).
+    map_bytes: AtomicUsize,
     bytes: AtomicUsize,
     limit: usize,
+}
+
+/// A shared entry, its charge, and whether a fill has used it since the
+/// last `evict`.
+#[derive(Debug)]
+struct Kept {
+    entry: Arc<LexEntry>,
+    bytes: usize,
+    used: AtomicBool,
 }
 
 /// Lexing mode and residual ids, then the trie node.
@@ -103,11 +129,14 @@ impl SharedLexCache {
     pub fn new(limit: usize) -> Self {
         SharedLexCache {
             residuals: RwLock::new(HashMap::default()),
+            next_residual: AtomicU32::new(0),
+            residual_bytes: AtomicUsize::new(0),
             by_scan: RwLock::new(HashMap::default()),
             held: RwLock::new(HashMap::default()),
             identities: AtomicU32::new(0),
             next_prune: AtomicUsize::new(FIRST_PRUNE),
             map: RwLock::new(HashMap::default()),
+            map_bytes: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             limit,
         }
@@ -153,11 +182,11 @@ impl SharedLexCache {
                 _ => None,
             },
         };
-        // A refusal is kept as well (None): the byte budget never grows
-        // back for anything live, so a refused signature stays refused.
+        // A refusal is kept as well (None): it comes only when what cannot
+        // be evicted (scans and automata held) fills the budget.
         let unheld = if by_signature { id } else { None };
         if !read(&self.held).contains_key(&key.0) {
-            if !charge(&self.bytes, self.limit, HELD_BYTES) {
+            if !self.charge(HELD_BYTES) {
                 // Unheld, the address may name another automaton later.
                 return unheld;
             }
@@ -171,7 +200,7 @@ impl SharedLexCache {
                 self.prune();
             }
         }
-        if !charge(&self.bytes, self.limit, SCAN_KEY_BYTES) {
+        if !self.charge(SCAN_KEY_BYTES) {
             return unheld;
         }
         let mut held = write(&self.held);
@@ -217,15 +246,14 @@ impl SharedLexCache {
             .flat_map(|h| h.identity_ids.iter().copied())
             .collect();
         if !ids.is_empty() {
-            map.retain(|(key, _), entry| {
+            let mut entries_freed = 0;
+            map.retain(|(key, _), kept| {
                 let keep = !key.iter().any(|i| ids.contains(i));
-                freed += if keep {
-                    0
-                } else {
-                    entry.bytes() + key.len() * 4
-                };
+                entries_freed += if keep { 0 } else { kept.bytes };
                 keep
             });
+            self.map_bytes.fetch_sub(entries_freed, Ordering::Relaxed);
+            freed += entries_freed;
         }
         self.bytes.fetch_sub(freed, Ordering::Relaxed);
         self.next_prune
@@ -236,23 +264,107 @@ impl SharedLexCache {
         if let Some(&id) = read(&self.residuals).get(&signature) {
             return Some(id);
         }
-        if !charge(&self.bytes, self.limit, signature.len() * 4 + 16) {
+        let size = signature.len() * 4 + 16;
+        if !self.charge(size) {
             return None;
         }
         let mut ids = write(&self.residuals);
-        let next = ids.len() as u32;
-        Some(*ids.entry(signature).or_insert(next))
+        match ids.entry(signature) {
+            Entry::Occupied(o) => {
+                self.bytes.fetch_sub(size, Ordering::Relaxed);
+                Some(*o.get())
+            }
+            Entry::Vacant(v) => {
+                let id = self.next_residual.fetch_add(1, Ordering::Relaxed);
+                if id >= IDENTITY_IDS {
+                    self.bytes.fetch_sub(size, Ordering::Relaxed);
+                    return None; // ids run out only after 2^31 signatures
+                }
+                self.residual_bytes.fetch_add(size, Ordering::Relaxed);
+                Some(*v.insert(id))
+            }
+        }
     }
 
     pub(super) fn get(&self, key: &SharedKey) -> Option<Arc<LexEntry>> {
-        read(&self.map).get(key).cloned()
+        let map = read(&self.map);
+        let kept = map.get(key)?;
+        // Read first: a store on every hit would bounce the line between
+        // the threads that fill from this entry.
+        if !kept.used.load(Ordering::Relaxed) {
+            kept.used.store(true, Ordering::Relaxed);
+        }
+        Some(kept.entry.clone())
     }
 
     pub(super) fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
-        if !charge(&self.bytes, self.limit, entry.bytes() + key.0.len() * 4) {
+        let size = entry.bytes() + key.0.len() * 4;
+        if !self.charge(size) {
             return entry;
         }
-        write(&self.map).entry(key).or_insert(entry).clone()
+        match write(&self.map).entry(key) {
+            // Another thread's went in first.
+            Entry::Occupied(o) => {
+                self.bytes.fetch_sub(size, Ordering::Relaxed);
+                o.get().entry.clone()
+            }
+            Entry::Vacant(v) => {
+                self.map_bytes.fetch_add(size, Ordering::Relaxed);
+                let kept = Kept {
+                    entry,
+                    bytes: size,
+                    used: AtomicBool::new(false),
+                };
+                v.insert(kept).entry.clone()
+            }
+        }
+    }
+
+    /// Charges `size` bytes to the budget, making room first if it is full.
+    fn charge(&self, size: usize) -> bool {
+        charge(&self.bytes, self.limit, size) || {
+            self.evict();
+            charge(&self.bytes, self.limit, size)
+        }
+    }
+
+    /// Makes room: drops the entries no fill has used since the last call,
+    /// then, while the entries still take more than half of what they took,
+    /// others (in the map's order: arbitrary, not by use); clears the marks
+    /// of those kept. Forgets the residual signatures when they hold a
+    /// quarter of the budget, or when room is still short (what cannot be
+    /// evicted, scans and automata held, fills the rest). Does nothing when
+    /// another thread has just made room (an eighth of the budget is free).
+    fn evict(&self) {
+        let mut map = write(&self.map);
+        if self.bytes.load(Ordering::Relaxed) + self.limit / 8 <= self.limit {
+            return;
+        }
+        let goal = self.map_bytes.load(Ordering::Relaxed) / 2;
+        let mut left = self.map_bytes.load(Ordering::Relaxed);
+        map.retain(|_, kept| {
+            let keep = kept.used.swap(false, Ordering::Relaxed);
+            left -= if keep { 0 } else { kept.bytes };
+            keep
+        });
+        if left > goal {
+            map.retain(|_, kept| {
+                let keep = left <= goal;
+                left -= if keep { 0 } else { kept.bytes };
+                keep
+            });
+        }
+        let freed = self.map_bytes.swap(left, Ordering::Relaxed) - left;
+        self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        drop(map);
+        let scarce = self.bytes.load(Ordering::Relaxed) + self.limit / 8 > self.limit;
+        if scarce || self.residual_bytes.load(Ordering::Relaxed) >= self.limit / 4 {
+            let mut residuals = write(&self.residuals);
+            residuals.clear();
+            residuals.shrink_to_fit();
+            let freed = self.residual_bytes.swap(0, Ordering::Relaxed);
+            self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        }
     }
 }
 
@@ -363,5 +475,107 @@ mod tests {
             after,
             before + 2 * entry_bytes - 2 * HELD_BYTES - 2 * SCAN_KEY_BYTES
         );
+    }
+
+    /// Everything the cache holds, counted from its contents.
+    fn counted(cache: &SharedLexCache) -> usize {
+        let entries: usize = read(&cache.map).values().map(|k| k.bytes).sum();
+        let residuals: usize = read(&cache.residuals)
+            .keys()
+            .map(|s| s.len() * 4 + 16)
+            .sum();
+        assert_eq!(entries, cache.map_bytes.load(Ordering::Relaxed));
+        assert_eq!(residuals, cache.residual_bytes.load(Ordering::Relaxed));
+        entries
+            + residuals
+            + read(&cache.held).len() * HELD_BYTES
+            + read(&cache.by_scan).len() * SCAN_KEY_BYTES
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_entries_unused_since_it_last_made_room() {
+        // Room for ten entries of 100 words (and their two-word keys).
+        let size = 100 * 4 + 2 * 4;
+        let cache = SharedLexCache::new(10 * size);
+        let entry = |_| Arc::new(LexEntry::of_row(vec![u32::MAX; 100], Vec::new()));
+        let key = |n: u32| (vec![0, n], 0);
+        for n in 0..10 {
+            cache.insert(key(n), entry(n));
+        }
+        assert_eq!(counted(&cache), 10 * size);
+        for n in 0..3 {
+            assert!(cache.get(&key(n)).is_some());
+        }
+        // The eleventh makes room: the seven unused entries go, the three
+        // used ones stay (unmarked now), and the new one goes in.
+        cache.insert(key(10), entry(10));
+        for n in 0..3 {
+            assert!(cache.get(&key(n)).is_some(), "used entry {n} dropped");
+        }
+        for n in 3..10 {
+            assert!(cache.get(&key(n)).is_none(), "unused entry {n} kept");
+        }
+        assert!(cache.get(&key(10)).is_some());
+        assert_eq!(counted(&cache), 4 * size);
+        assert_eq!(cache.bytes.load(Ordering::Relaxed), 4 * size);
+        // Six more fill it again, unused; the next one makes room by
+        // dropping those six.
+        for n in 11..17 {
+            cache.insert(key(n), entry(n));
+        }
+        cache.insert(key(17), entry(17));
+        for n in 11..17 {
+            assert!(cache.get(&key(n)).is_none(), "unused entry {n} kept");
+        }
+        // From here every entry is used as soon as it is in: room is made by
+        // halving, in the map's order, and the budget holds.
+        for n in 18..40 {
+            cache.insert(key(n), entry(n));
+            assert!(cache.get(&key(n)).is_some(), "entry {n} not kept");
+            assert!(cache.bytes.load(Ordering::Relaxed) <= 10 * size);
+            assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
+        }
+        // An entry larger than the whole budget is never kept, and costs
+        // the kept ones nothing.
+        let huge = Arc::new(LexEntry::of_row(vec![u32::MAX; 2000], Vec::new()));
+        let before = read(&cache.map).len();
+        cache.insert(key(99), huge);
+        assert!(cache.get(&key(99)).is_none());
+        assert!(read(&cache.map).len() <= before);
+        assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn residual_ids_are_never_handed_out_twice() {
+        // Room for the automata and scans of three rounds, and for a few
+        // signatures only: each round signs 39 languages again (new
+        // automata), and room for them is made by forgetting signatures.
+        let limit = 3 * 39 * (HELD_BYTES + SCAN_KEY_BYTES) + 2048;
+        let cache = SharedLexCache::new(limit);
+        let mut seen = std::collections::HashMap::new();
+        let mut automata = Vec::new();
+        for round in 0..3 {
+            for n in 1..40u32 {
+                let dfa = Arc::new(ByteDfa::new(&format!("a{{{n}}}")).unwrap());
+                automata.push(dfa.clone());
+                let Some(id) = cache.residual_id_of(&lexeme(&dfa), dfa.start()) else {
+                    continue;
+                };
+                // An id names one language only, whenever it was handed out
+                // (a forgotten signature may get a new id, never an old one).
+                if let Some(&other) = seen.get(&id) {
+                    assert_eq!(other, n, "id {id} named a{{{other}}}, now a{{{n}}}");
+                }
+                seen.insert(id, n);
+                assert!(
+                    cache.bytes.load(Ordering::Relaxed) <= limit,
+                    "round {round}"
+                );
+            }
+        }
+        // Signatures were forgotten (ids past the count of languages), and
+        // the budget still holds exactly what is kept.
+        assert!(cache.next_residual.load(Ordering::Relaxed) > 39);
+        assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
     }
 }
