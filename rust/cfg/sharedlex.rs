@@ -176,14 +176,19 @@ impl SharedLexCache {
             // Too long to name by its language: named by the automaton and
             // state themselves, which every grammar holding this very
             // automaton (a `format`'s, a common pattern's) shares. (Never
-            // reused: past 2^31 of them, no more are handed out.)
-            None => match self.identities.fetch_add(1, Ordering::Relaxed) {
-                n if n < IDENTITY_IDS => Some(IDENTITY_IDS | n),
-                _ => None,
-            },
+            // reused, never wrapping: past 2^31 of them, none are handed out.)
+            None => self
+                .identities
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n < IDENTITY_IDS).then_some(n + 1)
+                })
+                .ok()
+                .map(|n| IDENTITY_IDS | n),
         };
-        // A refusal is kept as well (None): it comes only when what cannot
-        // be evicted (scans and automata held) fills the budget.
+        if by_signature && id.is_none() {
+            // No room for the signature now; there may be later.
+            return None;
+        }
         let unheld = if by_signature { id } else { None };
         if !read(&self.held).contains_key(&key.0) {
             if !self.charge(HELD_BYTES) {
@@ -191,10 +196,18 @@ impl SharedLexCache {
                 return unheld;
             }
             let mut held = write(&self.held);
-            held.entry(key.0).or_insert_with(|| Held {
-                dfa: Arc::downgrade(dfa),
-                identity_ids: Vec::new(),
-            });
+            match held.entry(key.0) {
+                // Another thread's went in first.
+                Entry::Occupied(_) => {
+                    self.bytes.fetch_sub(HELD_BYTES, Ordering::Relaxed);
+                }
+                Entry::Vacant(v) => {
+                    v.insert(Held {
+                        dfa: Arc::downgrade(dfa),
+                        identity_ids: Vec::new(),
+                    });
+                }
+            }
             if held.len() >= self.next_prune.load(Ordering::Relaxed) {
                 drop(held);
                 self.prune();
@@ -205,10 +218,18 @@ impl SharedLexCache {
         }
         let mut held = write(&self.held);
         let Some(entry) = held.get_mut(&key.0) else {
+            // Pruned meanwhile (its automaton is gone): nothing to key.
+            self.bytes.fetch_sub(SCAN_KEY_BYTES, Ordering::Relaxed);
             return unheld;
         };
         let mut by_scan = write(&self.by_scan);
-        let named = *by_scan.entry(key).or_insert(id);
+        let named = match by_scan.entry(key) {
+            Entry::Occupied(o) => {
+                self.bytes.fetch_sub(SCAN_KEY_BYTES, Ordering::Relaxed);
+                *o.get()
+            }
+            Entry::Vacant(v) => *v.insert(id),
+        };
         // An identity id this call made and kept is remembered for `prune`.
         match id {
             Some(n) if !by_signature && named == id => entry.identity_ids.push(n),
@@ -275,11 +296,15 @@ impl SharedLexCache {
                 Some(*o.get())
             }
             Entry::Vacant(v) => {
-                let id = self.next_residual.fetch_add(1, Ordering::Relaxed);
+                // Taken under the write lock, so a load and a store: the
+                // counter stops at the limit rather than wrapping to ids
+                // handed out before.
+                let id = self.next_residual.load(Ordering::Relaxed);
                 if id >= IDENTITY_IDS {
                     self.bytes.fetch_sub(size, Ordering::Relaxed);
                     return None; // ids run out only after 2^31 signatures
                 }
+                self.next_residual.store(id + 1, Ordering::Relaxed);
                 self.residual_bytes.fetch_add(size, Ordering::Relaxed);
                 Some(*v.insert(id))
             }
@@ -320,12 +345,15 @@ impl SharedLexCache {
         }
     }
 
-    /// Charges `size` bytes to the budget, making room first if it is full.
+    /// Charges `size` bytes to the budget, making room first if it is full
+    /// (not for more than the room `evict` leaves: such a charge fails
+    /// without costing the kept entries anything).
     fn charge(&self, size: usize) -> bool {
-        charge(&self.bytes, self.limit, size) || {
-            self.evict();
-            charge(&self.bytes, self.limit, size)
-        }
+        charge(&self.bytes, self.limit, size)
+            || (size <= self.limit / 8 && {
+                self.evict();
+                charge(&self.bytes, self.limit, size)
+            })
     }
 
     /// Makes room: drops the entries no fill has used since the last call,
@@ -333,37 +361,53 @@ impl SharedLexCache {
     /// others (in the map's order: arbitrary, not by use); clears the marks
     /// of those kept. Forgets the residual signatures when they hold a
     /// quarter of the budget, or when room is still short (what cannot be
-    /// evicted, scans and automata held, fills the rest). Does nothing when
-    /// another thread has just made room (an eighth of the budget is free).
+    /// evicted, scans and automata held, fills the rest; then the automata
+    /// no grammar holds go too, `prune`). Does nothing when another thread
+    /// has just made room (an eighth of the budget is free). What goes is
+    /// freed after the locks are let go: fills wait on `map` meanwhile.
     fn evict(&self) {
+        let scarce = || self.bytes.load(Ordering::Relaxed) + self.limit / 8 > self.limit;
         let mut map = write(&self.map);
-        if self.bytes.load(Ordering::Relaxed) + self.limit / 8 <= self.limit {
+        if !scarce() {
             return;
         }
         let goal = self.map_bytes.load(Ordering::Relaxed) / 2;
         let mut left = self.map_bytes.load(Ordering::Relaxed);
+        let mut evicted = Vec::new();
         map.retain(|_, kept| {
             let keep = kept.used.swap(false, Ordering::Relaxed);
-            left -= if keep { 0 } else { kept.bytes };
+            if !keep {
+                left -= kept.bytes;
+                evicted.push(kept.entry.clone());
+            }
             keep
         });
         if left > goal {
             map.retain(|_, kept| {
                 let keep = left <= goal;
-                left -= if keep { 0 } else { kept.bytes };
+                if !keep {
+                    left -= kept.bytes;
+                    evicted.push(kept.entry.clone());
+                }
                 keep
             });
         }
         let freed = self.map_bytes.swap(left, Ordering::Relaxed) - left;
         self.bytes.fetch_sub(freed, Ordering::Relaxed);
         drop(map);
-        let scarce = self.bytes.load(Ordering::Relaxed) + self.limit / 8 > self.limit;
-        if scarce || self.residual_bytes.load(Ordering::Relaxed) >= self.limit / 4 {
-            let mut residuals = write(&self.residuals);
-            residuals.clear();
-            residuals.shrink_to_fit();
-            let freed = self.residual_bytes.swap(0, Ordering::Relaxed);
-            self.bytes.fetch_sub(freed, Ordering::Relaxed);
+        drop(evicted);
+        if scarce() || self.residual_bytes.load(Ordering::Relaxed) >= self.limit / 4 {
+            // `residual_bytes` changes only under this lock.
+            let forgotten = {
+                let mut residuals = write(&self.residuals);
+                let freed = self.residual_bytes.swap(0, Ordering::Relaxed);
+                self.bytes.fetch_sub(freed, Ordering::Relaxed);
+                std::mem::take(&mut *residuals)
+            };
+            drop(forgotten);
+        }
+        if scarce() {
+            self.prune();
         }
     }
 }
@@ -535,13 +579,120 @@ mod tests {
             assert!(cache.bytes.load(Ordering::Relaxed) <= 10 * size);
             assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
         }
-        // An entry larger than the whole budget is never kept, and costs
-        // the kept ones nothing.
+        // An entry larger than the room an eviction leaves is never kept,
+        // and costs the kept ones nothing.
         let huge = Arc::new(LexEntry::of_row(vec![u32::MAX; 2000], Vec::new()));
         let before = read(&cache.map).len();
         cache.insert(key(99), huge);
         assert!(cache.get(&key(99)).is_none());
-        assert!(read(&cache.map).len() <= before);
+        assert_eq!(read(&cache.map).len(), before);
+        assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_use_protects_an_entry_through_one_eviction_only() {
+        let size = 100 * 4 + 2 * 4;
+        let cache = SharedLexCache::new(10 * size);
+        let entry = || Arc::new(LexEntry::of_row(vec![u32::MAX; 100], Vec::new()));
+        let key = |n: u32| (vec![0, n], 0);
+        for n in 0..10 {
+            cache.insert(key(n), entry());
+        }
+        assert!(cache.get(&key(0)).is_some());
+        cache.insert(key(10), entry()); // room made: 0 stays, unmarked
+        assert!(read(&cache.map).contains_key(&key(0)));
+        for n in 11..19 {
+            cache.insert(key(n), entry());
+        }
+        cache.insert(key(19), entry()); // room made again: 0 unused since
+        assert!(!read(&cache.map).contains_key(&key(0)));
+    }
+
+    #[test]
+    fn an_entry_inserted_twice_is_charged_once() {
+        let cache = SharedLexCache::new(1 << 20);
+        let first = Arc::new(LexEntry::of_row(vec![u32::MAX; 10], Vec::new()));
+        let second = Arc::new(LexEntry::of_row(vec![u32::MAX; 10], Vec::new()));
+        cache.insert((vec![0, 1], 0), first.clone());
+        let bytes = cache.bytes.load(Ordering::Relaxed);
+        assert!(Arc::ptr_eq(&cache.insert((vec![0, 1], 0), second), &first));
+        assert_eq!(cache.bytes.load(Ordering::Relaxed), bytes);
+        assert_eq!(counted(&cache), bytes);
+    }
+
+    #[test]
+    fn signatures_holding_a_quarter_are_forgotten_when_room_is_made() {
+        let size = 100 * 4 + 2 * 4;
+        let cache = SharedLexCache::new(16 * size);
+        // Signatures worth a bit over a quarter of the budget.
+        let mut n = 0u32;
+        while cache.residual_bytes.load(Ordering::Relaxed) < 4 * size + 8 {
+            assert!(cache.residual_id(vec![n; 100]).is_some());
+            n += 1;
+        }
+        // Entries fill the rest; the next one makes room, which halving
+        // the entries alone would give: the signatures go all the same.
+        let entry = || Arc::new(LexEntry::of_row(vec![u32::MAX; 100], Vec::new()));
+        let mut k = 0;
+        while cache.bytes.load(Ordering::Relaxed) + size <= 16 * size {
+            cache.insert((vec![0, k], 0), entry());
+            k += 1;
+        }
+        cache.insert((vec![0, k], 0), entry());
+        assert!(read(&cache.residuals).is_empty());
+        assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
+        // Signed again, a signature gets a new id, never an old one.
+        assert_eq!(cache.residual_id(vec![0; 100]), Some(n));
+    }
+
+    #[test]
+    fn id_counters_stop_at_their_limit() {
+        let cache = SharedLexCache::new(1 << 20);
+        cache
+            .next_residual
+            .store(IDENTITY_IDS - 1, Ordering::Relaxed);
+        assert_eq!(cache.residual_id(vec![1]), Some(IDENTITY_IDS - 1));
+        for n in 2..5 {
+            assert_eq!(cache.residual_id(vec![n]), None);
+        }
+        assert_eq!(cache.next_residual.load(Ordering::Relaxed), IDENTITY_IDS);
+        cache.identities.store(IDENTITY_IDS - 1, Ordering::Relaxed);
+        let long = Arc::new(ByteDfa::new("[a-z]{0,600}").unwrap());
+        let mut q = long.start();
+        assert_eq!(cache.residual_id_of(&lexeme(&long), q), Some(u32::MAX));
+        for _ in 0..3 {
+            q = long.step(q, b'a');
+            assert_eq!(cache.residual_id_of(&lexeme(&long), q), None);
+        }
+        assert_eq!(cache.identities.load(Ordering::Relaxed), IDENTITY_IDS);
+    }
+
+    #[test]
+    fn racing_threads_charge_what_is_kept() {
+        let cache = SharedLexCache::new(1 << 22);
+        let automata: Vec<Arc<ByteDfa>> = (1..24)
+            .map(|n| Arc::new(ByteDfa::new(&format!("[a-c]{{0,{n}}}x")).unwrap()))
+            .collect();
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for t in 0..8u32 {
+                let (cache, automata, barrier) = (&cache, &automata, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    for d in automata {
+                        let mut q = d.start();
+                        for _ in 0..4 {
+                            if let Some(id) = cache.residual_id_of(&lexeme(d), q) {
+                                let key = (vec![0, id], t % 2);
+                                let row = vec![u32::MAX; 50];
+                                cache.insert(key, Arc::new(LexEntry::of_row(row, Vec::new())));
+                            }
+                            q = d.step(q, b'a');
+                        }
+                    }
+                });
+            }
+        });
         assert_eq!(counted(&cache), cache.bytes.load(Ordering::Relaxed));
     }
 
