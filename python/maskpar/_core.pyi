@@ -53,6 +53,12 @@ class Tokenizer:
     def special_token_ids(self) -> list[int]:
         """Ids marked special: never allowed by a grammar (EOS ids excepted,
         allowed where the text may end), sorted."""
+    def shared_cache_stats(self) -> dict[str, int]:
+        """What the lexer-only cache shared by this vocabulary's grammars holds:
+        ``bytes`` charged now, their bound ``limit`` (512 MiB, or
+        ``MASKPAR_SHARED_LEX_CACHE_BYTES`` as read when the cache was made),
+        ``entries`` kept, and ``evictions`` (how many times a full cache made
+        room)."""
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes of ``token_id`` (``b""`` for padding ids)."""
     def decode_bytes(self, token_ids: Sequence[int]) -> bytes:

@@ -29,3 +29,12 @@ pub mod tokenterm;
 pub mod valueunion;
 pub mod walk;
 pub mod wordgroups;
+
+pub use sharedlex::SharedLexStats;
+
+/// What the lexer-only cache shared by `vocab`'s grammars holds (made
+/// empty if no grammar has used it yet; None if the vocabulary's engine slot
+/// holds something else, when nothing is shared).
+pub fn shared_lex_stats(vocab: &crate::vocab::Vocab) -> Option<SharedLexStats> {
+    sharedlex::SharedLexCache::of(vocab).map(|c| c.stats())
+}

@@ -55,8 +55,26 @@ const MAX_SIGNATURE_WORDS: usize = 1 << 10;
 /// count up from 0 (far below it).
 const IDENTITY_IDS: u32 = 1 << 31;
 
-/// Bound on the lexer-only cache shared by a vocabulary's grammars.
+/// Bound on the lexer-only cache shared by a vocabulary's grammars, unless
+/// `MASKPAR_SHARED_LEX_CACHE_BYTES` (read when a vocabulary's cache is made)
+/// says otherwise.
 pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
+/// The environment variable that sets another bound (a whole number of
+/// bytes; anything else leaves the default).
+const SHARED_LEX_CACHE_ENV: &str = "MASKPAR_SHARED_LEX_CACHE_BYTES";
+
+/// What the shared cache holds, for a server's monitoring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedLexStats {
+    /// Bytes charged now (entries, residual signatures, scan keys).
+    pub bytes: usize,
+    /// The bound on `bytes`.
+    pub limit: usize,
+    /// Lexer-only entries kept now.
+    pub entries: usize,
+    /// How many times room was made.
+    pub evictions: usize,
+}
 
 /// See the module docs.
 #[derive(Debug)]
@@ -81,6 +99,7 @@ pub struct SharedLexCache {
     map_bytes: AtomicUsize,
     bytes: AtomicUsize,
     limit: usize,
+    evictions: AtomicUsize,
 }
 
 /// A shared entry, its charge, and whether a fill has used it since the
@@ -123,7 +142,21 @@ impl SharedLexCache {
     /// slot (the vocabulary does not know this type: see `EngineSlot`).
     /// None only if another engine took the slot: then nothing is shared.
     pub fn of(vocab: &Vocab) -> Option<&SharedLexCache> {
-        vocab.engine_state(|| SharedLexCache::new(SHARED_LEX_CACHE_BYTES))
+        vocab.engine_state(|| {
+            let limit = std::env::var(SHARED_LEX_CACHE_ENV).ok();
+            let limit = limit.and_then(|v| v.trim().parse().ok());
+            SharedLexCache::new(limit.unwrap_or(SHARED_LEX_CACHE_BYTES))
+        })
+    }
+
+    /// What the cache holds now.
+    pub fn stats(&self) -> SharedLexStats {
+        SharedLexStats {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            limit: self.limit,
+            entries: read(&self.map).len(),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
     }
 
     pub fn new(limit: usize) -> Self {
@@ -139,6 +172,7 @@ impl SharedLexCache {
             map_bytes: AtomicUsize::new(0),
             bytes: AtomicUsize::new(0),
             limit,
+            evictions: AtomicUsize::new(0),
         }
     }
 
@@ -371,6 +405,7 @@ impl SharedLexCache {
         if !scarce() {
             return;
         }
+        self.evictions.fetch_add(1, Ordering::Relaxed);
         let goal = self.map_bytes.load(Ordering::Relaxed) / 2;
         let mut left = self.map_bytes.load(Ordering::Relaxed);
         let mut evicted = Vec::new();

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyType};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyType};
 
 use super::int::{values, Int};
 use super::lists;
@@ -139,6 +139,25 @@ impl PyTokenizer {
     #[getter]
     fn special_token_ids(&self) -> Vec<u32> {
         self.vocab.special_token_ids()
+    }
+
+    /// What the lexer-only cache shared by this vocabulary's grammars holds:
+    /// `bytes` charged now, their bound `limit` (512 MiB, or
+    /// `MASKPAR_SHARED_LEX_CACHE_BYTES` as read when the cache was made),
+    /// `entries` kept, and `evictions` (how many times a full cache made room).
+    fn shared_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = crate::cfg::shared_lex_stats(&self.vocab).unwrap_or(crate::cfg::SharedLexStats {
+            bytes: 0,
+            limit: 0,
+            entries: 0,
+            evictions: 0,
+        });
+        let stats = PyDict::new(py);
+        stats.set_item("bytes", s.bytes)?;
+        stats.set_item("limit", s.limit)?;
+        stats.set_item("entries", s.entries)?;
+        stats.set_item("evictions", s.evictions)?;
+        Ok(stats)
     }
 
     /// The exact bytes of `token_id` (b"" for padding ids).
