@@ -2,8 +2,9 @@
 bounded, reported by ``Tokenizer.shared_cache_stats()``, and, once full, making
 room rather than sharing nothing more. Its entries are caches, so masks must
 not change when they are evicted: the oracle tests below (MaskBench labels from
-two independent validators, regex oracles over the whole vocabulary) run again
-in a process whose bound is small enough that room is made all the time.
+two independent validators, regex oracles over the whole vocabulary) and the
+thread tests run again in a process whose bound is small enough that room is
+made all the time.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import maskpar
 from conftest import BYTES, EOS, TESTS
 
 DEFAULT_LIMIT = 512 << 20
-ORACLE_TESTS = ["test_maskbench.py", "test_alike_entries.py", "test_divergent_entries.py"]
+ORACLE_TESTS = [
+    "test_maskbench.py",
+    "test_alike_entries.py",
+    "test_divergent_entries.py",
+    # Threads filling over shared grammars match a one-thread replay: room is
+    # made while other threads read the cache.
+    "test_concurrency.py",
+    "test_parallel.py",
+]
 
 
 def test_stats_report_what_is_held_and_the_bound() -> None:
