@@ -9,9 +9,9 @@
 //! **Naming a residual.** A state's residual automaton is named by its
 //! `residual_signature` (its reachable states numbered in a canonical
 //! order: equal signatures, isomorphic automata, dead state to dead state,
-//! which is what a walk that stops at the dead state needs), plus what the walk reads of
-//! the lexeme besides its language (greedy or not, alone, whether it
-//! splits, its longest-match rank). Each distinct signature gets a small
+//! which is what a walk that stops at the dead state needs), plus what the
+//! walk reads of the lexeme besides its language (greedy or not, alone,
+//! whether it splits, its longest-match rank). Each distinct signature gets a small
 //! id, and a shared key is the lexing mode, the sorted ids, and the trie
 //! node. A residual whose signature would pass `MAX_SIGNATURE_WORDS` words
 //! (a `format`'s automaton, a long counted string) is named by its automaton
@@ -64,7 +64,7 @@ pub const SHARED_LEX_CACHE_BYTES: usize = 512 << 20;
 const SHARED_LEX_CACHE_ENV: &str = "MASKPAR_SHARED_LEX_CACHE_BYTES";
 
 /// What the shared cache holds, for a server's monitoring.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SharedLexStats {
     /// Bytes charged now (entries, residual signatures, scan keys).
     pub bytes: usize,
@@ -95,7 +95,8 @@ pub struct SharedLexCache {
     /// dropped with what they name (see `prune`).
     next_prune: AtomicUsize,
     map: RwLock<HashMap<SharedKey, Kept>>,
-    /// Bytes charged for `map` (all of `bytes` but residuals and scans).
+    /// Bytes charged for `map` (all of `bytes` but residual signatures,
+    /// scan keys and held automata).
     map_bytes: AtomicUsize,
     bytes: AtomicUsize,
     limit: usize,
@@ -225,7 +226,7 @@ impl SharedLexCache {
         }
         let unheld = if by_signature { id } else { None };
         if !read(&self.held).contains_key(&key.0) {
-            if !self.charge(HELD_BYTES) {
+            if !self.charge_or_make_room(HELD_BYTES) {
                 // Unheld, the address may name another automaton later.
                 return unheld;
             }
@@ -247,7 +248,7 @@ impl SharedLexCache {
                 self.prune();
             }
         }
-        if !self.charge(SCAN_KEY_BYTES) {
+        if !self.charge_or_make_room(SCAN_KEY_BYTES) {
             return unheld;
         }
         let mut held = write(&self.held);
@@ -320,7 +321,7 @@ impl SharedLexCache {
             return Some(id);
         }
         let size = signature.len() * 4 + 16;
-        if !self.charge(size) {
+        if !self.charge_or_make_room(size) {
             return None;
         }
         let mut ids = write(&self.residuals);
@@ -358,7 +359,7 @@ impl SharedLexCache {
 
     pub(super) fn insert(&self, key: SharedKey, entry: Arc<LexEntry>) -> Arc<LexEntry> {
         let size = entry.bytes() + key.0.len() * 4;
-        if !self.charge(size) {
+        if !self.charge_or_make_room(size) {
             return entry;
         }
         match write(&self.map).entry(key) {
@@ -382,7 +383,7 @@ impl SharedLexCache {
     /// Charges `size` bytes to the budget, making room first if it is full
     /// (not for more than the room `evict` leaves: such a charge fails
     /// without costing the kept entries anything).
-    fn charge(&self, size: usize) -> bool {
+    fn charge_or_make_room(&self, size: usize) -> bool {
         charge(&self.bytes, self.limit, size)
             || (size <= self.limit / 8 && {
                 self.evict();

@@ -146,12 +146,7 @@ impl PyTokenizer {
     /// `MASKPAR_SHARED_LEX_CACHE_BYTES` as read when the cache was made),
     /// `entries` kept, and `evictions` (how many times a full cache made room).
     fn shared_cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = crate::cfg::shared_lex_stats(&self.vocab).unwrap_or(crate::cfg::SharedLexStats {
-            bytes: 0,
-            limit: 0,
-            entries: 0,
-            evictions: 0,
-        });
+        let s = crate::cfg::shared_lex_stats(&self.vocab).unwrap_or_default();
         let stats = PyDict::new(py);
         stats.set_item("bytes", s.bytes)?;
         stats.set_item("limit", s.limit)?;
