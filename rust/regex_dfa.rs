@@ -21,6 +21,7 @@ mod compose;
 mod lazy;
 mod minimize;
 mod periodic;
+mod seqtrie;
 mod sequences;
 mod sparse;
 mod subset;

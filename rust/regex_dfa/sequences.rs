@@ -4,22 +4,24 @@
 //! `[ ws 7 ws , ws "7" ws ]`: literal text between runs of flexible
 //! whitespace. Each could be its own lexeme, but then every value start
 //! scans 10,000 lexemes at once; a regex of the whole alternation takes the
-//! regex compiler seconds. Yet the union is nearly a trie: the subset
-//! construction over `(alternative, part, state)` triples, where a part is
-//! either literal bytes (its state an offset) or a small automaton shared
-//! by many alternatives (the whitespace run, a number's optional `.0`),
-//! builds it in time proportional to the text. The sets are large only
-//! near the start, where every alternative is alive; past the bytes that
-//! tell the values apart each holds a triple or two.
+//! regex compiler seconds. Yet the union is nearly a trie: merged into one
+//! (`seqtrie`, whose edges are literal bytes and whole automaton parts such
+//! as the whitespace run), the sequences need only the subset construction
+//! over *positions* in that trie — a node, or a node and a state of the
+//! part on the edge into it — to become deterministic where an automaton
+//! part and the bytes beside it overlap. It builds the automaton in time
+//! proportional to the text: most sets are one node of the trie, and those
+//! are looked up by the node, not hashed.
 //!
-//! Literal bytes are stepped once per triple (only their own class can move
-//! them), so a set costs its size plus the classes its automaton parts
-//! read, not size times classes.
+//! A set of one node steps along that node's byte children; an automaton
+//! position steps on every class its automaton reads, so a set costs its
+//! size plus the classes its automaton parts read, not size times classes.
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::seqtrie::{SeqTrie, ROOT};
 use super::sparse::{SparseRows, MAX_EDGES};
 use super::{class_bytes_of, ByteDfa, Result, Table, Tail, DEAD, DFA_SIZE_LIMIT};
 
@@ -32,28 +34,16 @@ pub enum SeqPart {
     Dfa(Arc<ByteDfa>),
 }
 
-/// A position inside the sequences: (sequence, part, state), the state an
-/// offset into a `Bytes` part or a state of a `Dfa` part.
-type Triple = (u32, u32, u32);
+/// A position in the trie: `(node, AT)` once every token into `node` is
+/// read, `(node, q)` in state `q` of the automaton part on the edge into
+/// `node`.
+type Position = (u32, u32);
 
-/// Budget steps per triple of a set built: stepped, sorted, hashed, stored.
-const TRIPLE_STEPS: usize = 16;
+/// The state half of a position at a node.
+const AT: u32 = u32::MAX;
 
-impl SeqPart {
-    fn start(&self) -> u32 {
-        match self {
-            SeqPart::Bytes(_) => 0,
-            SeqPart::Dfa(d) => d.start,
-        }
-    }
-
-    fn accepts(&self, q: u32) -> bool {
-        match self {
-            SeqPart::Bytes(b) => q as usize == b.len(),
-            SeqPart::Dfa(d) => d.is_accepting(q),
-        }
-    }
-}
+/// Budget steps per position of a set built: stepped, sorted, hashed, stored.
+const POSITION_STEPS: usize = 16;
 
 /// Whether a union of about `expected` states (see `union_of_sequences`)
 /// may fit the size bound: each takes at least a list of one transition.
@@ -69,20 +59,16 @@ pub fn union_may_fit(expected: usize) -> bool {
 /// (having spent little on the attempt). Empty sequences match the empty
 /// string.
 pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Option<ByteDfa>> {
-    let (classes, count) = sequence_classes(seqs);
     if !union_may_fit(expected) {
         return Ok(None);
     }
-    let mut first: Vec<Triple> = Vec::with_capacity(seqs.len());
-    let mut empty_matches = false;
-    for (s, parts) in seqs.iter().enumerate() {
-        match parts.first() {
-            Some(part) => first.push((s as u32, 0, part.start())),
-            None => empty_matches = true,
-        }
+    let trie = SeqTrie::new(seqs)?;
+    if !trie.ends(ROOT) && trie.len() == 1 {
+        return Ok(None);
     }
+    let (classes, count) = trie_classes(&trie);
     let mut b = Builder {
-        seqs,
+        trie: &trie,
         classes,
         stride: count,
         representative: class_bytes_of(&classes, count).1,
@@ -95,111 +81,163 @@ pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Opti
         touched: Vec::new(),
         scratch: Vec::new(),
     };
-    b.close(&mut first);
-    if first.is_empty() && !empty_matches {
-        return Ok(None);
-    }
-    let mut shared = Exploration::default();
-    let start = shared.intern(&mut b, &first)?;
-    b.accepting[start as usize] |= empty_matches;
-    // Sets of many sequences, where the values are told apart, are shared
-    // by all; once one sequence is left, the rest of the automaton is that
-    // sequence's own, explored at once with a table of its own (so its
-    // loops close), which is then emptied: the shared table holds only the
-    // sets near the start.
-    let mut own = Exploration::default();
+    let mut sets = Exploration {
+        at_node: vec![DEAD; trie.len()],
+        in_part: vec![(0, DEAD); trie.len()],
+        ..Exploration::default()
+    };
+    let start = sets.state_of(&mut b, &mut vec![(ROOT, AT)])?;
     let mut set = Vec::new();
-    while let Some(id) = shared.next(&mut set) {
-        if !b.one_sequence(&set) {
-            if !b.step(id, &set, &mut shared)? {
-                return Ok(None);
-            }
-            continue;
-        }
-        own.clear();
-        own.adopt(id, &set);
-        while let Some(id) = own.next(&mut set) {
-            if !b.step(id, &set, &mut own)? {
-                return Ok(None);
-            }
+    while let Some(id) = sets.next(&mut set) {
+        if !b.step(id, &set, &mut sets)? {
+            return Ok(None);
         }
     }
     Ok(Some(b.finish(start)))
 }
 
-/// The sets of triples met, each with its state, stepped in the order they
-/// were met. Sets live in one arena and are found by their hash, so
-/// meeting a set allocates nothing.
+/// The sets of positions met, each with its state. A set of one node is
+/// found by the node; others live in one arena and are found by their
+/// hash, so meeting a set allocates nothing. Sets are stepped last met
+/// first, so a value's states are built together (the trie's nodes of a
+/// value lie together too).
 #[derive(Default)]
 struct Exploration {
-    arena: Vec<Triple>,
-    /// Set `i` is `arena[spans[i].0..][..spans[i].1]`, state `states[i]`.
-    spans: Vec<(u32, u32)>,
+    /// The state of the closure of `{(n, AT)}` (`DEAD`: not met).
+    at_node: Vec<u32>,
+    /// The state of the closure of `{(n, q)}`, an automaton position: the
+    /// first met at each node (most are the only one: whitespace runs
+    /// loop in one state), the rest by hash.
+    in_part: Vec<(u32, u32)>,
+    at_part: HashMap<Position, u32>,
+    arena: Vec<Position>,
+    /// Set `i` is `arena[spans[i].0..][..spans[i].1]`.
+    spans: Vec<(usize, u32)>,
+    /// Set `i`'s state.
     states: Vec<u32>,
     /// The last set with a hash, and before it, the set met before it with
     /// the same hash (`u32::MAX`: none).
     by_hash: HashMap<u64, u32>,
     same_hash: Vec<u32>,
-    /// Sets before this one have been stepped.
-    stepped: usize,
+    /// The states met and not stepped: a set of one node, or an arena set.
+    pending: Vec<(u32, Pending)>,
+}
+
+#[derive(Clone, Copy)]
+enum Pending {
+    Node(u32),
+    Set(u32),
 }
 
 impl Exploration {
-    fn clear(&mut self) {
-        self.arena.clear();
-        self.spans.clear();
-        self.states.clear();
-        self.by_hash.clear();
-        self.same_hash.clear();
-        self.stepped = 0;
-    }
-
-    fn hash(set: &[Triple]) -> u64 {
+    fn hash(set: &[Position]) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         set.hash(&mut h);
         h.finish()
     }
 
-    fn set(&self, i: u32) -> &[Triple] {
+    fn set(&self, i: u32) -> &[Position] {
         let (at, len) = self.spans[i as usize];
-        &self.arena[at as usize..][..len as usize]
+        &self.arena[at..][..len as usize]
     }
 
-    /// Records `set` as state `id`'s, to be stepped.
-    fn adopt(&mut self, id: u32, set: &[Triple]) {
-        let i = self.spans.len() as u32;
-        let prev = self.by_hash.insert(Self::hash(set), i);
-        self.same_hash.push(prev.unwrap_or(u32::MAX));
-        self.spans.push((self.arena.len() as u32, set.len() as u32));
-        self.arena.extend_from_slice(set);
-        self.states.push(id);
+    /// The state of the closure of `kernel` (closed in place when its
+    /// state is new). A kernel of one position is looked up by that
+    /// position, with no closing or hashing: a trie node is reached from
+    /// its parent only, so each is met about once. (A larger kernel may
+    /// close to a set met that way too; its state is then a second,
+    /// equivalent one.)
+    fn state_of(&mut self, b: &mut Builder, kernel: &mut Vec<Position>) -> Result<u32> {
+        match kernel[..] {
+            [(node, AT)] => {
+                let id = self.at_node[node as usize];
+                if id != DEAD {
+                    return Ok(id);
+                }
+                b.close(kernel);
+                let id = self.add(b, kernel, None)?;
+                self.at_node[node as usize] = id;
+                Ok(id)
+            }
+            [(node, q)] => {
+                let (first_q, first_id) = self.in_part[node as usize];
+                if first_q == q && first_id != DEAD {
+                    return Ok(first_id);
+                }
+                if let Some(&id) = self.at_part.get(&(node, q)) {
+                    return Ok(id);
+                }
+                b.close(kernel);
+                let id = self.add(b, kernel, None)?;
+                if first_id == DEAD {
+                    self.in_part[node as usize] = (q, id);
+                } else {
+                    self.at_part.insert((node, q), id);
+                }
+                Ok(id)
+            }
+            _ => {
+                b.close(kernel);
+                self.intern(b, kernel)
+            }
+        }
     }
 
-    /// The state of closed set `set`, made (and queued) if new.
-    fn intern(&mut self, b: &mut Builder, set: &[Triple]) -> Result<u32> {
-        crate::budget::charge_n(set.len() * TRIPLE_STEPS)?;
-        let mut i = self.by_hash.get(&Self::hash(set)).copied();
+    /// The state of closed set `set`, found by its hash, made if new.
+    fn intern(&mut self, b: &mut Builder, set: &[Position]) -> Result<u32> {
+        crate::budget::charge_n(set.len() * POSITION_STEPS)?; // closed, hashed, compared
+        if let &[(node, AT)] = set {
+            let id = self.at_node[node as usize];
+            if id != DEAD {
+                return Ok(id);
+            }
+            let id = self.add(b, set, None)?;
+            self.at_node[node as usize] = id;
+            return Ok(id);
+        }
+        let hash = Self::hash(set);
+        let mut i = self.by_hash.get(&hash).copied();
         while let Some(k) = i.filter(|&k| k != u32::MAX) {
             if self.set(k) == set {
                 return Ok(self.states[k as usize]);
             }
             i = Some(self.same_hash[k as usize]);
         }
-        let id = b.rows.len() as u32;
-        b.rows.push((0, 0));
-        b.accepting.push(false);
-        self.adopt(id, set);
+        self.add(b, set, Some(hash))
+    }
+
+    /// A state for closed set `set`, queued to be stepped; found by `hash`
+    /// from now on, if given.
+    fn add(&mut self, b: &mut Builder, set: &[Position], hash: Option<u64>) -> Result<u32> {
+        crate::budget::charge_n(set.len() * POSITION_STEPS)?;
+        let id = b.new_state();
+        if let &[(node, AT)] = set {
+            self.pending.push((id, Pending::Node(node)));
+            return Ok(id);
+        }
+        let k = self.spans.len() as u32;
+        self.spans.push((self.arena.len(), set.len() as u32));
+        self.arena.extend_from_slice(set);
+        self.states.push(id);
+        self.same_hash.push(u32::MAX);
+        if let Some(hash) = hash {
+            if let Some(prev) = self.by_hash.insert(hash, k) {
+                self.same_hash[k as usize] = prev;
+            }
+        }
+        self.pending.push((id, Pending::Set(k)));
         Ok(id)
     }
 
     /// The next set to step (copied into `set`) and its state.
-    fn next(&mut self, set: &mut Vec<Triple>) -> Option<u32> {
-        let i = self.stepped;
-        let &id = self.states.get(i)?;
-        self.stepped += 1;
+    fn next(&mut self, set: &mut Vec<Position>) -> Option<u32> {
+        let (id, pending) = self.pending.pop()?;
         set.clear();
-        set.extend_from_slice(self.set(i as u32));
+        match pending {
+            Pending::Node(node) => set.push((node, AT)),
+            Pending::Set(k) => set.extend_from_slice(self.set(k)),
+        }
         Some(id)
     }
 }
@@ -207,7 +245,7 @@ impl Exploration {
 /// The automaton as it is built: each state's live `(class, target)`
 /// pairs, in the order states are stepped.
 struct Builder<'a> {
-    seqs: &'a [Vec<SeqPart>],
+    trie: &'a SeqTrie,
     classes: [u8; 256],
     stride: usize,
     representative: Vec<u8>,
@@ -219,22 +257,34 @@ struct Builder<'a> {
     /// Memory the finished automaton takes so far.
     bytes: usize,
     /// The set each class leads to from the set being stepped.
-    targets: Vec<Vec<Triple>>,
+    targets: Vec<Vec<Position>>,
     /// The classes with a non-empty target.
     touched: Vec<u8>,
     /// A target set being closed and interned.
-    scratch: Vec<Triple>,
+    scratch: Vec<Position>,
 }
 
 impl Builder<'_> {
-    /// Where a part accepts, the next may start: closes a set under that.
-    fn close(&self, set: &mut Vec<Triple>) {
+    /// A state, its row to be filled when it is stepped.
+    fn new_state(&mut self) -> u32 {
+        let id = self.rows.len() as u32;
+        self.rows.push((0, 0));
+        self.accepting.push(false);
+        id
+    }
+
+    /// Where a part accepts, its node is reached; at a node, the parts on
+    /// its edges may start: closes a set under both.
+    fn close(&self, set: &mut Vec<Position>) {
         let mut i = 0;
         while i < set.len() {
-            let (s, p, q) = set[i];
-            let parts = &self.seqs[s as usize];
-            if (p as usize + 1) < parts.len() && parts[p as usize].accepts(q) {
-                set.push((s, p + 1, parts[p as usize + 1].start()));
+            let (node, q) = set[i];
+            if q == AT {
+                for child in self.trie.part_children(node) {
+                    set.push((child, self.trie.part(child).start()));
+                }
+            } else if self.trie.part(node).is_accepting(q) {
+                set.push((node, AT));
             }
             i += 1;
         }
@@ -242,57 +292,69 @@ impl Builder<'_> {
         set.dedup();
     }
 
-    fn ends(&self, &(s, p, q): &Triple) -> bool {
-        let parts = &self.seqs[s as usize];
-        p as usize + 1 == parts.len() && parts[p as usize].accepts(q)
-    }
-
-    /// Whether every triple of (sorted) `set` is of one sequence.
-    fn one_sequence(&self, set: &[Triple]) -> bool {
-        set.first().map(|t| t.0) == set.last().map(|t| t.0)
-    }
-
     /// Steps state `id`'s `set` on every class, interning the targets in
-    /// `into`. False when the automaton grows past its bounds.
-    fn step(&mut self, id: u32, set: &[Triple], into: &mut Exploration) -> Result<bool> {
+    /// `sets`. False when the automaton grows past its bounds.
+    fn step(&mut self, id: u32, set: &[Position], sets: &mut Exploration) -> Result<bool> {
+        let at = self.edges.len() as u32;
+        if let &[(node, AT)] = set {
+            // One node (most states): its byte children are the targets,
+            // each a class of its own (literal bytes are).
+            self.accepting[id as usize] = self.trie.ends(node);
+            let mut to = std::mem::take(&mut self.scratch);
+            for child in self.trie.byte_children(node) {
+                to.clear();
+                to.push((child, AT));
+                let t = sets.state_of(self, &mut to)?;
+                self.edges
+                    .push((self.classes[self.trie.byte(child) as usize], t));
+            }
+            self.scratch = to;
+            self.edges[at as usize..].sort_unstable_by_key(|e| e.0);
+            crate::budget::charge_n(
+                (self.edges.len() - at as usize) * crate::budget::TABLE_TRANSITION,
+            )?;
+            return Ok(self.close_row(id, at));
+        }
         let mut stepped = 0usize;
         let mut accepts = false;
-        for &(s, p, q) in set {
-            accepts |= self.ends(&(s, p, q));
-            match &self.seqs[s as usize][p as usize] {
-                SeqPart::Bytes(b) => {
-                    if let Some(&byte) = b.get(q as usize) {
-                        let c = self.classes[byte as usize];
-                        self.target(c).push((s, p, q + 1));
-                        stepped += 1;
+        for &(node, q) in set {
+            if q == AT {
+                accepts |= self.trie.ends(node);
+                for child in self.trie.byte_children(node) {
+                    let c = self.classes[self.trie.byte(child) as usize];
+                    self.target(c).push((child, AT));
+                    stepped += 1;
+                }
+            } else {
+                let d = self.trie.part(node);
+                for c in 0..self.stride {
+                    let to = d.step(q, self.representative[c]);
+                    if to != DEAD {
+                        self.target(c as u8).push((node, to));
                     }
                 }
-                SeqPart::Dfa(d) => {
-                    for c in 0..self.stride {
-                        let to = d.step(q, self.representative[c]);
-                        if to != DEAD {
-                            self.target(c as u8).push((s, p, to));
-                        }
-                    }
-                    stepped += self.stride;
-                }
+                stepped += self.stride;
             }
         }
         crate::budget::charge_n(stepped + self.touched.len() * crate::budget::TABLE_TRANSITION)?;
-        self.accepting[id as usize] |= accepts;
+        self.accepting[id as usize] = accepts;
         self.touched.sort_unstable();
-        let at = self.edges.len() as u32;
         let mut to = std::mem::take(&mut self.scratch);
         for k in 0..self.touched.len() {
             let c = self.touched[k];
             to.clear();
             to.append(&mut self.targets[c as usize]);
-            self.close(&mut to);
-            let t = into.intern(self, &to)?;
+            let t = sets.state_of(self, &mut to)?;
             self.edges.push((c, t));
         }
         self.scratch = to;
         self.touched.clear();
+        Ok(self.close_row(id, at))
+    }
+
+    /// Records state `id`'s pairs, from `at` on; false when the automaton
+    /// grows past its bounds.
+    fn close_row(&mut self, id: u32, at: u32) -> bool {
         let live = self.edges.len() as u32 - at;
         self.rows[id as usize] = (at, live);
         self.bytes += if live as usize > MAX_EDGES {
@@ -300,11 +362,11 @@ impl Builder<'_> {
         } else {
             SparseRows::bytes_for(live as usize)
         };
-        Ok(self.rows.len() <= self.max_states && self.bytes <= DFA_SIZE_LIMIT)
+        self.rows.len() <= self.max_states && self.bytes <= DFA_SIZE_LIMIT
     }
 
     /// Class `c`'s target set, noting that it is used.
-    fn target(&mut self, c: u8) -> &mut Vec<Triple> {
+    fn target(&mut self, c: u8) -> &mut Vec<Position> {
         let to = &mut self.targets[c as usize];
         if to.is_empty() {
             self.touched.push(c);
@@ -379,30 +441,18 @@ impl Builder<'_> {
     }
 }
 
-/// Byte classes for `seqs`: every byte of a `Bytes` part alone, refined by
-/// the classes of each distinct automaton part. Returns the class of each
-/// byte and the number of classes.
-fn sequence_classes(seqs: &[Vec<SeqPart>]) -> ([u8; 256], usize) {
-    let mut literal = [false; 256];
-    let mut automata: Vec<&Arc<ByteDfa>> = Vec::new();
-    for part in seqs.iter().flatten() {
-        match part {
-            SeqPart::Bytes(b) => b.iter().for_each(|&x| literal[x as usize] = true),
-            SeqPart::Dfa(d) => {
-                if !automata.iter().any(|a| Arc::ptr_eq(a, d)) {
-                    automata.push(d);
-                }
-            }
-        }
-    }
-    // A byte's signature: itself if some literal has it, then its class in
-    // each automaton; equal signatures share a class.
+/// Byte classes for the trie: every byte a literal reads alone, refined
+/// by the classes of each automaton part. Returns the class of each byte
+/// and the number of classes.
+fn trie_classes(trie: &SeqTrie) -> ([u8; 256], usize) {
+    // A byte's signature: itself if some literal reads it, then its class
+    // in each automaton; equal signatures share a class.
     let mut ids: HashMap<Vec<u16>, u8> = HashMap::default();
     let mut classes = [0u8; 256];
     for b in 0..=255u8 {
-        let mut key: Vec<u16> = Vec::with_capacity(automata.len() + 1);
-        key.push(if literal[b as usize] { b as u16 } else { 256 });
-        key.extend(automata.iter().map(|d| d.classes[b as usize] as u16));
+        let mut key: Vec<u16> = Vec::with_capacity(trie.parts().len() + 1);
+        key.push(if trie.literal(b) { b as u16 } else { 256 });
+        key.extend(trie.parts().iter().map(|d| d.classes[b as usize] as u16));
         let fresh = ids.len() as u8;
         classes[b as usize] = *ids.entry(key).or_insert(fresh);
     }
