@@ -34,7 +34,8 @@ pub const NONE: u32 = u32::MAX;
 pub const ROOT: u32 = 0;
 /// Tokens below this are bytes; token `PART + i` is automaton part `i`.
 const PART: u32 = 256;
-/// Budget steps per token: flattened, sorted, and made a node.
+/// Budget steps per token flattened and made a node (sorting is charged
+/// apart).
 const TOKEN_STEPS: usize = 8;
 
 /// The trie. Node `n`'s children are linked through `next_sibling`, those
@@ -82,8 +83,10 @@ impl SeqTrie {
             }
             spans.push((at, tokens.len() - at));
         }
-        let sorting = spans.len() * (usize::BITS - spans.len().leading_zeros()) as usize;
-        crate::budget::charge_n(tokens.len() * TOKEN_STEPS + sorting * TOKEN_STEPS)?;
+        // Sorting compares up to every token of a sequence, about log2(n)
+        // times per sequence.
+        let levels = (usize::BITS - spans.len().leading_zeros()) as usize;
+        crate::budget::charge_n(tokens.len().saturating_mul(TOKEN_STEPS + levels))?;
         let of = |&(at, len): &(usize, usize)| &tokens[at..at + len];
         spans.sort_unstable_by(|a, b| of(a).cmp(of(b)));
         let mut trie = SeqTrie {
