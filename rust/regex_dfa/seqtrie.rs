@@ -86,7 +86,13 @@ impl SeqTrie {
         // Sorting compares up to every token of a sequence, about log2(n)
         // times per sequence.
         let levels = (usize::BITS - spans.len().leading_zeros()) as usize;
-        crate::budget::charge_n(tokens.len().saturating_mul(TOKEN_STEPS + levels))?;
+        crate::budget::charge_n((tokens.len() + spans.len()).saturating_mul(TOKEN_STEPS + levels))?;
+        if tokens.len() >= NONE as usize {
+            // Node ids are u32 (callers bound the text far below this).
+            return Err(crate::error::Error::LimitExceeded(
+                "alternatives with more than 2^32 tokens".into(),
+            ));
+        }
         let of = |&(at, len): &(usize, usize)| &tokens[at..at + len];
         spans.sort_unstable_by(|a, b| of(a).cmp(of(b)));
         let mut trie = SeqTrie {

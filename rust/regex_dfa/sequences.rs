@@ -66,7 +66,7 @@ pub fn union_of_sequences(seqs: &[Vec<SeqPart>], expected: usize) -> Result<Opti
     if !trie.ends(ROOT) && trie.len() == 1 {
         return Ok(None);
     }
-    let (classes, count) = trie_classes(&trie);
+    let (classes, count) = trie_classes(&trie)?;
     let mut b = Builder {
         trie: &trie,
         classes,
@@ -344,6 +344,11 @@ impl Builder<'_> {
             let c = self.touched[k];
             to.clear();
             to.append(&mut self.targets[c as usize]);
+            if to.len() > 1 {
+                // States of one part may meet: one position, found by it.
+                to.sort_unstable();
+                to.dedup();
+            }
             let t = sets.state_of(self, &mut to)?;
             self.edges.push((c, t));
         }
@@ -423,8 +428,9 @@ impl Builder<'_> {
             };
             sparse.push(&list, self.accepting[i], forced);
         }
-        // Every set is live (a literal's bytes lead on, an automaton part's
-        // states are all live) and reached from the start: no pruning.
+        // Every set is live (each trie node lies on the way to a node where
+        // a sequence ends, an automaton part's states are all live) and
+        // reached from the start: no pruning.
         let mut dfa = Table {
             classes: self.classes,
             class_size,
@@ -444,7 +450,8 @@ impl Builder<'_> {
 /// Byte classes for the trie: every byte a literal reads alone, refined
 /// by the classes of each automaton part. Returns the class of each byte
 /// and the number of classes.
-fn trie_classes(trie: &SeqTrie) -> ([u8; 256], usize) {
+fn trie_classes(trie: &SeqTrie) -> Result<([u8; 256], usize)> {
+    crate::budget::charge_n(256 * (trie.parts().len() + 1))?;
     // A byte's signature: itself if some literal reads it, then its class
     // in each automaton; equal signatures share a class.
     let mut ids: HashMap<Vec<u16>, u8> = HashMap::default();
@@ -456,7 +463,7 @@ fn trie_classes(trie: &SeqTrie) -> ([u8; 256], usize) {
         let fresh = ids.len() as u8;
         classes[b as usize] = *ids.entry(key).or_insert(fresh);
     }
-    (classes, ids.len())
+    Ok((classes, ids.len()))
 }
 
 #[cfg(test)]
