@@ -184,18 +184,12 @@ impl Exploration {
         }
     }
 
-    /// The state of closed set `set`, found by its hash, made if new.
+    /// The state of closed set `set`, found by its hash, made if new. Only
+    /// sets closed from a kernel of two or more positions come here, so
+    /// `set` holds two or more (one position is found by `state_of`).
     fn intern(&mut self, b: &mut Builder, set: &[Position]) -> Result<u32> {
         crate::budget::charge_n(set.len() * POSITION_STEPS)?; // closed, hashed, compared
-        if let &[(node, AT)] = set {
-            let id = self.at_node[node as usize];
-            if id != DEAD {
-                return Ok(id);
-            }
-            let id = self.add(b, set, None)?;
-            self.at_node[node as usize] = id;
-            return Ok(id);
-        }
+        debug_assert!(set.len() > 1);
         let hash = Self::hash(set);
         let mut i = self.by_hash.get(&hash).copied();
         while let Some(k) = i.filter(|&k| k != u32::MAX) {
