@@ -72,7 +72,12 @@ def kernel() -> Any:
         ptrs = logits_ptr + row * logits_stride + tokens
         in_row = tokens < vocab
         x = tl.load(ptrs, mask=in_row)
-        tl.store(ptrs, tl.where(allowed, x, float("-inf")), mask=in_row)
+        # The select is done in float32 and stored back in the logits' dtype
+        # (exact both ways for fp16, bf16 and -inf): a -inf constant of the
+        # logits' own dtype is not built by every Triton's interpreter
+        # (3.6's has no bf16 constants), which is what CI tests the kernel on.
+        masked = tl.where(allowed, x.to(tl.float32), float("-inf"))
+        tl.store(ptrs, masked.to(x.dtype), mask=in_row)
 
     return apply_bitmask
 
