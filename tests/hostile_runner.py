@@ -694,6 +694,28 @@ def _():
     return size(regex_grammar("\x00\x00\x00\x00\x00+\x00*.{34}\tz+\x00*.{34}\tz\x00\x00\x02:c|"))
 
 
+@case("regex_fuzz_counted_loops_in_a_large_nfa", VALUE)
+def _():
+    # Found by the long fuzz run of 2026-11-27 on the 16-core GPU machine (a
+    # timeout without the budget): 33,333 counted copies of a loop, behind an
+    # alternative that adds byte classes. 66,684 NFA states and 16 classes:
+    # the budget ran out only after 3-4 s until a large NFA's lookups were
+    # charged per class (regex_dfa/lazy.rs), now as the other classes.
+    return size(regex_grammar("\x00\x00-\x00\x00r|z\x00]\x00mo\x01+{033333}"))
+
+
+@case("regex_fuzz_counted_optional_in_a_large_nfa", VALUE)
+def _():
+    # The same run: `(,?){30033}`, 60,076 NFA states and 9 classes.
+    return size(regex_grammar("\x00\x12\x00\x00},?{30033}"))
+
+
+@case("regex_fuzz_wide_count_after_loops", VALUE)
+def _():
+    # The same run: `.{1408}` as nested counts after two loops.
+    return size(regex_grammar("\r+d\x00+.{4}{44}{8}UUU\x05U\x05\x00"))
+
+
 @case("gbnf_fuzz_counted_classes_in_an_unclosed_string", VALUE)
 def _():
     # Found by the long fuzz run of 2026-11-26 13:50 (a timeout without the

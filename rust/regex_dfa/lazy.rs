@@ -104,8 +104,27 @@ impl<'p> LazySource<'p> {
 /// steps) ends the exponential class after about a second here, with few
 /// classes (`[ab]*a[ab]{30}`, 7) and with many (a fuzz-found key pattern of
 /// 79 `.`s between runs of letters, 51).
+///
+/// Each NFA state of a set is looked up once per class, and those lookups
+/// leave the CPU's caches as the NFA grows: the long fuzz run of 2026-11-27
+/// found `z(\x01+){33333}` and `(,?){30033}` (60,000 NFA states, 16 and 9
+/// classes), where the default budget took 3 to 4 s to run out. So every
+/// `NFA_STATES_PER_CLASS_STEP` NFA states add one step per class and byte,
+/// up to an NFA `MAX_NFA_CLASS_STEPS` times that size (past it a lookup is
+/// a miss to memory however large the NFA). With it, the patterns of that
+/// run end at the default budget in 1.0 to 1.5 s here, as the classes above
+/// do (`tests/hostile_runner.py`, `regex_fuzz_*`).
 const CACHED_BYTE: u64 = 14;
 const CLASSES_PER_STEP: u64 = 4;
+const NFA_STATES_PER_CLASS_STEP: u64 = 16_384;
+const MAX_NFA_CLASS_STEPS: u64 = 8;
+
+/// Budget steps per byte of cache growth for an NFA of `nfa_states` states
+/// and `classes` byte classes (see `CACHED_BYTE`).
+fn steps_per_cached_byte(classes: u64, nfa_states: u64) -> u64 {
+    let nfa_states = nfa_states.min(MAX_NFA_CLASS_STEPS * NFA_STATES_PER_CLASS_STEP);
+    CACHED_BYTE + classes / CLASSES_PER_STEP + classes * nfa_states / NFA_STATES_PER_CLASS_STEP
+}
 
 fn config(kind: MatchKind) -> Config {
     Config::new()
@@ -152,7 +171,8 @@ impl LazySource<'_> {
         let grown = used.saturating_sub(self.charged);
         self.charged = used;
         let classes = self.dfa.byte_classes().alphabet_len() as u64;
-        crate::budget::charge(grown as u64 * (CACHED_BYTE + classes / CLASSES_PER_STEP))
+        let nfa_states = self.dfa.get_nfa().states().len() as u64;
+        crate::budget::charge(grown as u64 * steps_per_cached_byte(classes, nfa_states))
     }
 }
 
@@ -206,4 +226,35 @@ pub(super) fn determinize(pattern: &str, mut source: LazySource<'_>) -> Result<B
     table
         .pruned()
         .ok_or_else(|| Error::Compile(format!("regex {pattern:?} matches no string")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_nfas_are_charged_per_byte_and_class_as_before() {
+        // `[ab]*a[ab]{30}`: 38 NFA states, 5 classes.
+        assert_eq!(steps_per_cached_byte(5, 38), CACHED_BYTE + 1);
+        assert_eq!(steps_per_cached_byte(51, 300), CACHED_BYTE + 12);
+    }
+
+    #[test]
+    fn large_nfas_are_charged_more_per_class_up_to_a_cap() {
+        // The fuzz-found `z(\x01+){33333}`: 66,684 NFA states, 16 classes.
+        assert_eq!(steps_per_cached_byte(16, 66_684), CACHED_BYTE + 4 + 65);
+        let capped = steps_per_cached_byte(16, MAX_NFA_CLASS_STEPS * NFA_STATES_PER_CLASS_STEP);
+        assert_eq!(steps_per_cached_byte(16, 10_000_000), capped);
+        assert_eq!(
+            steps_per_cached_byte(257, u64::MAX),
+            CACHED_BYTE + 64 + 257 * 8
+        );
+    }
+
+    #[test]
+    fn a_large_nfa_runs_out_of_the_budget_with_its_error() {
+        let err =
+            crate::budget::with_budget(20_000_000, || ByteDfa::new("z(\x01+){33333}")).unwrap_err();
+        assert!(err.to_string().contains("steps of work"), "{err}");
+    }
 }
