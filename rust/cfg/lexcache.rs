@@ -905,7 +905,7 @@ impl OneScan<'_> {
 
     /// What the walk does at a node whose byte takes the scan from `q` to
     /// `q2`: a function of the two states only (see `nearentry`).
-    #[inline]
+    #[inline(always)]
     pub(super) fn decide(&self, q: u32, q2: u32) -> Visit {
         if q2 != DEAD {
             let ends = if self.backs_off {
@@ -933,7 +933,7 @@ impl OneScan<'_> {
 }
 
 impl VisitStepper for OneScan<'_> {
-    #[inline]
+    #[inline(always)]
     fn visit(&mut self, depth: usize, byte: u8) -> Visit {
         let q = self.states[depth - 1];
         let q2 = self.dfa.step(q, byte);
