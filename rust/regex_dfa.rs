@@ -582,6 +582,17 @@ impl ByteDfa {
     /// isomorphic automata, so equal behaviour on every byte string, whatever
     /// DFA they come from. None when it would be longer than `limit` words.
     pub fn residual_signature(&self, q: u32, limit: usize) -> Option<Vec<u32>> {
+        // A state writes at least four words (its acceptance, its number of
+        // runs, one run). In a long counted repetition every later copy has
+        // a state reachable from `q` (each live state reaches the copy's
+        // end), so a state far from the last copy is known to pass `limit`
+        // without numbering its copies first.
+        let past_table = q as usize * self.stride >= self.trans.len();
+        if let Some(p) = self.periodic().filter(|_| past_table) {
+            if (p.copies() - p.coords(q).0) as usize * 4 > limit {
+                return None;
+            }
+        }
         let mut ids: HashMap<u32, u32> = HashMap::from_iter([(DEAD, 0)]);
         let mut order = vec![q];
         ids.insert(q, 1);
@@ -1631,6 +1642,17 @@ pub(crate) mod tests {
         assert_ne!(sig("a[bc]", ""), sig("a[bc]?", ""));
         let d = ByteDfa::new("[a-z]{0,300}").unwrap();
         assert!(d.residual_signature(d.start(), 100).is_none());
+        // A long count shares one block of rows: far from its last copy a
+        // state is refused unnumbered, near it the signature is the short
+        // count's.
+        let long = ByteDfa::new("[a-z]{0,5000}").unwrap();
+        assert!(long.periodic().is_some());
+        assert!(long.residual_signature(long.start(), 1 << 10).is_none());
+        let near_end = long.step_bytes(long.start(), &[b'q'; 4990]);
+        assert_eq!(
+            long.residual_signature(near_end, 1 << 10),
+            Some(sig("[a-z]{0,10}", ""))
+        );
     }
 
     /// The signature as its definition reads: every one of a state's 256

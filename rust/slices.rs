@@ -94,6 +94,12 @@ impl TextSlices {
         TextSlices { slices }
     }
 
+    /// The most characters a slice's token has (0 with no slices): a
+    /// scan that survives texts this long takes the widest slice.
+    pub fn max_chars(&self) -> usize {
+        self.slices.last().map_or(0, |s| s.max_chars)
+    }
+
     /// The widest slice whose tokens all have at most `chars` characters.
     pub fn within(&self, chars: usize) -> Option<&TextSlice> {
         self.slices.iter().rev().find(|s| s.max_chars <= chars)

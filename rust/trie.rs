@@ -16,6 +16,7 @@ pub trait TrieStepper {
 }
 
 /// The stepper for a byte DFA given as a step function (0 = dead).
+#[derive(Clone)]
 pub struct DfaStepper<F: Fn(u32, u8) -> u32> {
     states: Vec<u32>,
     step: F,
@@ -65,16 +66,66 @@ impl<S: TrieStepper> TrieStepper for Offset<'_, S> {
     }
 }
 
-/// A `TrieStepper` as a `VisitStepper` that never stops.
-struct Live<'a, S: TrieStepper>(&'a mut S);
+/// A `TrieStepper` as a `VisitStepper` that never stops (owned, so a
+/// split walk can copy it).
+#[derive(Clone)]
+struct Live<S: TrieStepper>(S);
 
-impl<S: TrieStepper> VisitStepper for Live<'_, S> {
+impl<S: TrieStepper> VisitStepper for Live<S> {
     #[inline(always)]
     fn visit(&mut self, depth: usize, byte: u8) -> Visit {
         if self.0.step(depth, byte) {
             Visit::Live
         } else {
             Visit::Dead
+        }
+    }
+}
+
+/// Subtrees with fewer nodes are walked as one (`walk_visits_split`).
+const SPLIT_WALK_NODES: usize = 4096;
+
+/// A walk over nodes `i..end` in pre-order (`walk_visits`, and each of
+/// `walk_visits_split`'s two), with the start of the run of tokens it has
+/// yet to report: tokens go out run by run, as in `walk_visits_below`.
+struct Lane {
+    i: usize,
+    end: usize,
+    run: usize,
+}
+
+impl Lane {
+    fn new(trie: &TokenTrie, i: usize, end: usize) -> Lane {
+        let run = trie.nodes[i.min(end)].tokens_start as usize;
+        Lane { i, end, run }
+    }
+
+    /// Visits node `i` (a `walk_visits` step); a skipped subtree may take
+    /// `i` past `end`, which ends the lane.
+    #[inline(always)]
+    fn step(
+        &mut self,
+        trie: &TokenTrie,
+        base: usize,
+        stepper: &mut impl VisitStepper,
+        report: &mut impl FnMut(usize, usize),
+        on_stop: &mut impl FnMut(usize),
+    ) {
+        let n = trie.nodes[self.i];
+        let skip = match stepper.visit(n.depth as usize - base, n.byte) {
+            Visit::Live => false,
+            Visit::Dead => true,
+            Visit::Stop => {
+                on_stop(self.i);
+                true
+            }
+        };
+        if skip {
+            report(self.run, n.tokens_start as usize);
+            self.i = n.subtree_end as usize;
+            self.run = trie.nodes[self.i].tokens_start as usize;
+        } else {
+            self.i += 1;
         }
     }
 }
@@ -240,9 +291,9 @@ impl TokenTrie {
 
     /// Sets the bit of every token whose bytes `step` can read from `start`
     /// without dying. `step(state, byte)` returns the next state, 0 meaning dead.
-    pub fn fill_allowed(&self, start: u32, step: impl Fn(u32, u8) -> u32, row: &mut [u32]) {
-        let mut stepper = DfaStepper::new(start, step, self.max_depth);
-        self.walk_visits(0, &mut Live(&mut stepper), |t| set_bit(row, t), |_| {});
+    pub fn fill_allowed(&self, start: u32, step: impl Fn(u32, u8) -> u32 + Clone, row: &mut [u32]) {
+        let mut stepper = Live(DfaStepper::new(start, step, self.max_depth));
+        self.walk_visits_split(0, &mut stepper, |t| set_bit(row, t), |_| {});
     }
 
     /// True if some token in the subtree below `node` (excluding `node`'s own
@@ -270,10 +321,20 @@ impl TokenTrie {
         &self,
         top: usize,
         stepper: &mut impl VisitStepper,
-        on_token: impl FnMut(u32),
-        on_stop: impl FnMut(usize),
+        mut on_token: impl FnMut(u32),
+        mut on_stop: impl FnMut(usize),
     ) {
-        self.walk_visits_below(top, 1, stepper, on_token, on_stop);
+        let mut report = |from: usize, to: usize| {
+            if from < to {
+                self.tokens[from..to].iter().for_each(|&t| on_token(t));
+            }
+        };
+        let (base, end) = (self.depth(top), self.subtree_end(top));
+        let mut lane = Lane::new(self, top + 1, end);
+        while lane.i < lane.end {
+            lane.step(self, base, stepper, &mut report, &mut on_stop);
+        }
+        report(lane.run, self.nodes[lane.end].tokens_start as usize);
     }
 
     /// `walk_visits` that reports only the nodes at least `from` bytes
@@ -297,9 +358,8 @@ impl TokenTrie {
         // branch a node.
         let (base, end) = (self.depth(top), self.subtree_end(top));
         let nodes = &self.nodes;
-        let mut report = |from: &mut usize, to: usize, resume: usize| {
-            self.tokens[*from..to].iter().for_each(|&t| on_token(t));
-            *from = resume;
+        let mut report = |from: usize, to: usize| {
+            self.tokens[from..to].iter().for_each(|&t| on_token(t));
         };
         let mut run = nodes[top + 1].tokens_start as usize;
         let mut i = top + 1;
@@ -320,22 +380,103 @@ impl TokenTrie {
                     }
                     Visit::Live => {
                         if !reported {
-                            let own = nodes[i + 1].tokens_start as usize;
-                            report(&mut run, n.tokens_start as usize, own);
+                            // Its own tokens are not reported.
+                            report(run, n.tokens_start as usize);
+                            run = nodes[i + 1].tokens_start as usize;
                         }
                         false
                     }
                 }
             };
             if skip {
-                let after = nodes[n.subtree_end as usize].tokens_start as usize;
-                report(&mut run, n.tokens_start as usize, after);
+                report(run, n.tokens_start as usize);
                 i = n.subtree_end as usize;
+                run = nodes[i].tokens_start as usize;
             } else {
                 i += 1;
             }
         }
-        report(&mut run, nodes[end].tokens_start as usize, 0);
+        report(run, nodes[end].tokens_start as usize);
+    }
+
+    /// `walk_visits` as two walks interleaved node by node: one over the
+    /// first half of the subtree's nodes (in pre-order), one over the rest,
+    /// each with its own copy of `stepper`. A walk is a chain of dependent
+    /// loads per node (the parent's state, then the transition); two
+    /// independent chains keep the core busy while each waits. The same
+    /// tokens are reported (in another order) and the same stops, in
+    /// pre-order. Small subtrees are walked as one.
+    pub fn walk_visits_split<S: VisitStepper + Clone>(
+        &self,
+        top: usize,
+        stepper: &mut S,
+        on_token: impl FnMut(u32),
+        on_stop: impl FnMut(usize),
+    ) {
+        let end = self.subtree_end(top);
+        if end - top < SPLIT_WALK_NODES {
+            return self.walk_visits(top, stepper, on_token, on_stop);
+        }
+        let mid = top + 1 + (end - top - 1) / 2;
+        self.walk_visits_split_at(top, mid, stepper, on_token, on_stop);
+    }
+
+    /// `walk_visits_split` with the second walk from node `mid`, any node
+    /// strictly below `top`.
+    fn walk_visits_split_at<S: VisitStepper + Clone>(
+        &self,
+        top: usize,
+        mid: usize,
+        stepper: &mut S,
+        mut on_token: impl FnMut(u32),
+        mut on_stop: impl FnMut(usize),
+    ) {
+        let (base, end) = (self.depth(top), self.subtree_end(top));
+        debug_assert!(top < mid && mid < end);
+        let nodes = &self.nodes;
+        // The second walk starts at `mid` with the states of its ancestors
+        // (the only nodes before `mid` that nodes after it lie below); an
+        // ancestor the first walk skips takes the nodes below it along.
+        let mut second = stepper.clone();
+        let mut ancestors = Vec::new();
+        let mut a = self.parent(mid);
+        while a != top {
+            ancestors.push(a);
+            a = self.parent(a);
+        }
+        let mut start = mid;
+        for &a in ancestors.iter().rev() {
+            let n = nodes[a];
+            if second.visit(n.depth as usize - base, n.byte) != Visit::Live {
+                start = n.subtree_end as usize;
+                break;
+            }
+        }
+        let mut lanes = [Lane::new(self, top + 1, mid), Lane::new(self, start, end)];
+        let mut second_stops = Vec::new();
+        let mut report = |from: usize, to: usize| {
+            if from < to {
+                self.tokens[from..to].iter().for_each(|&t| on_token(t));
+            }
+        };
+        while lanes[0].i < lanes[0].end && lanes[1].i < lanes[1].end {
+            lanes[0].step(self, base, stepper, &mut report, &mut on_stop);
+            lanes[1].step(self, base, &mut second, &mut report, &mut |n| {
+                second_stops.push(n)
+            });
+        }
+        while lanes[0].i < lanes[0].end {
+            lanes[0].step(self, base, stepper, &mut report, &mut on_stop);
+        }
+        while lanes[1].i < lanes[1].end {
+            lanes[1].step(self, base, &mut second, &mut report, &mut |n| {
+                second_stops.push(n)
+            });
+        }
+        for lane in &lanes {
+            report(lane.run, nodes[lane.end].tokens_start as usize);
+        }
+        second_stops.into_iter().for_each(on_stop);
     }
 
     /// The parent of `node` (the root's is itself).
@@ -525,7 +666,7 @@ mod tests {
     }
 
     /// A stepper that accepts only bytes from `allowed` (state stays 1).
-    fn only<'a>(allowed: &'a [u8]) -> impl Fn(u32, u8) -> u32 + 'a {
+    fn only<'a>(allowed: &'a [u8]) -> impl Fn(u32, u8) -> u32 + Clone + 'a {
         move |_, b| if allowed.contains(&b) { 1 } else { 0 }
     }
 
@@ -631,6 +772,68 @@ mod tests {
         let (toks, stops, depths) = walk(2);
         assert_eq!((toks, stops), (vec![0, 6], vec![b"abc".as_slice()]));
         assert_eq!(depths, vec![1, 2, 3, 1, 2, 1]);
+    }
+
+    /// A stepper whose state is a hash of the path: Dead, Live or Stop by
+    /// the state, so every walk meets all three at no fixed place.
+    #[derive(Clone)]
+    struct Hashed {
+        states: Vec<u64>,
+        seed: u64,
+    }
+
+    impl VisitStepper for Hashed {
+        fn visit(&mut self, depth: usize, byte: u8) -> Visit {
+            let h = (self.states[depth - 1] ^ u64::from(byte))
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(29);
+            self.states[depth] = h;
+            match (h ^ self.seed) % 8 {
+                0 => Visit::Dead,
+                1 => Visit::Stop,
+                _ => Visit::Live,
+            }
+        }
+    }
+
+    #[test]
+    fn split_walks_report_what_one_walk_does_from_every_split_point() {
+        // Tokens over a small alphabet, so the trie is deep and bushy.
+        let mut x = 7u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let texts: Vec<Vec<u8>> = (0..300)
+            .map(|_| {
+                let len = 1 + next() as usize % 7;
+                (0..len).map(|_| b"abcd"[next() as usize % 4]).collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = texts.iter().map(|t| t.as_slice()).collect();
+        let t = trie(&refs);
+        for seed in 0..6u64 {
+            let fresh = || Hashed {
+                states: vec![seed; t.max_depth() + 2],
+                seed,
+            };
+            for top in [0, t.child(0, b'a').unwrap(), t.child(0, b'c').unwrap()] {
+                let (mut want_toks, mut want_stops) = (Vec::new(), Vec::new());
+                let mut one = fresh();
+                t.walk_visits(top, &mut one, |x| want_toks.push(x), |n| want_stops.push(n));
+                want_toks.sort_unstable();
+                for mid in top + 1..t.subtree_end(top) {
+                    let (mut toks, mut stops) = (Vec::new(), Vec::new());
+                    let mut two = fresh();
+                    t.walk_visits_split_at(top, mid, &mut two, |x| toks.push(x), |n| stops.push(n));
+                    toks.sort_unstable();
+                    assert_eq!(toks, want_toks, "seed {seed}, top {top}, mid {mid}");
+                    assert_eq!(stops, want_stops, "seed {seed}, top {top}, mid {mid}");
+                }
+            }
+        }
     }
 
     #[test]

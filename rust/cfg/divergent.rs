@@ -152,7 +152,12 @@ fn edit_boundary(
 mod tests {
     use super::*;
     use crate::cfg::lexcache::{build, build_sliced};
-    use crate::cfg::{ast::GrammarAst, gbnf, lower::lower, textreach::TextReach};
+    use crate::cfg::{
+        ast::GrammarAst,
+        gbnf,
+        lower::lower,
+        textreach::{TextReach, REACH_LIMIT},
+    };
     use crate::regex_dfa::DEAD;
     use crate::schema;
     use crate::slices::MIN_CUT;
@@ -198,7 +203,7 @@ mod tests {
                 // (as in `LexCache`), to keep their slice or give it up.
                 let nears: Vec<LexEntry> = (states.iter().zip(&entries))
                     .map(|(&s, e)| {
-                        let reach = reach.reach(&cfg, l, s);
+                        let reach = reach.reach(&cfg, l, s, REACH_LIMIT);
                         let slice = vocab.text_slices().within(reach);
                         match slice.filter(|_| top == 0 && reach >= MIN_CUT) {
                             Some(slice) => {

@@ -624,11 +624,12 @@ impl LexCache {
         if top != 0 {
             return None;
         }
-        let reach = self.text_reach.reach(cfg, l, q);
+        let slices = vocab.text_slices();
+        let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
         if reach < MIN_CUT {
             return None;
         }
-        let slice = vocab.text_slices().within(reach)?;
+        let slice = slices.within(reach)?;
         let worth = slice.bits.len() <= words && slice.rest.num_nodes() < nodes_bound;
         worth.then(|| build_sliced(cfg, vocab.trie(), slice, key))
     }
@@ -834,7 +835,7 @@ fn walk_scans(
     if let [(l, q)] = key[..] {
         // One scan (the common case): a table lookup per node.
         let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
-        trie.walk_visits(top, &mut stepper, on_token, on_stop);
+        trie.walk_visits_split(top, &mut stepper, on_token, on_stop);
     } else {
         let mut ends = vec![0usize; trie.max_depth() + 2];
         ends[0] = key.len();
@@ -848,6 +849,7 @@ fn walk_scans(
 }
 
 /// `ScanOnly` for a single scan: the same decisions as `step_scans`.
+#[derive(Clone)]
 pub(super) struct OneScan<'a> {
     dfa: &'a ByteDfa,
     lexeme: &'a Lexeme,

@@ -32,9 +32,10 @@ const MULTIBYTE: [&[(u8, u8)]; 8] = [
 /// character (or a byte inside one) does not leave the scan live.
 type Successors = Option<Arc<[u32]>>;
 
-/// Texts longer than this are not followed: a scan that survives every
-/// text this long counts as surviving them all (the longest token of real
-/// vocabularies is far shorter).
+/// Texts longer than this are never followed, whatever limit a caller
+/// asks for: a scan that survives every text this long counts as
+/// surviving them all (the longest token of real vocabularies is far
+/// shorter).
 pub const REACH_LIMIT: usize = 1024;
 
 /// What is known of a state's reach.
@@ -60,8 +61,14 @@ pub struct TextReach {
 impl TextReach {
     /// The largest n such that a single scan of lexeme `l` in state `q`
     /// survives every text of at most n characters: usize::MAX when it
-    /// survives texts of any length, `REACH_LIMIT` for at least that many.
-    pub fn reach(&self, cfg: &Cfg, l: u32, q: u32) -> usize {
+    /// survives texts of any length, `limit` (at most `REACH_LIMIT`) for
+    /// at least that many (or the exact reach, where the memo knows it). A caller asks for no more than it can use (the
+    /// vocabulary's longest text token, 128 characters on Llama-3): each
+    /// character is a step here, and a string with `maxLength: 2000`
+    /// would otherwise be followed a thousand characters deep in its first
+    /// fill.
+    pub fn reach(&self, cfg: &Cfg, l: u32, q: u32, limit: usize) -> usize {
+        let limit = limit.min(REACH_LIMIT);
         let mut level: Vec<u32> = vec![q];
         let mut n = 0;
         // Levels of one state (a counted string's characters) with their
@@ -70,7 +77,7 @@ impl TextReach {
         let mut seen_one: HashSet<u32> = HashSet::default();
         let mut seen_many: HashSet<Vec<u32>> = HashSet::default();
         let exact = loop {
-            if n >= REACH_LIMIT {
+            if n >= limit {
                 break None;
             }
             // The states after n characters determine everything after: a
@@ -133,7 +140,7 @@ impl TextReach {
                 memo.insert((l, s), known);
             }
         }
-        exact.unwrap_or(REACH_LIMIT)
+        exact.unwrap_or(limit)
     }
 
     fn successors(&self, cfg: &Cfg, l: u32, s: u32) -> Successors {
@@ -234,4 +241,58 @@ fn text_successors(cfg: &Cfg, classes: &ClassBytes, l: u32, s: u32) -> Option<Ve
     out.sort_unstable();
     out.dedup();
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::lower::lower;
+    use crate::schema;
+
+    /// A grammar of a string with `maxLength: max`, and its lexeme that
+    /// reads the opening quote with the state after it.
+    fn string_scan(max: usize) -> (Cfg, u32, u32) {
+        let text = format!(r#"{{"type": "string", "maxLength": {max}}}"#);
+        let cfg = lower(&schema::compile(&text, &Default::default()).unwrap()).unwrap();
+        let (l, q) = (cfg.lexemes.iter().enumerate())
+            .find_map(|(l, lexeme)| {
+                let dfa = lexeme.dfa.as_ref()?;
+                let q = dfa.step(dfa.start(), b'"');
+                (q != DEAD).then_some((l as u32, q))
+            })
+            .expect("a lexeme reads the quote");
+        (cfg, l, q)
+    }
+
+    #[test]
+    fn reach_follows_texts_no_further_than_asked() {
+        let (cfg, l, q) = string_scan(2000);
+        let memo = TextReach::default();
+        assert_eq!(memo.reach(&cfg, l, q, 128), 128);
+        // What the shorter walk left in the memo does not cap a longer one.
+        assert_eq!(memo.reach(&cfg, l, q, 1500), REACH_LIMIT);
+        assert_eq!(memo.reach(&cfg, l, q, 128), 128);
+        assert_eq!(
+            TextReach::default().reach(&cfg, l, q, usize::MAX),
+            REACH_LIMIT
+        );
+        // Near the limit the reach is exact, whatever the walk asked before.
+        let dfa = cfg.lexemes[l as usize].dfa.as_ref().unwrap();
+        let near_end = dfa.step_bytes(q, &[b'x'; 1995]);
+        assert_eq!(memo.reach(&cfg, l, near_end, 128), 5);
+        assert_eq!(TextReach::default().reach(&cfg, l, near_end, 3), 3);
+        let (cfg, l, q) = string_scan(40);
+        assert_eq!(TextReach::default().reach(&cfg, l, q, 128), 40);
+        // A string without a bound survives texts of any length.
+        let text = r#"{"type": "string"}"#;
+        let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
+        let (l, q) = (cfg.lexemes.iter().enumerate())
+            .find_map(|(l, lexeme)| {
+                let dfa = lexeme.dfa.as_ref()?;
+                let q = dfa.step(dfa.start(), b'"');
+                (q != DEAD).then_some((l as u32, q))
+            })
+            .unwrap();
+        assert_eq!(TextReach::default().reach(&cfg, l, q, 128), usize::MAX);
+    }
 }
