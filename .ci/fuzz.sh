@@ -17,11 +17,10 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 host="$(rustc -vV | sed -n 's/^host: //p')"
 cargo build --quiet --release --target-dir target --target "$host" --bins
 bin="target/$host/release"
-targets="regex_compile gbnf_compile lark_compile schema_compile regex_matcher"
-for t in $targets; do
+. ./targets.sh
+for t in $FUZZ_TARGETS; do
     mkdir -p "corpus/$t" "artifacts/$t"
-    seeds="seeds/${t%%_*}"
-    [ "$t" = regex_matcher ] && seeds="seeds/regex_matcher"
+    seeds="$(seeds_of "$t")"
     echo "fuzz: $t for ${seconds}s"
     log="artifacts/$t/log.txt"
     rc=0

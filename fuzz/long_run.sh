@@ -22,12 +22,11 @@ bin="${1:-$here/target/$host/release}"
 out="${2:-$here}"
 seconds="${SECONDS_PER_TARGET:-3600}"
 workers="${WORKERS:-1}"
-targets="regex_compile gbnf_compile lark_compile schema_compile regex_matcher"
+. "$here/targets.sh"
 export MASKPAR_FUZZ_ALL=1
 mkdir -p "$out/logs"
-for t in $targets; do
-    seeds="$here/seeds/${t%%_*}"
-    [ "$t" = regex_matcher ] && seeds="$here/seeds/regex_matcher"
+for t in $FUZZ_TARGETS; do
+    seeds="$here/$(seeds_of "$t")"
     mkdir -p "$out/corpus/$t" "$out/artifacts/$t"
     nice -n "${FUZZ_NICE:-10}" "$bin/$t" -fork="$workers" -ignore_crashes=1 \
         -ignore_timeouts=1 -ignore_ooms=1 -max_total_time="$seconds" \
@@ -36,7 +35,7 @@ for t in $targets; do
         >"$out/logs/$t.txt" 2>&1 &
 done
 wait
-for t in $targets; do
+for t in $FUZZ_TARGETS; do
     # fork mode's last status line: "#N: cov: C ft: F corp: K exec/s: E oom/timeout/crash: a/b/c time: Ts job: J dft_time: ..."
     last="$(grep -E '^#[0-9]+: cov:' "$out/logs/$t.txt" | tail -1)"
     echo "$t: ${last:-no status line (see $out/logs/$t.txt)}"
