@@ -720,6 +720,21 @@ impl ByteDfa {
         }
     }
 
+    /// For a state of a long counted repetition's block: its copy and
+    /// the number of copies. None for a table state.
+    pub fn block_copy(&self, q: u32) -> Option<(u32, u32)> {
+        let rows = self.accepting.len() as u32;
+        let b = self.periodic().filter(|_| q >= rows)?;
+        Some((b.coords(q).0, b.copies()))
+    }
+
+    /// Block state `q`'s place in copy `copy` (below the number of copies).
+    pub fn block_state_in(&self, q: u32, copy: u32) -> u32 {
+        let b = self.block();
+        debug_assert!(copy < b.copies());
+        b.state_at(copy, b.coords(q).1)
+    }
+
     /// Whether `p` and `q` are block states that no string of at most
     /// `len` bytes tells apart (see `Periodic::alike_for`).
     fn alike_in_block(&self, p: u32, q: u32, len: usize) -> bool {

@@ -34,6 +34,15 @@ CASES = [
         r'"[ab][abc]{0,69}"',
         'abc."',
     ),
+    # Any text keeps the string live until its last characters: the fill
+    # takes a text slice, whose check follows the block's copies by jumps
+    # (`cfg::textreach`).
+    (
+        "schema",
+        '{"type": "string", "maxLength": 300}',
+        r'"[^"]{0,300}"',
+        'xyé ."',
+    ),
     (
         "gbnf",
         'root ::= "<" [ab] [abc]{0,40} ">" ";" [ab]{1,30} ";"',

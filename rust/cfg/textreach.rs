@@ -49,6 +49,9 @@ enum Known {
     Jump(usize, u32),
 }
 
+/// The most bytes a text character takes in UTF-8.
+const CHAR_BYTES: u32 = 4;
+
 /// One grammar's memo of text successors and reaches.
 #[derive(Debug, Default)]
 pub struct TextReach {
@@ -99,6 +102,13 @@ impl TextReach {
                         None => {}
                     }
                     chain.push((n, s));
+                    if let Some((by, to)) = self.copy_jump(cfg, l, s) {
+                        // Not a repeat: `to` is a later copy's state.
+                        seen_one.insert(s);
+                        level = vec![to];
+                        n += by;
+                        continue;
+                    }
                     !seen_one.insert(s)
                 }
                 _ => !seen_many.insert(level.clone()),
@@ -141,6 +151,32 @@ impl TextReach {
             }
         }
         exact.unwrap_or(limit)
+    }
+
+    /// Where a counted repetition's copies let the walk jump from `s`: a
+    /// block state whose one text successor is its own place in the next
+    /// copy has the same successor, a copy on, from every later copy that
+    /// still steps as it does for a character's bytes
+    /// (`ByteDfa::alike_length`: the copies after it bound that). So every
+    /// text of fewer than `by` characters leaves `s` live, and those of
+    /// `by` lead to `to`, the last such copy's state: a `maxLength: 2000`
+    /// string is followed to its last few characters in one step.
+    fn copy_jump(&self, cfg: &Cfg, l: u32, s: u32) -> Option<(usize, u32)> {
+        let lexeme = &cfg.lexemes[l as usize];
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        // Backing off looks past the next character's bytes.
+        if backs_off(cfg.lexing, lexeme) {
+            return None;
+        }
+        let (copy, copies) = dfa.block_copy(s)?;
+        // The last copy that steps alike for a character's 4 bytes.
+        let last = copies.checked_sub(1 + CHAR_BYTES)?;
+        if last <= copy + 1
+            || self.successors(cfg, l, s).as_deref() != Some(&[dfa.block_state_in(s, copy + 1)])
+        {
+            return None;
+        }
+        Some(((last - copy) as usize, dfa.block_state_in(s, last)))
     }
 
     fn successors(&self, cfg: &Cfg, l: u32, s: u32) -> Successors {
@@ -283,6 +319,34 @@ mod tests {
         assert_eq!(TextReach::default().reach(&cfg, l, near_end, 3), 3);
         let (cfg, l, q) = string_scan(40);
         assert_eq!(TextReach::default().reach(&cfg, l, q, 128), 40);
+        // Long counts are jumped copy by copy, and the reach stays exact:
+        // from every place, with a fresh memo and a used one.
+        for max in [600, 1000] {
+            let (cfg, l, q) = string_scan(max);
+            let dfa = cfg.lexemes[l as usize].dfa.as_ref().unwrap();
+            let one = dfa.step_bytes(q, b"x");
+            assert!(dfa.block_copy(one).is_some(), "a block of copies");
+            let memo = TextReach::default();
+            for read in [0, 1, 37, max - 9, max - 5, max - 4, max - 1, max] {
+                let at = dfa.step_bytes(q, &vec![b'x'; read]);
+                let want = max - read;
+                assert_eq!(memo.reach(&cfg, l, at, REACH_LIMIT), want, "{max} {read}");
+                assert_eq!(TextReach::default().reach(&cfg, l, at, REACH_LIMIT), want);
+            }
+            // A multi-byte character counts once.
+            let at = dfa.step_bytes(q, "é".repeat(100).as_bytes());
+            assert_eq!(memo.reach(&cfg, l, at, REACH_LIMIT), max - 100);
+        }
+        let text = r#"{"type": "string", "minLength": 10, "maxLength": 900}"#;
+        let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
+        let (l, q) = (cfg.lexemes.iter().enumerate())
+            .find_map(|(l, lexeme)| {
+                let dfa = lexeme.dfa.as_ref()?;
+                let q = dfa.step(dfa.start(), b'"');
+                (q != DEAD).then_some((l as u32, q))
+            })
+            .unwrap();
+        assert_eq!(TextReach::default().reach(&cfg, l, q, REACH_LIMIT), 900);
         // A string without a bound survives texts of any length.
         let text = r#"{"type": "string"}"#;
         let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
