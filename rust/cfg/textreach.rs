@@ -285,11 +285,10 @@ mod tests {
     use crate::cfg::lower::lower;
     use crate::schema;
 
-    /// A grammar of a string with `maxLength: max`, and its lexeme that
-    /// reads the opening quote with the state after it.
-    fn string_scan(max: usize) -> (Cfg, u32, u32) {
-        let text = format!(r#"{{"type": "string", "maxLength": {max}}}"#);
-        let cfg = lower(&schema::compile(&text, &Default::default()).unwrap()).unwrap();
+    /// The grammar of the string schema `text`, and its lexeme that reads
+    /// the opening quote with the state after it.
+    fn string_scan_of(text: &str) -> (Cfg, u32, u32) {
+        let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
         let (l, q) = (cfg.lexemes.iter().enumerate())
             .find_map(|(l, lexeme)| {
                 let dfa = lexeme.dfa.as_ref()?;
@@ -298,6 +297,11 @@ mod tests {
             })
             .expect("a lexeme reads the quote");
         (cfg, l, q)
+    }
+
+    /// `string_scan_of` a string with `maxLength: max`.
+    fn string_scan(max: usize) -> (Cfg, u32, u32) {
+        string_scan_of(&format!(r#"{{"type": "string", "maxLength": {max}}}"#))
     }
 
     #[test]
@@ -338,25 +342,10 @@ mod tests {
             assert_eq!(memo.reach(&cfg, l, at, REACH_LIMIT), max - 100);
         }
         let text = r#"{"type": "string", "minLength": 10, "maxLength": 900}"#;
-        let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
-        let (l, q) = (cfg.lexemes.iter().enumerate())
-            .find_map(|(l, lexeme)| {
-                let dfa = lexeme.dfa.as_ref()?;
-                let q = dfa.step(dfa.start(), b'"');
-                (q != DEAD).then_some((l as u32, q))
-            })
-            .unwrap();
+        let (cfg, l, q) = string_scan_of(text);
         assert_eq!(TextReach::default().reach(&cfg, l, q, REACH_LIMIT), 900);
         // A string without a bound survives texts of any length.
-        let text = r#"{"type": "string"}"#;
-        let cfg = lower(&schema::compile(text, &Default::default()).unwrap()).unwrap();
-        let (l, q) = (cfg.lexemes.iter().enumerate())
-            .find_map(|(l, lexeme)| {
-                let dfa = lexeme.dfa.as_ref()?;
-                let q = dfa.step(dfa.start(), b'"');
-                (q != DEAD).then_some((l as u32, q))
-            })
-            .unwrap();
+        let (cfg, l, q) = string_scan_of(r#"{"type": "string"}"#);
         assert_eq!(TextReach::default().reach(&cfg, l, q, 128), usize::MAX);
     }
 }
