@@ -458,7 +458,11 @@ impl CompiledGrammar {
     ) -> Result<()> {
         let trie = self.vocab.trie();
         let mut stepper = CfgStepper::new(cfg, chart, c, trie.max_depth());
-        let key = lex_key(&c.frontier);
+        let key = if stepper.end_finished_lexemes()? {
+            stepper.lex_key_at(0)
+        } else {
+            lex_key(&c.frontier)
+        };
         let mut first = true;
         self.fill_cfg_below(cfg, lex_cache, &mut stepper, 0, key, row, &mut first, 0)
     }
@@ -924,20 +928,73 @@ mod tests {
         }
     }
 
+    /// A token that ends a literal leaves its scan finished (accepting, no
+    /// byte goes on); the fill ends it at the root and starts what follows
+    /// there (`CfgStepper::end_finished_lexemes`). Masks must still equal
+    /// what `advance` allows at every byte: after a literal that something
+    /// follows, after two literals ending at once from different origins,
+    /// at the text's end (nothing predicted), and never for a greedy
+    /// lexeme that accepts but may go on (`[x ]+`). Every string of up to
+    /// four characters is a token, so the root's children have subtrees
+    /// large enough for lexer-cache entries.
+    #[test]
+    fn masks_after_a_finished_literal_agree_with_advance() {
+        let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut all = Vec::new();
+        for _ in 0..4 {
+            toks = toks
+                .iter()
+                .flat_map(|t| {
+                    b"<t>x /".iter().map(move |&c| {
+                        let mut u = t.clone();
+                        u.push(c);
+                        u
+                    })
+                })
+                .collect();
+            all.extend(toks.iter().cloned());
+        }
+        all.push(b"<eos>".to_vec());
+        let eos = all.len() as u32 - 1;
+        let v = Arc::new(Vocab::new(all, &[eos], &[], None).unwrap());
+        let nested = "root ::= e\ne ::= \"<t>\" ([x ]+ | e) \"</t>\"";
+        // After "<t>": "<t>" (from 0) and ">" (from 2) have both ended.
+        let two = "root ::= a | b\na ::= \"<t>\" e\nb ::= \"<t\" f\n\
+                   e ::= \"x\" | \"<t>\" e \"/\"\nf ::= \">\" g\ng ::= \" \" | \"<t\" f \"/\"";
+        for (src, text) in [
+            (nested, &b"<t><t>x x</t></t>"[..]),
+            (nested, b"<t> </t>"),
+            (two, b"<t><t>x/"),
+            (two, b"<t><t> /"),
+        ] {
+            let g = CompiledGrammar::from_ast(v.clone(), &gbnf::parse(src).unwrap(), "gbnf", src)
+                .unwrap();
+            masks_follow_advance(&g, text);
+        }
+    }
+
     /// At every byte of `text`, the mask allows exactly the tokens
     /// `advance` takes.
     fn masks_follow_advance(g: &CompiledGrammar, text: &[u8]) {
-        let mut chart = g.initial_chart();
-        let mut s = g.initial_state();
-        for &byte in text {
-            let m = mask(g, &chart, &s);
+        let check = |chart: &Chart, s: &State, at: usize| {
+            let m = mask(g, chart, s);
             for t in 0..g.vocab().vocab_size() as u32 {
                 let mut scratch = chart.clone();
-                let ok = g.advance(&mut scratch, &s, t).unwrap().is_some();
-                assert_eq!(ok, m.binary_search(&t).is_ok(), "{text:?}: token {t}");
+                let ok = g.advance(&mut scratch, s, t).unwrap().is_some();
+                assert_eq!(
+                    ok,
+                    m.binary_search(&t).is_ok(),
+                    "{text:?} at {at}: token {t}"
+                );
             }
+        };
+        let mut chart = g.initial_chart();
+        let mut s = g.initial_state();
+        for (at, &byte) in text.iter().enumerate() {
+            check(&chart, &s, at);
             s = g.advance_bytes(&mut chart, &s, &[byte]).unwrap().unwrap();
         }
+        check(&chart, &s, text.len());
     }
 
     /// Inside string-like lexemes the text tokens of a vocabulary slice are

@@ -749,6 +749,13 @@ impl ByteDfa {
         }
     }
 
+    /// True if `state` accepts and no byte leads on from it: a match ends
+    /// there whatever comes next (the end of a literal).
+    pub fn is_finished(&self, state: u32) -> bool {
+        let mut buf = Vec::new();
+        self.is_accepting(state) && self.row(state, &mut buf).iter().all(|&t| t == DEAD)
+    }
+
     pub fn forced_byte(&self, state: u32) -> Option<u8> {
         match self.forced_byte.get(state as usize) {
             Some(&f) => f,

@@ -717,6 +717,58 @@ impl<'a> CfgStepper<'a> {
 }
 
 impl CfgStepper<'_> {
+    /// All-splits lexing: where every scan of frame 0 is a greedy lexeme
+    /// that has read a whole match and can read no more (the token read last
+    /// ended a literal), each would end before whatever byte comes next, so
+    /// they end here instead: frame 0 becomes their completion, with the
+    /// lexemes it predicts at their start. A mask walk then starts those
+    /// lexemes once, at the root, rather than once under each child of the
+    /// root, where each is a lexer-cache entry of its own (after a token
+    /// that ended a tool call's end tag: 250 entries, 5 ms). The language is
+    /// the same: the predicted lexemes only read bytes of the ended ones'
+    /// follow sets, the bytes before which they would have ended. Returns
+    /// whether frame 0 changed (not when nothing is predicted after them).
+    pub fn end_finished_lexemes(&mut self) -> Result<bool> {
+        if self.cfg.lexing != Lexing::AllSplits {
+            return Ok(false);
+        }
+        let f = self.frames[0];
+        let mut done = Vec::new();
+        for g in &self.groups[f.start..f.end] {
+            for &(l, q) in &self.lex.states[g.lex as usize].pairs {
+                let lexeme = self.cfg.scan_lexeme(l);
+                let finished =
+                    lexeme.greedy && lexeme.dfa.as_ref().is_some_and(|d| d.is_finished(q));
+                if !finished {
+                    return Ok(false);
+                }
+                done.push((l, g.origin));
+            }
+        }
+        if done.is_empty() {
+            return Ok(false);
+        }
+        done.sort_unstable();
+        done.dedup();
+        let c = self.complete(f.sets, &done, 0)?;
+        let started = c.started;
+        if started == EMPTY {
+            return Ok(false);
+        }
+        let sets = self.push_completion(f.sets, c);
+        let start = self.groups.len();
+        self.groups.push(Group {
+            lex: started,
+            origin: sets - 1,
+        });
+        self.frames[0] = Frame {
+            start,
+            end: start + 1,
+            sets,
+        };
+        Ok(true)
+    }
+
     /// The lexer state (scans, origins dropped) of frame `depth`.
     pub fn lex_key_at(&self, depth: usize) -> Vec<(u32, u32)> {
         let f = self.frames[depth];
