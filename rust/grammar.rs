@@ -888,20 +888,16 @@ mod tests {
         assert!(g.is_accepting(&s)); // (x(x))) ... = "(x" "(" "x" "x)" ")"
     }
 
-    /// Counted repetitions give a new DFA state per character; lexer entries
-    /// are shared between states no walk below a node can tell apart. Every
-    /// mask along a walk must still equal what `advance` allows, token by
-    /// token.
-    #[test]
-    fn cfg_masks_over_counted_repetitions_agree_with_advance() {
-        // Every string of 1 to 7 letters over "ab\"x".
+    /// A vocabulary of every string of 1 to `max_len` bytes over
+    /// `alphabet`, then `<eos>`.
+    fn every_string_vocab(alphabet: &'static [u8], max_len: usize) -> Arc<Vocab> {
         let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
         let mut all = Vec::new();
-        for _ in 0..7 {
+        for _ in 0..max_len {
             toks = toks
                 .iter()
                 .flat_map(|t| {
-                    b"ab\"x".iter().map(move |&c| {
+                    alphabet.iter().map(move |&c| {
                         let mut u = t.clone();
                         u.push(c);
                         u
@@ -912,7 +908,17 @@ mod tests {
         }
         all.push(b"<eos>".to_vec());
         let eos = all.len() as u32 - 1;
-        let v = Arc::new(Vocab::new(all, &[eos], &[], None).unwrap());
+        Arc::new(Vocab::new(all, &[eos], &[], None).unwrap())
+    }
+
+    /// Counted repetitions give a new DFA state per character; lexer entries
+    /// are shared between states no walk below a node can tell apart. Every
+    /// mask along a walk must still equal what `advance` allows, token by
+    /// token.
+    #[test]
+    fn cfg_masks_over_counted_repetitions_agree_with_advance() {
+        // Every string of 1 to 7 letters over "ab\"x".
+        let v = every_string_vocab(b"ab\"x", 7);
         for src in [
             "root ::= \"\\\"\" [ab]{0,30} \"\\\"\" \"x\"?",
             "root ::= ([ab]{3,9} \"x\")+",
@@ -939,24 +945,7 @@ mod tests {
     /// large enough for lexer-cache entries.
     #[test]
     fn masks_after_a_finished_literal_agree_with_advance() {
-        let mut toks: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut all = Vec::new();
-        for _ in 0..4 {
-            toks = toks
-                .iter()
-                .flat_map(|t| {
-                    b"<t>x /".iter().map(move |&c| {
-                        let mut u = t.clone();
-                        u.push(c);
-                        u
-                    })
-                })
-                .collect();
-            all.extend(toks.iter().cloned());
-        }
-        all.push(b"<eos>".to_vec());
-        let eos = all.len() as u32 - 1;
-        let v = Arc::new(Vocab::new(all, &[eos], &[], None).unwrap());
+        let v = every_string_vocab(b"<t>x /", 4);
         let nested = "root ::= e\ne ::= \"<t>\" ([x ]+ | e) \"</t>\"";
         // After "<t>": "<t>" (from 0) and ">" (from 2) have both ended.
         let two = "root ::= a | b\na ::= \"<t>\" e\nb ::= \"<t\" f\n\
