@@ -15,6 +15,7 @@ pub mod indent;
 pub mod lark;
 pub mod larkorder;
 pub mod lexcache;
+mod lexstates;
 pub mod longest;
 pub mod lookaround;
 pub mod lower;
