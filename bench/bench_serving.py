@@ -10,6 +10,14 @@ each with its first valid instance (``json.dumps(data, ensure_ascii=False)``,
 Llama-3 tokens, then EOS). A schema joins only if every engine compiles it
 and accepts its instance; the others are counted as skipped.
 
+Every engine compiles the same language: llguidance and xgrammar generate an
+object's members in the order of its ``properties``, so maskpar compiles with
+``key_order="schema"`` (what the vLLM and SGLang adapters pass) and each
+instance is re-ordered into schema order (``tests/schema_order.py``).
+``--key-order any`` compiles maskpar's default instead (members in any
+order, additional members anywhere): a larger language, whose masks after
+``{"`` allow every key, so it is not the references' workload.
+
 Every step, each request's K drafts are the instance's next K tokens (EOS
 past its end), so every draft is accepted and all B x (K+1) rows are real
 masks. Timed (``time.perf_counter``) per step and engine: the one call (or
@@ -74,6 +82,7 @@ from bench_regex import (  # noqa: E402
     versions,
 )
 from maskbench import DEFAULT_DATA, load_files  # noqa: E402
+from schema_order import reorder  # noqa: E402  (maskbench puts tests/ on the path)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_DATA = os.path.join(HERE, "..", "tests", "data", "maskbench", "dev-sample.jsonl.gz")
@@ -88,8 +97,12 @@ REFS = ("llguidance", "xgrammar loop", "xgrammar batch")
 
 
 class MaskparServing(MaskparEngine):
+    def __init__(self, vocab: Vocab, threads: int, key_order: str = "schema") -> None:
+        super().__init__(vocab, threads)
+        self.key_order = key_order
+
     def compile(self, pattern: str) -> Any:
-        return self.mp.compile_json_schema(self.tok, pattern)
+        return self.mp.compile_json_schema(self.tok, pattern, key_order=self.key_order)
 
     def accepts(self, m: Any, tokens: list[int]) -> bool:
         return m.validate_tokens(tokens) == len(tokens)
@@ -162,14 +175,20 @@ class XGrammarBatch(XGrammarLoop):
         return accepted
 
 
-def make_engines(vocab: Vocab, threads: int, names: Sequence[str]) -> dict[str, Any]:
+def make_engines(
+    vocab: Vocab, threads: int, names: Sequence[str], key_order: str = "schema"
+) -> dict[str, Any]:
+    """The named engines; maskpar compiles with ``key_order`` (the references
+    always generate members in schema order)."""
     classes = {
-        "maskpar": MaskparServing,
         "llguidance": LLGuidanceServing,
         "xgrammar loop": XGrammarLoop,
         "xgrammar batch": XGrammarBatch,
     }
-    return {n: c(vocab, threads) for n, c in classes.items() if n in names}
+    engines = {n: c(vocab, threads) for n, c in classes.items() if n in names}
+    if "maskpar" in names:
+        engines = {"maskpar": MaskparServing(vocab, threads, key_order), **engines}
+    return engines
 
 
 # ---------------------------------------------------------------------------
@@ -220,8 +239,10 @@ class Schemas:
         raise SystemExit("ran out of MaskBench schemas: pass --data with more files")
 
 
-def load_schemas(path: str, seed: int, vocab: Vocab) -> Schemas:
-    """Each distinct schema once, with its first valid instance's tokens."""
+def load_schemas(path: str, seed: int, vocab: Vocab, key_order: str = "schema") -> Schemas:
+    """Each distinct schema once, with its first valid instance's tokens
+    (its members re-ordered into schema order first when ``key_order`` is
+    ``"schema"``)."""
     seen: set[str] = set()
     cases = []
     for rec in load_files(path, None, seed, None):
@@ -230,7 +251,10 @@ def load_schemas(path: str, seed: int, vocab: Vocab) -> Schemas:
         if not valid or schema in seen:
             continue
         seen.add(schema)
-        text = json.dumps(valid[0]["data"], ensure_ascii=False)
+        data = valid[0]["data"]
+        if key_order == "schema":
+            data = reorder(data, rec["schema"])
+        text = json.dumps(data, ensure_ascii=False)
         cases.append((schema, vocab.encode(text) + [EOS]))
     random.Random(seed).shuffle(cases)
     cases.reverse()  # popped from the end
@@ -403,6 +427,16 @@ def print_arrivals(results: list[ConfigResult], names: list[str]) -> None:
     print_aligned(rows)
 
 
+def add_key_order(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--key-order",
+        choices=["schema", "any"],
+        default="schema",
+        help="maskpar's member order (default schema: the references' language, and what "
+        "the vLLM and SGLang adapters compile); instances are re-ordered to match",
+    )
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=None, help="MaskBench .jsonl.gz (default: the dev split)")
@@ -428,6 +462,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="untimed pause after each engine's call, as between a server's steps (0: none)",
     )
     ap.add_argument("--seed", type=int, default=0)
+    add_key_order(ap)
     ap.add_argument("--engines", nargs="+", default=["maskpar", *REFS], choices=["maskpar", *REFS])
     ap.add_argument(
         "--no-check",
@@ -454,9 +489,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     vocab = load_vocab()
-    schemas = load_schemas(args.data, args.seed, vocab)
+    schemas = load_schemas(args.data, args.seed, vocab, args.key_order)
     print(
         f"serving step: {len(schemas.cases)} schemas from {os.path.basename(args.data)}, "
+        f"maskpar key order {args.key_order}, "
         f"threads per engine {args.threads}, {args.steps} steps per configuration, "
         f"{args.gap_ms:g} ms between engine calls, "
         f"{os.cpu_count()} CPUs; {versions()}",
@@ -465,7 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     names = list(args.engines)
     for threads in args.threads:
-        engines = make_engines(vocab, threads, args.engines)
+        engines = make_engines(vocab, threads, args.engines, args.key_order)
         names = list(engines)
         for k in args.drafts:
             for b in args.batch:

@@ -42,6 +42,7 @@ from bench_serving import (  # noqa: E402
     DEFAULT_DATA,
     SAMPLE_DATA,
     WORDS,
+    add_key_order,
     load_schemas,
     make_engines,
 )
@@ -57,6 +58,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--top", type=int, default=10, help="slowest maskpar steps to list")
     ap.add_argument("--only", type=int, default=None, help="walk only schema N of the run")
     ap.add_argument("--seed", type=int, default=0)
+    add_key_order(ap)
     args = ap.parse_args(argv)
     if args.data is None:
         args.data = DEFAULT_DATA if os.path.exists(DEFAULT_DATA) else SAMPLE_DATA
@@ -66,14 +68,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     vocab = load_vocab()
-    schemas = load_schemas(args.data, args.seed, vocab)
-    engines = make_engines(vocab, 1, ["maskpar", "llguidance"])
+    schemas = load_schemas(args.data, args.seed, vocab, args.key_order)
+    engines = make_engines(vocab, 1, ["maskpar", "llguidance"], args.key_order)
     rows = {name: torch.full((1, WORDS), -1, dtype=torch.int32) for name in engines}
     times: dict[str, list[float]] = {name: [] for name in engines}
     where: list[tuple[int, int, bytes]] = []
     print(
         f"single-row steps along {args.schemas} fresh schemas from "
-        f"{os.path.basename(args.data)}, 1 thread, {args.gap_ms:g} ms gaps; {versions()}",
+        f"{os.path.basename(args.data)}, maskpar key order {args.key_order}, 1 thread, "
+        f"{args.gap_ms:g} ms gaps; {versions()}",
         flush=True,
     )
     gc.collect()
