@@ -4,6 +4,9 @@ released while masks are computed."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -155,6 +158,44 @@ def test_thread_count_settings():
         assert maskpar.get_num_threads() == 3
     finally:
         maskpar.set_num_threads(n)
+
+
+POOL_THREADS_SCRIPT = """
+import os, time, maskpar
+
+def pool_threads():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{t}/comm") as f:
+            names.append(f.read().strip())
+    return sum(n.startswith("maskpar-") for n in names)
+
+def settled(n):  # a thread names itself once it runs
+    for _ in range(300):
+        if pool_threads() >= n:
+            break
+        time.sleep(0.01)
+    return pool_threads()
+
+before = pool_threads()
+maskpar.Tokenizer([b"a", b"b"], eos_token_ids=[1])
+n = maskpar.get_num_threads()
+with_default = settled(n)
+maskpar.set_num_threads(n + 2)
+with_both = settled(2 * n + 2)
+print(before, with_default - n, with_both - with_default - (n + 2))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_thread_pools_start_off_the_request_path():
+    """No fill starts threads: ``set_num_threads`` starts its pool, and a
+    ``Tokenizer`` the default one (its first fill would otherwise pay for
+    starting them, 0.2 ms)."""
+    out = subprocess.run(
+        [sys.executable, "-c", POOL_THREADS_SCRIPT], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["0", "0", "0"]
 
 
 def test_gil_is_released_during_fills(llama3):

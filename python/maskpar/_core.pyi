@@ -242,7 +242,9 @@ def grammar_aware_drafts(
     accepted whole; matchers are left unchanged."""
 
 def set_num_threads(n: int) -> None:
-    """Sets the default number of threads for parallel fills (1 to 1024)."""
+    """Sets the default number of threads for parallel fills (1 to 1024) and
+    starts their pool now, off any request's path (building a ``Tokenizer``
+    starts the pool of the default count, one thread per core)."""
 
 def get_num_threads() -> int:
     """The default number of threads for parallel fills."""

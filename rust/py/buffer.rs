@@ -77,6 +77,20 @@ fn torch_types(py: Python<'_>) -> PyResult<Option<&'static TorchTypes>> {
     Ok(Some(TORCH.get_or_init(py, || types)))
 }
 
+/// Looks up, off any request's path, what the first bitmask check in a
+/// process would otherwise look up inside a fill: numpy's C API (rust-numpy
+/// imports it on first use: about 0.4 ms, the whole of a fresh schema's
+/// first fill) and torch's types when torch is imported. numpy is a
+/// dependency; were it missing, the API is left alone and a fill's check
+/// reports it as before.
+pub fn warm_up(py: Python<'_>) {
+    if py.import("numpy").is_ok() {
+        let _ = py.None().bind(py).cast::<PyUntypedArray>();
+        let _ = dtype::<i32>(py);
+    }
+    let _ = torch_types(py);
+}
+
 /// Start and end addresses of the torch buffers being written now: a second
 /// call on an overlapping buffer (another thread, GIL released) is refused,
 /// as rust-numpy refuses a second writable borrow of an array.

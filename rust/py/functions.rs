@@ -16,7 +16,7 @@ use rayon::ThreadPool;
 use crate::batch::{self, DraftRequest, Span, TreeRequest};
 use crate::tree::DraftTree;
 
-/// Sets the default number of threads for parallel fills.
+/// Sets the default number of threads for parallel fills and starts their pool.
 #[pyfunction]
 fn set_num_threads(n: Int) -> PyResult<()> {
     batch::set_num_threads(num_threads(n)?).map_err(to_py_err)

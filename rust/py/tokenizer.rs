@@ -86,6 +86,7 @@ impl PyTokenizer {
         let vocab_size = vocab_size
             .map(|v| v.non_negative("vocab_size"))
             .transpose()?;
+        super::buffer::warm_up(py);
         let vocab = detached(py, || {
             let vocab = Arc::new(Vocab::new(tokens, &eos, &special, vocab_size)?);
             // Off every request's path: see `warmup`.
