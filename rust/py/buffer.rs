@@ -79,8 +79,8 @@ fn torch_types(py: Python<'_>) -> PyResult<Option<&'static TorchTypes>> {
 
 /// Looks up, off any request's path, what the first bitmask check in a
 /// process would otherwise look up inside a fill: numpy's C API (rust-numpy
-/// imports it on first use: about 0.4 ms, the whole of a fresh schema's
-/// first fill) and torch's types when torch is imported. numpy is a
+/// imports it on first use: about 0.2 ms, as much as five fresh schemas'
+/// first masks) and torch's types when torch is imported. numpy is a
 /// dependency; were it missing, the API is left alone and a fill's check
 /// reports it as before.
 pub fn warm_up(py: Python<'_>) {
