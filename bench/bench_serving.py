@@ -55,6 +55,7 @@ Run: ``python bench/bench_serving.py --help``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -181,14 +182,12 @@ def make_engines(
     """The named engines; maskpar compiles with ``key_order`` (the references
     always generate members in schema order)."""
     classes = {
+        "maskpar": functools.partial(MaskparServing, key_order=key_order),
         "llguidance": LLGuidanceServing,
         "xgrammar loop": XGrammarLoop,
         "xgrammar batch": XGrammarBatch,
     }
-    engines = {n: c(vocab, threads) for n, c in classes.items() if n in names}
-    if "maskpar" in names:
-        engines = {"maskpar": MaskparServing(vocab, threads, key_order), **engines}
-    return engines
+    return {n: c(vocab, threads) for n, c in classes.items() if n in names}
 
 
 # ---------------------------------------------------------------------------

@@ -86,7 +86,6 @@ fn torch_types(py: Python<'_>) -> PyResult<Option<&'static TorchTypes>> {
 pub fn warm_up(py: Python<'_>) {
     if py.import("numpy").is_ok() {
         let _ = py.None().bind(py).cast::<PyUntypedArray>();
-        let _ = dtype::<i32>(py);
     }
     let _ = torch_types(py);
 }

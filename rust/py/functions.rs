@@ -115,11 +115,10 @@ fn parse_items<'py>(
 /// with `tolist()` is converted through it, which is fast for arrays).
 fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    // Lists and tuples first: `hasattr` on them raises and clears an
-    // AttributeError, a fifth of a warm one-row fill's time.
-    let list = if obj.is_exact_instance_of::<PyList>() || obj.is_exact_instance_of::<PyTuple>() {
-        obj.clone()
-    } else if obj.hasattr("tolist")? {
+    // Lists and tuples are read as they are: `hasattr` on them raises and
+    // clears an AttributeError, about a sixth of a warm one-row fill's time.
+    let plain = obj.is_exact_instance_of::<PyList>() || obj.is_exact_instance_of::<PyTuple>();
+    let list = if !plain && obj.hasattr("tolist")? {
         obj.call_method0("tolist")?
     } else {
         obj.clone()
