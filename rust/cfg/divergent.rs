@@ -208,7 +208,7 @@ mod tests {
                         match slice.filter(|_| top == 0 && reach >= MIN_CUT) {
                             Some(slice) => {
                                 sliced += 1;
-                                build_sliced(&cfg, trie, slice, &vec![(l, s)])
+                                build_sliced(&cfg, trie, words, slice, &vec![(l, s)])
                             }
                             None => e.edited(words, &[], &[], e.boundary.clone()),
                         }

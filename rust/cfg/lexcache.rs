@@ -119,6 +119,27 @@ enum TokenSet {
 }
 
 impl TokenSet {
+    /// A text slice's tokens (`slice`, shared) and `more`: the slice and
+    /// the list while the list is smaller than a row, else one dense row of
+    /// `words` words. Free text allows most tokens outside the slice too
+    /// (those with punctuation: tens of thousands in Llama-3's vocabulary),
+    /// and setting them bit by bit in every mask cost 30-60 us, where
+    /// copying a row costs one or two.
+    fn sliced(slice: &Arc<[u32]>, more: Vec<u32>, words: usize) -> Self {
+        if more.len() < words {
+            return TokenSet::Sliced {
+                slice: slice.clone(),
+                more,
+            };
+        }
+        let mut bits = vec![0u32; words];
+        // A slice's row ends at its last token, within the vocabulary's.
+        let n = slice.len().min(words);
+        bits[..n].copy_from_slice(&slice[..n]);
+        more.iter().for_each(|&t| set_bit(&mut bits, t));
+        TokenSet::Dense(bits.into_boxed_slice())
+    }
+
     /// The set of `ids`: a dense row of `words` words, or a list where that
     /// is smaller (one word per token).
     fn of_ids(ids: Vec<u32>, words: usize) -> Self {
@@ -182,10 +203,7 @@ impl LexEntry {
             TokenSet::Sliced { slice, more } if !cleared.iter().any(|&t| has(slice, t)) => {
                 let mut more = kept(more);
                 more.extend(added.iter().copied().filter(|&t| !has(slice, t)));
-                TokenSet::Sliced {
-                    slice: slice.clone(),
-                    more,
-                }
+                TokenSet::sliced(slice, more, words)
             }
             _ => {
                 let mut row = vec![0u32; words];
@@ -631,7 +649,7 @@ impl LexCache {
         }
         let slice = slices.within(reach)?;
         let worth = slice.bits.len() <= words && slice.rest.num_nodes() < nodes_bound;
-        worth.then(|| build_sliced(cfg, vocab.trie(), slice, key))
+        worth.then(|| build_sliced(cfg, vocab.trie(), words, slice, key))
     }
 
     /// The entry built, and given to the vocabulary's shared cache when
@@ -776,11 +794,13 @@ impl VisitStepper for ScanOnly<'_> {
 pub(super) fn build_sliced(
     cfg: &Cfg,
     trie: &TokenTrie,
+    words: usize,
     slice: &TextSlice,
     key: &LexKey,
 ) -> LexEntry {
     // The slice covers the tokens; padding ids past them stay 0. It is
-    // shared, not copied: a copy was 16 KiB of fresh memory per entry.
+    // shared, not copied (a copy was 16 KiB of fresh memory per entry),
+    // unless more tokens than a row has words come besides it.
     let mut more = Vec::new();
     let mut boundary = Vec::new();
     walk_scans(
@@ -792,10 +812,7 @@ pub(super) fn build_sliced(
         |n| boundary.push(slice.rest_nodes[n]),
     );
     LexEntry {
-        inner: TokenSet::Sliced {
-            slice: slice.bits.clone(),
-            more,
-        },
+        inner: TokenSet::sliced(&slice.bits, more, words),
         boundary: boundary_nodes(trie, 0, &boundary),
     }
 }
@@ -941,5 +958,56 @@ impl VisitStepper for OneScan<'_> {
         let q2 = self.dfa.step(q, byte);
         self.states[depth] = q2;
         self.decide(q, q2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::{lower::lower, textreach::TextReach};
+    use crate::schema;
+    use crate::vocab::testing::random_vocab;
+
+    /// A text slice's entry (the slice's bits, the rest walked) equals the
+    /// whole trie's walk, both where the tokens past the slice stay a list
+    /// and where they outnumber a row's words and become a dense row.
+    #[test]
+    fn sliced_entries_equal_full_walks_in_either_form() {
+        // A JSON string of at most 14 characters: slices apply while 4 or
+        // more are left; the tokens past the slice (longer texts, escapes)
+        // are few where little is left and many where much is.
+        let schema = r#"{"type": "string", "maxLength": 14}"#;
+        let cfg = lower(&schema::compile(schema, &Default::default()).unwrap()).unwrap();
+        let vocab = random_vocab(b"ab \"\\,.n", 1500, 12, 7);
+        let (trie, words) = (vocab.trie(), vocab.vocab_size().div_ceil(32));
+        let reach = TextReach::default();
+        let (mut lists, mut rows) = (0, 0);
+        for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+            let Some(dfa) = lexeme.dfa.as_ref() else {
+                continue;
+            };
+            // State 0 is the dead state.
+            for q in 1..dfa.num_states() as u32 {
+                let key = vec![(l as u32, q)];
+                let chars = reach.reach(&cfg, l as u32, q, vocab.text_slices().max_chars());
+                let slice = vocab.text_slices().within(chars);
+                let Some(slice) = slice.filter(|_| chars >= MIN_CUT) else {
+                    continue;
+                };
+                let sliced = build_sliced(&cfg, trie, words, slice, &key);
+                match sliced.inner {
+                    TokenSet::Sliced { .. } => lists += 1,
+                    TokenSet::Dense(_) => rows += 1,
+                    TokenSet::Sparse(_) => panic!("a sliced entry is a slice or a row"),
+                }
+                let full = build(&cfg, trie, words, &key, 0);
+                let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
+                sliced.apply(&mut a, true);
+                full.apply(&mut b, true);
+                assert_eq!(a, b, "lexeme {l} state {q}");
+                assert_eq!(sliced.boundary, full.boundary, "lexeme {l} state {q}");
+            }
+        }
+        assert!(lists > 0 && rows > 0, "{lists} lists, {rows} rows");
     }
 }
