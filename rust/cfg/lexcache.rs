@@ -252,6 +252,15 @@ impl LexEntry {
     }
 }
 
+/// `entry` as the vocabulary's cache keeps it under `shared`'s key (another
+/// thread's, if it went in first), or as it is without a shared key.
+fn share(shared: Option<(&SharedLexCache, SharedKey)>, entry: Arc<LexEntry>) -> Arc<LexEntry> {
+    match shared {
+        Some((cache, k)) => cache.insert(k, entry),
+        None => entry,
+    }
+}
+
 /// A frontier with origins dropped: what the lexer-only part depends on.
 pub type LexKey = Vec<(u32, u32)>;
 
@@ -425,11 +434,16 @@ impl LexCache {
                 self.represent(key, top);
                 e
             }
+            // Every entry found for a shared key goes to the vocabulary's
+            // cache, copies too: they are exact, and a fresh grammar with
+            // the same residuals (the same schema or trigger) made them
+            // again at every state (a structural tag's free text after
+            // each character of its trigger).
             None => match self.equivalent_entry(cfg, trie, key, top) {
-                Equivalent::Same(e) => e,
+                Equivalent::Same(e) => share(shared, e),
                 found => {
                     let e = match self.divergent(cfg, trie, words, key, top) {
-                        Some(e) => Arc::new(e),
+                        Some(e) => share(shared, Arc::new(e)),
                         None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
                     };
                     self.represent(key, top);
@@ -684,10 +698,7 @@ impl LexCache {
             }
             _ => build(cfg, trie, words, key, top as usize),
         }));
-        match shared {
-            Some((cache, k)) => cache.insert(k, built),
-            None => built,
-        }
+        share(shared, built)
     }
 
     /// The shared key of `key`: the lexing mode, then its scans' residual
@@ -1009,5 +1020,53 @@ mod tests {
             }
         }
         assert!(lists > 0 && rows > 0, "{lists} lists, {rows} rows");
+    }
+
+    /// Entries a grammar copies from nearby states (`divergent`) go to the
+    /// vocabulary's cache: a second grammar of the same schema finds every
+    /// one there and copies none, and its entries are the full walks.
+    #[test]
+    fn copies_are_shared_with_fresh_grammars_of_the_same_schema() {
+        // Members past the listed ones have any name but theirs: the states
+        // inside a listed name are copied from each other.
+        let schema = r#"{"type": "object", "properties": {"ab": {"const": 1},
+            "aab": {"const": 2}, "ca": {"const": 3}}}"#;
+        let ast = schema::compile(schema, &Default::default()).unwrap();
+        let vocab = random_vocab(b"abc\"x,:", 1500, 12, 11);
+        let (trie, words) = (vocab.trie(), vocab.vocab_size().div_ceil(32));
+        let made = |cache: &LexCache| -> u32 { read(&cache.copies).values().map(|c| c.made).sum() };
+        let mut copies = Vec::new();
+        for _ in 0..2 {
+            let cfg = lower(&ast).unwrap();
+            let cache = LexCache::new(usize::MAX);
+            for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+                let Some(dfa) = lexeme.dfa.as_ref() else {
+                    continue;
+                };
+                // Along each listed name and past it, as a walk meets them.
+                for name in ["\"ab\"", "\"aab\"", "\"ca\"", "\"abx\""] {
+                    let mut q = dfa.start();
+                    for &b in name.as_bytes() {
+                        q = dfa.step(q, b);
+                        if q == DEAD {
+                            break;
+                        }
+                        let key = vec![(l as u32, q)];
+                        let got = cache.get(&cfg, &vocab, words, &key, 0);
+                        let want = build(&cfg, trie, words, &key, 0);
+                        let (mut a, mut b) = (vec![0u32; words], vec![0u32; words]);
+                        got.apply(&mut a, true);
+                        want.apply(&mut b, true);
+                        assert_eq!((a, &got.boundary), (b, &want.boundary), "lexeme {l} {name}");
+                    }
+                }
+            }
+            copies.push(made(&cache));
+        }
+        assert!(
+            copies[0] > 0,
+            "the first grammar copies entries: {copies:?}"
+        );
+        assert_eq!(copies[1], 0, "the second finds them shared: {copies:?}");
     }
 }
