@@ -567,8 +567,14 @@ impl CompiledGrammar {
         // Paths are below `node` (frame `base` is its parser state).
         let mut prev: &[u8] = &[];
         let mut valid = 0;
+        // Boundary nodes below this one are covered by a walk from their
+        // parent (see below).
+        let mut covered_until = 0;
         for bn in boundary {
             let b = bn.node as usize;
+            if b < covered_until {
+                continue;
+            }
             let path = bn.path_below(trie, node);
             let common = path.iter().zip(prev).take_while(|(x, y)| x == y).count();
             let mut d = common.min(valid);
@@ -581,6 +587,40 @@ impl CompiledGrammar {
             let live = d == path.len();
             valid = d;
             prev = path;
+            // Where the parent's scans are all literals read whole (a token
+            // ends a tag's begin at a byte inside itself), every child of
+            // the parent is a boundary node, each its own walk: end them at
+            // the parent instead, and take its subtree from one entry of
+            // the lexemes they predict (`end_finished_lexemes_at`). Only
+            // where the subtree is large: below a closed string (`Paris"`)
+            // a few children's walks cost less than an entry.
+            let parent = trie.parent(b);
+            if path.len() >= 2
+                && d >= path.len() - 1
+                && level < MAX_FILL_LEVELS
+                && trie.subtree_size(parent) >= CACHED_SUBTREE_NODES
+            {
+                let up = path.len() - 1;
+                if stepper.end_finished_lexemes_at(base + up)? {
+                    let below = stepper.lex_key_at(base + up);
+                    // Frames up to the parent's are as the path left them;
+                    // the parent's own changed, and only nodes below it
+                    // (skipped now) share its whole path.
+                    valid = up;
+                    covered_until = trie.subtree_end(parent);
+                    self.fill_cfg_below(
+                        cfg,
+                        lex_cache,
+                        stepper,
+                        parent,
+                        below,
+                        row,
+                        first,
+                        level + 1,
+                    )?;
+                    continue;
+                }
+            }
             if !live {
                 continue;
             }
@@ -936,7 +976,9 @@ mod tests {
 
     /// A token that ends a literal leaves its scan finished (accepting, no
     /// byte goes on); the fill ends it at the root and starts what follows
-    /// there (`CfgStepper::end_finished_lexemes`). Masks must still equal
+    /// there (`CfgStepper::end_finished_lexemes`), and so at a trie node
+    /// where a longer token ends it inside itself (after `<t`, under `>`:
+    /// `end_finished_lexemes_at`). Masks must still equal
     /// what `advance` allows at every byte: after a literal that something
     /// follows, after two literals ending at once from different origins,
     /// at the text's end (nothing predicted), and never for a greedy

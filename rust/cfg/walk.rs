@@ -445,10 +445,18 @@ impl CfgStepper<'_> {
     /// follow sets, the bytes before which they would have ended. Returns
     /// whether frame 0 changed (not when nothing is predicted after them).
     pub fn end_finished_lexemes(&mut self) -> Result<bool> {
+        self.end_finished_lexemes_at(0)
+    }
+
+    /// `end_finished_lexemes` for frame `depth` (the deeper frames are
+    /// dropped): a literal that a token ends inside itself, at a trie node
+    /// below a mask's root (after `<think`, the tokens `>...` end the tag's
+    /// begin at their first byte), has the same children to stop under.
+    pub fn end_finished_lexemes_at(&mut self, depth: usize) -> Result<bool> {
         if self.cfg.lexing != Lexing::AllSplits {
             return Ok(false);
         }
-        let f = self.frames[0];
+        let f = self.frames[depth];
         let mut done = Vec::new();
         for g in &self.groups[f.start..f.end] {
             for &(l, q) in &self.lex.states[g.lex as usize].pairs {
@@ -471,13 +479,16 @@ impl CfgStepper<'_> {
         if started == EMPTY {
             return Ok(false);
         }
+        // What deeper frames stepped is dropped (as a step there does).
+        self.groups.truncate(f.end);
+        (self.chart.ext).truncate(f.sets as usize - self.chart.base.len());
         let sets = self.push_completion(f.sets, c);
         let start = self.groups.len();
         self.groups.push(Group {
             lex: started,
             origin: sets - 1,
         });
-        self.frames[0] = Frame {
+        self.frames[depth] = Frame {
             start,
             end: start + 1,
             sets,
