@@ -594,14 +594,12 @@ impl CompiledGrammar {
             // the lexemes they predict (`end_finished_lexemes_at`). Only
             // where the subtree is large: below a closed string (`Paris"`)
             // a few children's walks cost less than an entry.
-            let parent = trie.parent(b);
-            if path.len() >= 2
-                && d >= path.len() - 1
-                && level < MAX_FILL_LEVELS
-                && trie.subtree_size(parent) >= CACHED_SUBTREE_NODES
-            {
+            if path.len() >= 2 && d >= path.len() - 1 && level < MAX_FILL_LEVELS {
                 let up = path.len() - 1;
-                if stepper.end_finished_lexemes_at(base + up)? {
+                let parent = trie.parent(b);
+                if trie.subtree_size(parent) >= CACHED_SUBTREE_NODES
+                    && stepper.end_finished_lexemes_at(base + up)?
+                {
                     let below = stepper.lex_key_at(base + up);
                     // Frames up to the parent's are as the path left them;
                     // the parent's own changed, and only nodes below it
