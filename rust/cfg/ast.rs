@@ -191,35 +191,59 @@ impl Node {
     /// recursion, so any tree may be asked).
     pub fn deeper_than(&self, limit: usize) -> bool {
         let mut stack: Vec<(&Node, usize)> = vec![(self, 1)];
+        let mut children = Vec::new();
         while let Some((n, d)) = stack.pop() {
             if d > limit {
                 return true;
             }
-            let d = d + 1;
-            match n {
-                Node::Seq(v) | Node::Alt(v) | Node::Intersect(v) | Node::Call(_, v, _) => {
-                    stack.extend(v.iter().map(|c| (c, d)))
-                }
-                Node::Repeat { node, .. } => stack.push((node, d)),
-                Node::Minus(a, b) => stack.extend([(&**a, d), (&**b, d)]),
-                Node::Members(m) => {
-                    stack.extend(m.listed.iter().map(|(x, _)| (x, d)));
-                    if let Some((a, b)) = &m.extra {
-                        stack.extend([(a, d), (b, d)]);
-                    }
-                    stack.extend([&m.open, &m.sep, &m.close, &m.close_empty].map(|x| (x, d)));
-                }
-                Node::Empty
-                | Node::Literal(_)
-                | Node::Class { .. }
-                | Node::AnyChar
-                | Node::Regex(_)
-                | Node::Ref(..)
-                | Node::DecimalMultiples(_)
-                | Node::Tokens(_) => {}
-            }
+            n.push_children(&mut children);
+            stack.extend(children.drain(..).map(|c| (c, d + 1)));
         }
         false
+    }
+
+    /// The first reference in source order whose name `undefined` holds
+    /// (read without recursion, so any tree may be asked).
+    pub fn find_reference(&self, mut undefined: impl FnMut(&str) -> bool) -> Option<(&str, Pos)> {
+        let mut stack: Vec<&Node> = vec![self];
+        let mut children = Vec::new();
+        while let Some(n) = stack.pop() {
+            if let Node::Ref(name, pos) = n {
+                if undefined(name) {
+                    return Some((name, *pos));
+                }
+            }
+            n.push_children(&mut children);
+            stack.extend(children.drain(..).rev());
+        }
+        None
+    }
+
+    /// Appends the nodes directly below this one to `out`, in source order.
+    fn push_children<'a>(&'a self, out: &mut Vec<&'a Node>) {
+        match self {
+            Node::Seq(v) | Node::Alt(v) | Node::Intersect(v) | Node::Call(_, v, _) => {
+                out.extend(v.iter())
+            }
+            Node::Repeat { node, .. } => out.push(node),
+            Node::Minus(a, b) => out.extend([&**a, &**b]),
+            Node::Members(m) => {
+                out.push(&m.open);
+                out.extend(m.listed.iter().map(|(x, _)| x));
+                if let Some((a, b)) = &m.extra {
+                    out.extend([a, b]);
+                }
+                out.extend([&m.sep, &m.close, &m.close_empty]);
+            }
+            Node::Empty
+            | Node::Literal(_)
+            | Node::Class { .. }
+            | Node::AnyChar
+            | Node::Regex(_)
+            | Node::Ref(..)
+            | Node::DecimalMultiples(_)
+            | Node::Tokens(_) => {}
+        }
     }
 
     pub fn alt(mut items: Vec<Node>) -> Node {

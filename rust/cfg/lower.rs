@@ -859,9 +859,28 @@ impl Lowerer<'_> {
         if self.terminals.contains_key(name) {
             return self.terminal(name);
         }
-        Err(Error::Compile(format!(
-            "undefined rule '{name}' referenced at {pos}"
-        )))
+        Err(undefined_rule(name, pos))
+    }
+
+    /// Whether `reference` finds `name`.
+    fn defines(&self, name: &str) -> bool {
+        self.names.contains_key(name)
+            || self.declared.iter().any(|d| d == name)
+            || self.terminals.contains_key(name)
+    }
+
+    /// The error `reference` would give for the first undefined name in the
+    /// rules, before any of them is lowered: lowering builds each terminal
+    /// it meets, and a regex terminal can take a good part of the compile
+    /// budget, which a grammar with a misspelt name should not cost.
+    fn check_references(&self, ast: &GrammarAst) -> Result<()> {
+        for r in &ast.rules {
+            crate::budget::charge(1)?;
+            if let Some((name, pos)) = r.body.find_reference(|name| !self.defines(name)) {
+                return Err(undefined_rule(name, pos));
+            }
+        }
+        Ok(())
     }
 
     /// The lexeme of `%declare`d terminal `name`: no text, made by the indenter.
@@ -1140,6 +1159,7 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
         }
     };
     l.add_rule(0, vec![Sym::N(start)])?;
+    l.check_references(ast)?;
     if !ast.blocks.is_empty() && (ast.lexing != Lexing::Longest || ast.indenter.is_some()) {
         return Err(Error::Compile(
             "blocks (%json, %lark) need a Lark grammar without an indenter".into(),
@@ -1200,6 +1220,10 @@ pub fn lower(ast: &GrammarAst) -> Result<Cfg> {
     let mut cfg = finish(l, ignore, contexts, indenter)?;
     cfg.initial_skip = ast.initial_skip;
     Ok(cfg)
+}
+
+fn undefined_rule(name: &str, pos: Pos) -> Error {
+    Error::Compile(format!("undefined rule '{name}' referenced at {pos}"))
 }
 
 /// Whether rule `start` of `rules` derives some string, assuming every
