@@ -71,10 +71,18 @@ def model_folder() -> str:
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(src, name), os.path.join(path, name))
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 129280,
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-        "bos_token_id": 0, "eos_token_id": 1, "torch_dtype": "float32",
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 129280,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "torch_dtype": "float32",
     }
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f)
@@ -246,8 +254,11 @@ def main() -> None:
         f"{len(cases)} MaskBench dev schemas, {args.steps} steps per configuration"
     )
     print(f"{'B':>4} {'K':>2} | " + " | ".join(f"{e:>19}" for e in ENGINES) + " | maskpar/best")
-    print(f"{'':>4} {'':>2} | " + " | ".join(f"{'mean ms':>9} {'worst':>9}" for _ in ENGINES)
-          + " | mean  worst")
+    print(
+        f"{'':>4} {'':>2} | "
+        + " | ".join(f"{'mean ms':>9} {'worst':>9}" for _ in ENGINES)
+        + " | mean  worst"
+    )
     for k in args.drafts:
         for b in args.batch:
             engines = [Engine(name, model, k, max(args.batch)) for name in ENGINES]

@@ -454,7 +454,7 @@ MIN_LENGTH_ONE = [
     which=st.integers(0, len(MIN_LENGTH_ONE) - 1),
     # No newline: Python's `$` (the oracle's) also matches before a final
     # one, ECMA-262's does not.
-    text=st.text(alphabet="a \t\u00e9\"", max_size=6),
+    text=st.text(alphabet='a \t\u00e9"', max_size=6),
 )
 def test_min_length_one_beside_a_pattern(byte_tok, which, text):
     jsonschema = pytest.importorskip("jsonschema")

@@ -50,9 +50,7 @@ def regex_ast(draw, depth: int = 0) -> tuple[str, list[int]]:
         if kind == "class":
             return draw(char_class())
         return ".", []
-    kind = draw(
-        st.sampled_from(["cat", "alt", "star", "plus", "opt", "rep", "group", "or_empty"])
-    )
+    kind = draw(st.sampled_from(["cat", "alt", "star", "plus", "opt", "rep", "group", "or_empty"]))
     a, ca = draw(regex_ast(depth + 1))
     # Groups and empty branches: the compiler drops the one and keeps one
     # of the other (regex_dfa/simplify.rs), beside repetitions of repetitions.

@@ -386,22 +386,46 @@ def test_invalid_requests_give_invalid_grammar_object(backend, kind, spec):
 
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-STAG = {"type": "structural_tag", "format": {
-    "type": "triggered_tags", "triggers": ["<function="], "at_least_one": True,
-    "tags": [{"begin": "<function=get_weather>", "end": "</function>",
-              "content": {"type": "json_schema", "json_schema": WEATHER}}]}}
+STAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<function="],
+        "at_least_one": True,
+        "tags": [
+            {
+                "begin": "<function=get_weather>",
+                "end": "</function>",
+                "content": {"type": "json_schema", "json_schema": WEATHER},
+            }
+        ],
+    },
+}
 # SGLang's legacy shape, with its at_least_one next to the triggers.
-STAG_LEGACY = {"type": "structural_tag", "triggers": ["<function="], "at_least_one": True,
-               "structures": [{"begin": "<function=get_weather>", "schema": WEATHER,
-                               "end": "</function>"}]}
+STAG_LEGACY = {
+    "type": "structural_tag",
+    "triggers": ["<function="],
+    "at_least_one": True,
+    "structures": [{"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}],
+}
 
 
 def test_structural_tag_null_schemas_mean_any_json(backend, hf_tokenizer):
     """SGLang's xgrammar backend reads a null schema as {}; so does maskpar's."""
-    legacy = {"type": "structural_tag", "triggers": ["<f"],
-              "structures": [{"begin": "<f>", "schema": None, "end": "</f>"}]}
-    current = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>",
-               "content": {"type": "json_schema", "json_schema": None}, "end": "</f>"}}
+    legacy = {
+        "type": "structural_tag",
+        "triggers": ["<f"],
+        "structures": [{"begin": "<f>", "schema": None, "end": "</f>"}],
+    }
+    current = {
+        "type": "structural_tag",
+        "format": {
+            "type": "tag",
+            "begin": "<f>",
+            "content": {"type": "json_schema", "json_schema": None},
+            "end": "</f>",
+        },
+    }
     for spec in (legacy, current):
         grammar = compile_(backend, "structural_tag", json.dumps(spec))
         assert isinstance(grammar, mp_sglang.MaskparGrammar)

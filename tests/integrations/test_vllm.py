@@ -57,8 +57,7 @@ SCHEMA = {
 }
 GBNF = 'root ::= "(" item ("," item)* ")"\nitem ::= [a-z]+ | [0-9]+\n'
 LARK = (
-    'start: "(" item ("," item)* ")"\nitem: WORD | INT\n'
-    "%import common.WORD\n%import common.INT\n"
+    'start: "(" item ("," item)* ")"\nitem: WORD | INT\n%import common.WORD\n%import common.INT\n'
 )
 
 
@@ -97,8 +96,9 @@ def model_dir(tmp_path_factory):
 _configs: dict = {}
 
 
-def make_config(model_dir: str, k: int = 0, backend: str = "maskpar", max_num_seqs: int = 16,
-                **so_options):
+def make_config(
+    model_dir: str, k: int = 0, backend: str = "maskpar", max_num_seqs: int = 16, **so_options
+):
     key = (model_dir, k, backend, max_num_seqs, tuple(sorted(so_options.items())))
     if key not in _configs:
         spec = None
@@ -191,9 +191,7 @@ def test_cli_selects_maskpar_through_the_entry_point(model_dir):
         "c = AsyncEngineArgs.from_cli_args(args).structured_outputs_config\n"
         "print('BACKEND', c.backend, c.disable_any_whitespace)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert "BACKEND maskpar True" in out.stdout, out.stderr[-3000:]
 
 
@@ -221,30 +219,60 @@ def test_manager_builds_maskpar_backend(model_dir):
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 # A tool call in both structural-tag shapes vLLM forwards.
-STAG = {"type": "structural_tag", "format": {
-    "type": "triggered_tags", "triggers": ["<function="],
-    "tags": [{"begin": "<function=get_weather>", "end": "</function>",
-              "content": {"type": "json_schema", "json_schema": WEATHER}}]}}
-STAG_LEGACY = {"type": "structural_tag", "triggers": ["<function="], "structures": [
-    {"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}]}
+STAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<function="],
+        "tags": [
+            {
+                "begin": "<function=get_weather>",
+                "end": "</function>",
+                "content": {"type": "json_schema", "json_schema": WEATHER},
+            }
+        ],
+    },
+}
+STAG_LEGACY = {
+    "type": "structural_tag",
+    "triggers": ["<function="],
+    "structures": [{"begin": "<function=get_weather>", "schema": WEATHER, "end": "</function>"}],
+}
 
 CASES = [
     ("regex", {"regex": r"[a-z]{2,5}-[0-9]{1,3}"}, ["ab-1", "hello-999"], ["a-1", "ab-", "AB-1"]),
-    ("choice", {"choice": ["yes", "no", "a+b (c)", 'q"uo\\te']},
-     ["yes", "no", "a+b (c)", 'q"uo\\te'], ["ye", "yess", "a+b", "maybe"]),
+    (
+        "choice",
+        {"choice": ["yes", "no", "a+b (c)", 'q"uo\\te']},
+        ["yes", "no", "a+b (c)", 'q"uo\\te'],
+        ["ye", "yess", "a+b", "maybe"],
+    ),
     ("gbnf", {"grammar": GBNF}, ["(a)", "(abc,12,x)"], ["()", "(a,)", "a"]),
     ("lark", {"grammar": LARK}, ["(a)", "(abc,12,x)"], ["()", "(a,)"]),
-    ("json", {"json": json.dumps(SCHEMA)},
-     ['{"name": "x", "age": 3}', '{"name":"bob","age":40,"tags":["a","c"]}'],
-     ['{"name": "x"}', '{"name": "x", "age": -1}', '{"name": "x", "age": 1, "z": 1}']),
-    ("json_object", {"json_object": True}, ['{"a": [1, {"b": null}]}', "{}"],
-     ["[]", "1", '{"a" 1}']),
-    ("structural_tag", {"structural_tag": json.dumps(STAG)},
-     ['Let me see. <function=get_weather>{"city": "Oslo"}</function>', "no call"],
-     ['<function=get_weather>{"town": "Oslo"}</function>', "<function=other>"]),
-    ("structural_tag_legacy", {"structural_tag": json.dumps(STAG_LEGACY)},
-     ['x <function=get_weather>{"city": "Oslo"}</function> y', ""],
-     ['<function=get_weather>{}</function>']),
+    (
+        "json",
+        {"json": json.dumps(SCHEMA)},
+        ['{"name": "x", "age": 3}', '{"name":"bob","age":40,"tags":["a","c"]}'],
+        ['{"name": "x"}', '{"name": "x", "age": -1}', '{"name": "x", "age": 1, "z": 1}'],
+    ),
+    (
+        "json_object",
+        {"json_object": True},
+        ['{"a": [1, {"b": null}]}', "{}"],
+        ["[]", "1", '{"a" 1}'],
+    ),
+    (
+        "structural_tag",
+        {"structural_tag": json.dumps(STAG)},
+        ['Let me see. <function=get_weather>{"city": "Oslo"}</function>', "no call"],
+        ['<function=get_weather>{"town": "Oslo"}</function>', "<function=other>"],
+    ),
+    (
+        "structural_tag_legacy",
+        {"structural_tag": json.dumps(STAG_LEGACY)},
+        ['x <function=get_weather>{"city": "Oslo"}</function> y', ""],
+        ["<function=get_weather>{}</function>"],
+    ),
 ]
 
 
@@ -278,11 +306,14 @@ def walk_masks(manager, request, tokens, vocab):
     return out
 
 
-@pytest.mark.parametrize("name,params,text", [
-    ("regex", {"regex": r"[a-z]{2,5}-[0-9]{1,3}"}, "abc-12"),
-    ("choice", {"choice": ["yes", "yellow", "no"]}, "yellow"),
-    ("gbnf", {"grammar": GBNF}, "(ab,12)"),
-])
+@pytest.mark.parametrize(
+    "name,params,text",
+    [
+        ("regex", {"regex": r"[a-z]{2,5}-[0-9]{1,3}"}, "abc-12"),
+        ("choice", {"choice": ["yes", "yellow", "no"]}, "yellow"),
+        ("gbnf", {"grammar": GBNF}, "(ab,12)"),
+    ],
+)
 def test_masks_equal_xgrammar_along_a_walk(model_dir, name, params, text):
     config = make_config(model_dir)
     vocab = config.model_config.get_vocab_size()
@@ -317,9 +348,7 @@ def test_stop_token_ids_are_the_grammar_end_tokens(model_dir):
 
 
 def test_json_options_compact_and_additional_properties(model_dir):
-    config = make_config(
-        model_dir, disable_any_whitespace=True, disable_additional_properties=True
-    )
+    config = make_config(model_dir, disable_any_whitespace=True, disable_additional_properties=True)
     manager = StructuredOutputManager(config)
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     params = {"json": json.dumps(schema)}
@@ -482,9 +511,7 @@ def compare_steps(manager, rng, requests, targets, k, steps, reasoning):
             bounds[req_id] = random_bounds(rng, len(stripped)) if reasoning else (0, 0)
             masked[req_id] = tuple(sorted(rng.sample(range(vocab), 3))) if reasoning else ()
         if reasoning:
-            manager._get_constraint_bounds = lambda req, toks, *a, b=bounds, **kw: b[
-                req.request_id
-            ]
+            manager._get_constraint_bounds = lambda req, toks, *a, b=bounds, **kw: b[req.request_id]
             manager._masked_reasoning_ends = lambda req, m=masked: m[req.request_id]
         noise = np.random.default_rng(rng.randrange(2**32)).integers(
             -(2**31), 2**31, size=manager._grammar_bitmask.shape, dtype=np.int32
@@ -520,8 +547,10 @@ def compare_steps(manager, rng, requests, targets, k, steps, reasoning):
             target = targets[req_id] + [eos]
             pos = progress[req_id]
             take = 0
-            while take < len(valid) and pos + take < len(target) and (
-                valid[take] == target[pos + take]
+            while (
+                take < len(valid)
+                and pos + take < len(target)
+                and (valid[take] == target[pos + take])
             ):
                 take += 1
             new = target[pos : pos + take + 1]

@@ -52,9 +52,7 @@ def _patch_config() -> None:
     cls.__dataclass_fields__["backend"].type = backend_type
     cls.__pydantic_fields__["backend"].annotation = backend_type
 
-    decorator = cls.__pydantic_decorators__.model_validators[
-        "_validate_structured_output_config"
-    ]
+    decorator = cls.__pydantic_decorators__.model_validators["_validate_structured_output_config"]
     original = decorator.func
     ORIGINALS["StructuredOutputsConfig._validate_structured_output_config"] = original
 
@@ -93,8 +91,7 @@ def _validate_maskpar_request(params: Any, model_config: Any, tokenizer: Any) ->
         )
     if tokenizer is None:
         raise VLLMValidationError(
-            "Structured outputs requires a tokenizer so it can't be used with "
-            "'skip_tokenizer_init'"
+            "Structured outputs requires a tokenizer so it can't be used with 'skip_tokenizer_init'"
         )
     if so._backend and so._backend != BACKEND_NAME:
         raise VLLMValidationError(

@@ -68,9 +68,7 @@ def vllm_version() -> tuple[int, int]:
     """The installed vLLM's (major, minor), from ``vllm.__version__``."""
     match = re.match(r"(\d+)\.(\d+)", str(vllm.__version__))
     if match is None:
-        raise RuntimeError(
-            f"maskpar cannot parse the installed vLLM version {vllm.__version__!r}"
-        )
+        raise RuntimeError(f"maskpar cannot parse the installed vLLM version {vllm.__version__!r}")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -111,9 +109,7 @@ class MaskparGrammar(StructuredOutputGrammar):
             return True
         for t in tokens:
             if not (0 <= t < self.vocab_size and self.matcher.consume_token(t)):
-                logger.error(
-                    "maskpar: grammar refused token %s for request %s", t, request_id
-                )
+                logger.error("maskpar: grammar refused token %s for request %s", t, request_id)
                 return False
             if self.matcher.is_terminated():
                 break
@@ -234,7 +230,8 @@ def choice_as_regex(choices: list[str]) -> str:
 
     def escape(text: str) -> str:
         return "".join(
-            c if c.isascii() and (c.isalnum() or c == "_") or not c.isascii()
+            c
+            if c.isascii() and (c.isalnum() or c == "_") or not c.isascii()
             else f"\\x{{{ord(c):x}}}"
             for c in text
         )
