@@ -127,10 +127,13 @@ impl ByteDfa {
             MatchKind::All => simplify::Keep::Language,
             _ => simplify::Keep::Preferences,
         };
-        if let Some(simple) = parse_utf8(pattern).and_then(|hir| simplify::simplified(&hir, keep)) {
-            return lazy::determinize(pattern, lazy::LazySource::from_hir(pattern, &simple, kind)?);
-        }
-        lazy::determinize(pattern, lazy::LazySource::new(pattern, kind)?)
+        let Some(hir) = parse_utf8(pattern) else {
+            // regex-automata words the error.
+            return lazy::determinize(pattern, lazy::LazySource::new(pattern, kind)?);
+        };
+        let simple = simplify::simplified(&hir, keep);
+        let hir = simple.as_ref().unwrap_or(&hir);
+        lazy::determinize(pattern, lazy::LazySource::from_hir(pattern, hir, kind)?)
     }
 
     /// The strings `a` accepts that `b` does (`Op::And`) or does not
