@@ -658,10 +658,21 @@ impl LexCache {
         }
         let slices = vocab.text_slices();
         let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
-        if reach < MIN_CUT {
-            return None;
-        }
-        let slice = slices.within(reach)?;
+        let by_length = (reach >= MIN_CUT).then(|| slices.within(reach)).flatten();
+        // Free text up to a trigger dies on a few characters (the trigger)
+        // but survives every text without the trigger's first byte.
+        // The first that applies (`slices::WITHOUT`).
+        let without = (reach < slices.max_chars())
+            .then(|| {
+                (slices.without.iter())
+                    .find(|(byte, _)| self.text_reach.survives_without(cfg, l, q, *byte))
+                    .map(|(_, slice)| slice)
+            })
+            .flatten();
+        let slice = [by_length, without]
+            .into_iter()
+            .flatten()
+            .min_by_key(|slice| slice.rest.num_nodes())?;
         let worth = slice.bits.len() <= words && slice.rest.num_nodes() < nodes_bound;
         worth.then(|| build_sliced(cfg, vocab.trie(), words, slice, key))
     }
@@ -1020,6 +1031,67 @@ mod tests {
             }
         }
         assert!(lists > 0 && rows > 0, "{lists} lists, {rows} rows");
+    }
+
+    /// Free text up to a trigger takes the slice of the tokens without the
+    /// trigger's first byte (`TextSlices::without`): its entries equal the
+    /// whole trie's walks, where the scan survives every string without it.
+    #[test]
+    fn slices_without_a_byte_equal_full_walks() {
+        let spec = r#"{"type": "structural_tag", "format": {"type": "sequence", "elements": [
+            {"type": "tag", "begin": "<think>", "content": {"type": "any_text"},
+             "end": "</think>"},
+            {"type": "triggered_tags", "triggers": ["<f="], "tags": [{"type": "tag",
+             "begin": "<f=a>", "content": {"type": "const_string", "value": "x"},
+             "end": "</f>"}]}]}}"#;
+        // `<`, the tags' letters, quotes, a newline, an `é` and its bytes
+        // alone (tokens that are not UTF-8); and tokens with whole and
+        // partial triggers inside, where the free text ends or may end.
+        let random = random_vocab(b"<>/=thinkfax \"\n\xc3\xa9", 2500, 10, 5);
+        let mut tokens: Vec<Vec<u8>> = (0..random.num_tokens() as u32)
+            .filter_map(|id| random.token_bytes(id).map(<[u8]>::to_vec))
+            .collect();
+        for t in [
+            "</think>",
+            "a</think>\n",
+            "</thi",
+            "x<f=",
+            "<f=a>x",
+            "k<f",
+            "a<b",
+        ] {
+            if !tokens.iter().any(|x| x == t.as_bytes()) {
+                tokens.push(t.as_bytes().to_vec());
+            }
+        }
+        let vocab = crate::vocab::Vocab::new(tokens, &[], &[], None).unwrap();
+        let cfg = lower(&crate::stag::compile(spec, &vocab).unwrap()).unwrap();
+        let (trie, words) = (vocab.trie(), vocab.vocab_size().div_ceil(32));
+        let reach = TextReach::default();
+        let slices = vocab.text_slices();
+        let (_, slice) = slices.without.iter().find(|(b, _)| *b == b'<').unwrap();
+        let mut used = 0;
+        for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+            let Some(dfa) = lexeme.dfa.as_ref() else {
+                continue;
+            };
+            for q in 1..dfa.num_states() as u32 {
+                if !reach.survives_without(&cfg, l as u32, q, b'<') {
+                    continue;
+                }
+                used += 1;
+                let key = vec![(l as u32, q)];
+                let sliced = build_sliced(&cfg, trie, words, slice, &key);
+                let full = build(&cfg, trie, words, &key, 0);
+                let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
+                sliced.apply(&mut a, true);
+                full.apply(&mut b, true);
+                assert_eq!(a, b, "lexeme {l} state {q}");
+                assert_eq!(sliced.boundary, full.boundary, "lexeme {l} state {q}");
+            }
+        }
+        // Both free texts (in the tag, and around the triggered tags).
+        assert!(used >= 2, "{used} states");
     }
 
     /// Entries a grammar copies from nearby states (`divergent`) go to the

@@ -59,6 +59,10 @@ pub struct TextReach {
     reach: RwLock<HashMap<(u32, u32), Known>>,
     /// Per lexeme: the bytes `text_successors` steps.
     classes: RwLock<HashMap<u32, Arc<ClassBytes>>>,
+    /// `survives_without` per (lexeme, state, byte).
+    without: RwLock<HashMap<(u32, u32, u8), bool>>,
+    /// Per (lexeme, byte): the bytes `survives_without` steps.
+    classes_without: RwLock<HashMap<(u32, u8), Arc<ClassBytes>>>,
 }
 
 impl TextReach {
@@ -179,6 +183,55 @@ impl TextReach {
         Some(((last - copy) as usize, dfa.block_state_in(s, last)))
     }
 
+    /// Whether a single scan of lexeme `l` in state `q` survives every
+    /// UTF-8 string without the ASCII `byte`, however long (control
+    /// characters, `"` and `\\` included, unlike `reach`'s text): free text
+    /// up to a trigger that starts with it. The sets of states after n such characters
+    /// repeat before any dies (or not within `REACH_LIMIT` characters:
+    /// then no).
+    pub fn survives_without(&self, cfg: &Cfg, l: u32, q: u32, byte: u8) -> bool {
+        if let Some(&known) = read(&self.without).get(&(l, q, byte)) {
+            return known;
+        }
+        let known = read(&self.classes_without).get(&(l, byte)).cloned();
+        let classes = known.unwrap_or_else(|| {
+            let dfa = cfg.lexemes[l as usize]
+                .dfa
+                .as_ref()
+                .expect("scans have DFAs");
+            let c = Arc::new(ClassBytes::without(dfa, byte));
+            write(&self.classes_without).insert((l, byte), c.clone());
+            c
+        });
+        // Each state's successors once: the sets of states overlap.
+        let mut successors: HashMap<u32, Option<Vec<u32>>> = HashMap::default();
+        let mut level = vec![q];
+        let mut seen: HashSet<Vec<u32>> = HashSet::default();
+        let survives = 'walk: loop {
+            if !seen.insert(level.clone()) {
+                break true;
+            }
+            if seen.len() > REACH_LIMIT {
+                break false;
+            }
+            let mut next = Vec::new();
+            for &s in &level {
+                let after = successors
+                    .entry(s)
+                    .or_insert_with(|| text_successors(cfg, &classes, l, s));
+                match after {
+                    Some(after) => next.extend_from_slice(after),
+                    None => break 'walk false,
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            level = next;
+        };
+        write(&self.without).insert((l, q, byte), survives);
+        survives
+    }
+
     fn successors(&self, cfg: &Cfg, l: u32, s: u32) -> Successors {
         if let Some(known) = read(&self.successors).get(&(l, s)) {
             return known.clone();
@@ -210,15 +263,28 @@ struct ClassBytes {
 
 impl ClassBytes {
     fn new(dfa: &ByteDfa) -> Self {
+        Self::of(dfa, 0x20, &[b'"', b'\\', 0x7F])
+    }
+
+    /// Over every character of UTF-8 but the ASCII `byte` (control
+    /// characters, `"` and `\\` too): a scan that survives these survives
+    /// every token of `TextSlices::without`'s slice for `byte`.
+    fn without(dfa: &ByteDfa, byte: u8) -> Self {
+        Self::of(dfa, 0x00, &[byte])
+    }
+
+    /// The ASCII characters from `lowest` up and every multibyte one,
+    /// `out` left out.
+    fn of(dfa: &ByteDfa, lowest: u8, out: &[u8]) -> Self {
         let of = |lo: u8, hi: u8| {
             let mut seen = [false; 256];
             (lo..=hi)
-                .filter(|&b| b != b'"' && b != b'\\')
+                .filter(|b| !out.contains(b))
                 .filter(|&b| !std::mem::replace(&mut seen[dfa.class(b) as usize], true))
                 .collect()
         };
         ClassBytes {
-            ascii: of(0x20, 0x7E),
+            ascii: of(lowest, 0x7F),
             multibyte: MULTIBYTE
                 .iter()
                 .map(|ranges| ranges.iter().map(|&(lo, hi)| of(lo, hi)).collect())
