@@ -1897,6 +1897,8 @@ pub(crate) mod tests {
             "(?:(?:a|abc)+)*bc?",
             "(?:(?:b|abc|a)?)?c",
             "(?:(?:b|abc|ab)?)*c",
+            "(?:(?:a|abc)*)?c",
+            "(?:(?:a|abc)+){0,1}b?",
             // Groups dropped, one empty branch kept.
             "((a|)|)|b",
             "(?:a|||b|)c",

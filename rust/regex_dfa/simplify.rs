@@ -46,7 +46,7 @@ use regex_syntax::hir::{Hir, HirKind, Repetition};
 /// nesting limit, so only a tree built by hand reaches it).
 const MAX_DEPTH: usize = 1_000;
 
-/// Which nested pairs `collapsed` may merge.
+/// Which nested pairs `simplified` may merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Keep {
     /// The language only (full-match builds).
