@@ -657,22 +657,30 @@ impl LexCache {
             return None;
         }
         let slices = vocab.text_slices();
-        let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
-        let by_length = (reach >= MIN_CUT).then(|| slices.within(reach)).flatten();
         // Free text up to a trigger dies on a few characters (the trigger)
-        // but survives every text without the trigger's first byte.
-        // The first that applies (`slices::WITHOUT`).
-        let without = (reach < slices.max_chars())
-            .then(|| {
-                (slices.without.iter())
-                    .find(|(byte, _)| self.text_reach.survives_without(cfg, l, q, *byte))
-                    .map(|(_, slice)| slice)
-            })
-            .flatten();
-        let slice = [by_length, without]
-            .into_iter()
-            .flatten()
-            .min_by_key(|slice| slice.rest.num_nodes())?;
+        // but survives every string without the trigger's first byte. That
+        // slice is taken first (the first of `slices::WITHOUT` that applies)
+        // where its rest is smaller than the widest length slice's, the
+        // best a length slice can do: the reach, whose walk costs more than
+        // this check, is then not needed.
+        let widest_rest = slices
+            .slices
+            .last()
+            .map_or(usize::MAX, |s| s.rest.num_nodes());
+        let without = (slices.without.iter())
+            .filter(|(_, slice)| slice.rest.num_nodes() < widest_rest)
+            .find(|(byte, _)| self.text_reach.survives_without(cfg, l, q, *byte))
+            .map(|(_, slice)| slice);
+        let slice = match without {
+            Some(slice) => slice,
+            None => {
+                let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
+                if reach < MIN_CUT {
+                    return None;
+                }
+                slices.within(reach)?
+            }
+        };
         let worth = slice.bits.len() <= words && slice.rest.num_nodes() < nodes_bound;
         worth.then(|| build_sliced(cfg, vocab.trie(), words, slice, key))
     }
