@@ -120,13 +120,15 @@ enum TokenSet {
 
 impl TokenSet {
     /// A text slice's tokens (`slice`, shared) and `more`: the slice and
-    /// the list while the list is smaller than a row, else one dense row of
-    /// `words` words. Free text allows most tokens outside the slice too
-    /// (those with punctuation: tens of thousands in Llama-3's vocabulary),
-    /// and setting them bit by bit in every mask cost 30-60 us, where
-    /// copying a row costs one or two.
+    /// the list while the list has fewer ids than a quarter of a row's
+    /// words, else one dense row of `words` words. Free text allows most
+    /// tokens outside the slice too (those with punctuation: tens of
+    /// thousands in Llama-3's vocabulary), and setting them bit by bit in
+    /// every mask cost 30-60 us, where copying a row costs one or two; the
+    /// 1,300 beside the slice of tokens without `<` cost 3-5 us more per
+    /// fill than a row (a structural tag's root, warm: 4.7 -> 10.2 us).
     fn sliced(slice: &Arc<[u32]>, more: Vec<u32>, words: usize) -> Self {
-        if more.len() < words {
+        if more.len() < words / 4 {
             return TokenSet::Sliced {
                 slice: slice.clone(),
                 more,
@@ -1000,7 +1002,7 @@ mod tests {
 
     /// A text slice's entry (the slice's bits, the rest walked) equals the
     /// whole trie's walk, both where the tokens past the slice stay a list
-    /// and where they outnumber a row's words and become a dense row.
+    /// and where they reach a quarter of a row's words and become a dense row.
     #[test]
     fn sliced_entries_equal_full_walks_in_either_form() {
         // A JSON string of at most 14 characters: slices apply while 4 or
@@ -1008,7 +1010,7 @@ mod tests {
         // are few where little is left and many where much is.
         let schema = r#"{"type": "string", "maxLength": 14}"#;
         let cfg = lower(&schema::compile(schema, &Default::default()).unwrap()).unwrap();
-        let vocab = random_vocab(b"ab \"\\,.n", 1500, 12, 7);
+        let vocab = random_vocab(b"ab \"\\,.n", 6000, 12, 7);
         let (trie, words) = (vocab.trie(), vocab.vocab_size().div_ceil(32));
         let reach = TextReach::default();
         let (mut lists, mut rows) = (0, 0);
