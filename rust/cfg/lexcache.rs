@@ -1000,6 +1000,23 @@ mod tests {
     use crate::schema;
     use crate::vocab::testing::random_vocab;
 
+    /// `entry` equals the whole trie's walk of `key` from the root: the same
+    /// bits and the same boundary nodes.
+    fn assert_equals_walk(
+        entry: &LexEntry,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        words: usize,
+        key: &LexKey,
+    ) {
+        let full = build(cfg, trie, words, key, 0);
+        let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
+        entry.apply(&mut a, true);
+        full.apply(&mut b, true);
+        assert_eq!(a, b, "scans {key:?}");
+        assert_eq!(entry.boundary, full.boundary, "scans {key:?}");
+    }
+
     /// A text slice's entry (the slice's bits, the rest walked) equals the
     /// whole trie's walk, both where the tokens past the slice stay a list
     /// and where they reach a quarter of a row's words and become a dense row.
@@ -1032,12 +1049,7 @@ mod tests {
                     TokenSet::Dense(_) => rows += 1,
                     TokenSet::Sparse(_) => panic!("a sliced entry is a slice or a row"),
                 }
-                let full = build(&cfg, trie, words, &key, 0);
-                let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
-                sliced.apply(&mut a, true);
-                full.apply(&mut b, true);
-                assert_eq!(a, b, "lexeme {l} state {q}");
-                assert_eq!(sliced.boundary, full.boundary, "lexeme {l} state {q}");
+                assert_equals_walk(&sliced, &cfg, trie, words, &key);
             }
         }
         assert!(lists > 0 && rows > 0, "{lists} lists, {rows} rows");
@@ -1092,12 +1104,7 @@ mod tests {
                 used += 1;
                 let key = vec![(l as u32, q)];
                 let sliced = build_sliced(&cfg, trie, words, slice, &key);
-                let full = build(&cfg, trie, words, &key, 0);
-                let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
-                sliced.apply(&mut a, true);
-                full.apply(&mut b, true);
-                assert_eq!(a, b, "lexeme {l} state {q}");
-                assert_eq!(sliced.boundary, full.boundary, "lexeme {l} state {q}");
+                assert_equals_walk(&sliced, &cfg, trie, words, &key);
             }
         }
         // Both free texts (in the tag, and around the triggered tags).
