@@ -51,7 +51,7 @@ pub struct TextSlices {
     pub slices: Vec<TextSlice>,
     /// Per byte of `WITHOUT`: the tokens that are UTF-8 (control characters,
     /// `"` and `\\` too) and do not contain it, of any length (`max_chars`
-    /// is usize::MAX); in `WITHOUT`'s order.
+    /// is the most characters one of them has); in `WITHOUT`'s order.
     pub without: Vec<(u8, TextSlice)>,
 }
 
@@ -118,7 +118,17 @@ impl TextSlices {
             |byte: u8| move |b: &[u8], _| !b.contains(&byte) && std::str::from_utf8(b).is_ok();
         let without = WITHOUT
             .iter()
-            .map(|&byte| (byte, slice(usize::MAX, &utf8_without(byte))))
+            .map(|&byte| {
+                // Its tokens' most characters: a scan that survives every
+                // string this long without `byte` survives each of them.
+                let longest = entries
+                    .iter()
+                    .filter(|(_, b)| utf8_without(byte)(b, None))
+                    .map(|(_, b)| std::str::from_utf8(b).map_or(0, |s| s.chars().count()))
+                    .max()
+                    .unwrap_or(0);
+                (byte, slice(longest, &utf8_without(byte)))
+            })
             .collect();
         TextSlices { slices, without }
     }

@@ -671,7 +671,9 @@ impl LexCache {
             .map_or(usize::MAX, |s| s.rest.num_nodes());
         let without = (slices.without.iter())
             .filter(|(_, slice)| slice.rest.num_nodes() < widest_rest)
-            .find(|(byte, _)| self.text_reach.survives_without(cfg, l, q, *byte))
+            .find(|(byte, slice)| {
+                (self.text_reach).survives_without(cfg, l, q, *byte, slice.max_chars)
+            })
             .map(|(_, slice)| slice);
         let slice = match without {
             Some(slice) => slice,
@@ -1098,7 +1100,7 @@ mod tests {
                 continue;
             };
             for q in 1..dfa.num_states() as u32 {
-                if !reach.survives_without(&cfg, l as u32, q, b'<') {
+                if !reach.survives_without(&cfg, l as u32, q, b'<', slice.max_chars) {
                     continue;
                 }
                 used += 1;

@@ -184,12 +184,13 @@ impl TextReach {
     }
 
     /// Whether a single scan of lexeme `l` in state `q` survives every
-    /// UTF-8 string without the ASCII `byte`, however long (control
-    /// characters, `"` and `\\` included, unlike `reach`'s text): free text
-    /// up to a trigger that starts with it. The sets of states after n such characters
-    /// repeat before any dies (or not within `REACH_LIMIT` characters:
-    /// then no).
-    pub fn survives_without(&self, cfg: &Cfg, l: u32, q: u32, byte: u8) -> bool {
+    /// UTF-8 string of at most `chars` characters (the longest token a
+    /// slice holds; at most `REACH_LIMIT` followed) without the ASCII `byte`
+    /// (control characters, `"` and `\\` included, unlike `reach`'s text):
+    /// free text up to a trigger that starts with it. Yes where the sets of
+    /// states after n such characters repeat, or reach `chars` characters,
+    /// before any dies. A grammar asks with one `chars` (its vocabulary's).
+    pub fn survives_without(&self, cfg: &Cfg, l: u32, q: u32, byte: u8, chars: usize) -> bool {
         if let Some(&known) = read(&self.without).get(&(l, q, byte)) {
             return known;
         }
@@ -207,12 +208,10 @@ impl TextReach {
         let mut successors: HashMap<u32, Option<Vec<u32>>> = HashMap::default();
         let mut level = vec![q];
         let mut seen: HashSet<Vec<u32>> = HashSet::default();
+        let chars = chars.min(REACH_LIMIT);
         let survives = 'walk: loop {
-            if !seen.insert(level.clone()) {
+            if seen.len() >= chars || !seen.insert(level.clone()) {
                 break true;
-            }
-            if seen.len() > REACH_LIMIT {
-                break false;
             }
             let mut next = Vec::new();
             for &s in &level {
