@@ -85,28 +85,29 @@ impl ByteDfa {
     /// Compiles `pattern` (Rust `regex` syntax) for full-match use: a text
     /// is accepted if any way of matching the pattern spans all of it.
     pub fn new(pattern: &str) -> Result<Self> {
-        let hir = match hir_to_compose(pattern) {
-            Some(hir) => {
-                // Simplified first: `(?:a+){33333}` composes as `a{33333,}`.
-                let hir = simplify::simplified(&hir, simplify::Keep::Language).unwrap_or(hir);
-                if let Some(d) = compose_parsed(&hir)? {
-                    return Ok(d);
-                }
-                hir
-            }
+        let (hir, may_compose) = match hir_to_compose(pattern) {
+            Some(hir) => (hir, true),
             None => match parse_utf8(pattern) {
-                Some(hir) => hir,
+                Some(hir) => (hir, false),
                 // regex-automata words the error.
                 None => return Self::build(pattern, MatchKind::All),
             },
         };
+        // Simplified once, before composing too: `(?:a+){33333}` composes
+        // as `a{33333,}`. The parts `compose` determinizes are subtrees of
+        // the simplified tree, simplified with it.
+        let hir = simplify::simplified(&hir, simplify::Keep::Language).unwrap_or(hir);
+        if may_compose {
+            if let Some(d) = compose_parsed(&hir)? {
+                return Ok(d);
+            }
+        }
         Self::full_match(pattern, &hir)
     }
 
-    /// `hir`'s full-match DFA (`pattern` names it in errors).
+    /// `hir`'s full-match DFA (`pattern` names it in errors); `hir` is
+    /// simplified already (`new`).
     fn full_match(pattern: &str, hir: &Hir) -> Result<Self> {
-        let simple = simplify::simplified(hir, simplify::Keep::Language);
-        let hir = simple.as_ref().unwrap_or(hir);
         lazy::determinize(
             pattern,
             lazy::LazySource::from_hir(pattern, hir, MatchKind::All)?,

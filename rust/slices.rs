@@ -17,9 +17,10 @@
 //! per trigger set in a process). But it survives every text without the
 //! trigger's first byte, however long: `TextSlices::without` holds, for
 //! each of `WITHOUT` (`<`, where the tag formats frameworks forward begin
-//! their tags, and `{`, `[`), the UTF-8 tokens without it (free text takes quotes and newlines too), of
-//! any length, and a trie of the others: 2,100 tokens on Llama-3's
-//! vocabulary, where the four-character slice leaves 80,000.
+//! their tags, and `{`, `[`), the UTF-8 tokens without it (free text takes
+//! quotes and newlines too), of any length, and a trie of the others: 2,100
+//! tokens on Llama-3's vocabulary, where the four-character slice leaves
+//! 80,000.
 
 use std::sync::Arc;
 
@@ -91,11 +92,13 @@ impl TextSlices {
         let longest = texts.iter().filter_map(|t| t.2).max().unwrap_or(0);
         let mut cuts: Vec<usize> = CUTS.iter().copied().filter(|&c| c < longest).collect();
         cuts.push(longest);
-        let slice = |max_chars: usize, within: &dyn Fn(&[u8], Option<usize>) -> bool| {
+        // A slice of the tokens `within` holds, by index into `entries`
+        // (and their text characters).
+        let slice = |max_chars: usize, within: &dyn Fn(usize, Option<usize>) -> bool| {
             let mut bits = vec![0u32; words].into_boxed_slice();
             let mut rest: Vec<(u32, &[u8])> = Vec::new();
-            for &(id, b, chars) in &texts {
-                if within(b, chars) {
+            for (i, &(id, b, chars)) in texts.iter().enumerate() {
+                if within(i, chars) {
                     bits[id as usize / 32] |= 1 << (id % 32);
                 } else {
                     rest.push((id, b));
@@ -114,20 +117,23 @@ impl TextSlices {
             .into_iter()
             .map(|max_chars| slice(max_chars, &|_, c| c.is_some_and(|c| c <= max_chars)))
             .collect();
-        let utf8_without =
-            |byte: u8| move |b: &[u8], _| !b.contains(&byte) && std::str::from_utf8(b).is_ok();
+        // Characters of each token that is UTF-8 (text or not).
+        let utf8_chars: Vec<Option<usize>> = entries
+            .iter()
+            .map(|(_, b)| std::str::from_utf8(b).ok().map(|s| s.chars().count()))
+            .collect();
         let without = WITHOUT
             .iter()
             .map(|&byte| {
+                let within = |i: usize| utf8_chars[i].is_some() && !entries[i].1.contains(&byte);
                 // Its tokens' most characters: a scan that survives every
                 // string this long without `byte` survives each of them.
-                let longest = entries
-                    .iter()
-                    .filter(|(_, b)| utf8_without(byte)(b, None))
-                    .map(|(_, b)| std::str::from_utf8(b).map_or(0, |s| s.chars().count()))
+                let longest = (0..entries.len())
+                    .filter(|&i| within(i))
+                    .filter_map(|i| utf8_chars[i])
                     .max()
                     .unwrap_or(0);
-                (byte, slice(longest, &utf8_without(byte)))
+                (byte, slice(longest, &|i, _| within(i)))
             })
             .collect();
         TextSlices { slices, without }
