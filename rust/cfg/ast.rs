@@ -313,7 +313,7 @@ pub struct Block {
     /// The rules it holds (their names in the grammar).
     pub rules: Vec<String>,
     /// Read character-level (`%json`): every split its rules allow, each
-    /// lexeme lexed on its own (see `lower::Lexeme::alone`). Otherwise
+    /// lexeme lexed on its own (see `lowered::Lexeme::alone`). Otherwise
     /// (`%lark`) its terminals are lexed as Lark lexes them.
     pub char_level: bool,
     /// Its own `%ignore` (a `%lark` block's): text skipped between its

@@ -35,7 +35,7 @@
 //! pay.
 
 use super::lexcache::{BoundaryNode, LexEntry, OneScan};
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::trie::{TokenTrie, Visit};
 
 /// Trie nodes (looked at, cleared or walked) past which the copy gives up:

@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use super::ast::Lexing;
 use super::indent::Layout;
 use super::longest::{branches, GUARD};
-use super::lower::{Cfg, Sym};
+use super::lowered::{Cfg, Sym};
 use super::setnames::SetName;
 use crate::error::{Error, Result};
 use crate::regex_dfa::DEAD;
@@ -841,7 +841,7 @@ impl Cfg {
 
     /// The lexeme a scan or guard (`GUARD`-tagged id) reads.
     #[inline]
-    pub fn scan_lexeme(&self, id: u32) -> &super::lower::Lexeme {
+    pub fn scan_lexeme(&self, id: u32) -> &super::lowered::Lexeme {
         &self.lexemes[(id & !GUARD) as usize]
     }
 

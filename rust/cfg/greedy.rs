@@ -16,7 +16,7 @@
 //! lexemes and rules), computed without member-set guards: a superset, so a
 //! lexeme may be kept all-splits needlessly, never made greedy wrongly.
 
-use super::lower::{Lexeme, Rule, Sym};
+use super::lowered::{Lexeme, Rule, Sym};
 use crate::regex_dfa::ByteSet;
 
 /// Per lexeme: whether it may end greedily, and the bytes that can follow
@@ -200,7 +200,7 @@ mod tests {
             plain.lexemes.iter_mut().for_each(|l| l.greedy = false);
             assert!(greedy.lexemes.iter().any(|l| l.greedy), "{src}");
             for text in all_strings(alphabet.as_bytes(), 7) {
-                let run = |cfg: &crate::cfg::lower::Cfg| {
+                let run = |cfg: &crate::cfg::lowered::Cfg| {
                     let mut chart = Chart::new();
                     let st = cfg.initial(&mut chart).unwrap();
                     cfg.advance_bytes(&mut chart, &st, &text)

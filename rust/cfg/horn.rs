@@ -10,7 +10,7 @@
 //! that wait on it (once per occurrence), so a fact is propagated exactly
 //! once per occurrence: Dowling and Gallier's algorithm for Horn clauses.
 
-use super::lower::Sym;
+use super::lowered::Sym;
 use crate::error::Result;
 
 /// Which nonterminals hold, and the rules still waiting on others.

@@ -15,7 +15,7 @@
 //! `specials`), and nested grammars: `%json {schema}` blocks (the schema's
 //! rules, read character-level) and `%lark { grammar }` blocks (a Lark
 //! grammar with names and `%ignore` of its own). Each block is a lexer
-//! context of the grammar (`ast::Block`, `lower::LexContext`). Parametric
+//! context of the grammar (`ast::Block`, `lowered::LexContext`). Parametric
 //! rules (`::`, `%if`) are refused with an error naming them.
 
 use std::collections::HashMap;

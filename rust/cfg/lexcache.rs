@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock};
 use super::ast::Lexing;
 use super::divergent::{entry_from_divergent, DIVERGENCE_BUDGET};
 use super::earley::Scan;
-use super::lower::{Cfg, Lexeme};
+use super::lowered::{Cfg, Lexeme};
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::sharedlex::{SharedKey, SharedLexCache};
 use super::textreach::TextReach;

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
 
 use super::ast::Lexing;
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::regex_dfa::DEAD;
 
 const UNKNOWN: u32 = u32::MAX;

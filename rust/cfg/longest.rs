@@ -15,7 +15,7 @@
 
 use super::earley::Scan;
 use super::larkorder::Rank;
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::regex_dfa::DEAD;
 
 impl Cfg {
@@ -51,7 +51,7 @@ impl Cfg {
     /// ends keeps the guards. No branch goes on from where a scan that does
     /// not split accepted and reads on: that branch would have to read the
     /// byte that took it on, which no follower starts with (see
-    /// `lower::alone_lexemes_end`).
+    /// `lower::prune::alone_lexemes_end`).
     ///
     /// Alone scans rank against nothing, so each steps as if it were the
     /// branch's only one: a branch of several is the union of the branches

@@ -19,6 +19,7 @@ mod lexstates;
 pub mod longest;
 pub mod lookaround;
 pub mod lower;
+pub mod lowered;
 pub mod members;
 mod nearentry;
 mod nodedfa;

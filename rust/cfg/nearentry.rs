@@ -24,7 +24,7 @@
 //! the nodes are 12 bytes deep or more, 34% 8 or more.
 
 use super::lexcache::{BoundaryNode, LexEntry, OneScan};
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::bitmask::{clear_bit, set_bit};
 use crate::trie::TokenTrie;
 

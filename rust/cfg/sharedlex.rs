@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
 use super::lexcache::{charge, read, write, LexEntry};
-use super::lower::Lexeme;
+use super::lowered::Lexeme;
 use crate::regex_dfa::ByteDfa;
 use crate::vocab::Vocab;
 
@@ -451,7 +451,7 @@ impl SharedLexCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cfg::lower::Lexeme;
+    use crate::cfg::lowered::Lexeme;
     use std::sync::atomic::Ordering;
 
     fn lexeme(dfa: &Arc<ByteDfa>) -> Lexeme {

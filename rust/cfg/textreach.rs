@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
 use super::lexcache::{backs_off, ends_after_accepting, read, write};
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
 /// UTF-8 encodings of the scalar values from U+0080 up, as byte ranges

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use super::ast::{Lexing, Node, TokenSet};
 use super::earley::{CfgState, Chart, ChartRead, EarleySet, Extended, Scan};
 use super::longest::branches;
-use super::lower::{Cfg, Sym};
+use super::lowered::{Cfg, Sym};
 use crate::bitmask::set_bit;
 use crate::error::Result;
 

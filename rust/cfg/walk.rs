@@ -17,7 +17,7 @@ use super::ast::Lexing;
 use super::earley::{CfgState, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
 use super::lexstates::{keep_table, take_table, LexStates, EMPTY};
 use super::longest::branches;
-use super::lower::Cfg;
+use super::lowered::Cfg;
 use crate::error::{Error, Result};
 use crate::trie::TrieStepper;
 

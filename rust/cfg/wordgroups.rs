@@ -36,7 +36,7 @@
 use std::sync::Arc;
 
 use super::larkorder::Rank;
-use super::lower::Lexeme;
+use super::lowered::Lexeme;
 use crate::error::Result;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
