@@ -21,7 +21,9 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 
 use super::periodic::{check_states, Code, JoinedClasses, Periodic};
-use super::{joint_classes, ByteDfa, Error, Op, Result, Table, DEAD, DFA_SIZE_LIMIT};
+use super::product::joint_classes;
+use super::table::Table;
+use super::{ByteDfa, Error, Op, Result, DEAD, DFA_SIZE_LIMIT};
 
 /// A transition of the product before states are numbered.
 #[derive(Clone, Copy, Debug)]

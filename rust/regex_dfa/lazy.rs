@@ -32,7 +32,8 @@ use regex_syntax::hir::Hir;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::closure::EpsilonWork;
-use super::{build_error, class_bytes_of, thompson_config, ByteDfa, Table, DEAD, DFA_SIZE_LIMIT};
+use super::table::{class_bytes_of, Table};
+use super::{build_error, thompson_config, ByteDfa, DEAD, DFA_SIZE_LIMIT};
 use crate::error::{Error, Result};
 
 /// A lazy DFA and its cache, read state by state by `determinize`.

@@ -7,7 +7,9 @@
 //! `maxLength: 32767` is 32767 copies of a 15-state character automaton: as
 //! a table, 60 MiB written in 200 ms; as a block, 15 rows.
 
-use super::{check_size, forced_bytes, ByteDfa, Error, Minimality, Result, Tail, DEAD};
+use super::table::{check_size, forced_bytes};
+use super::tail::Tail;
+use super::{ByteDfa, Error, Minimality, Result, DEAD};
 
 /// Copies laid out as rows cost this many bytes before their block is kept
 /// shared instead: 32 copies of a JSON string character. Block states step

@@ -23,7 +23,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::seqtrie::{SeqTrie, ROOT};
 use super::sparse::{SparseRows, MAX_EDGES};
-use super::{class_bytes_of, ByteDfa, Result, Table, Tail, DEAD, DFA_SIZE_LIMIT};
+use super::table::{class_bytes_of, Table};
+use super::tail::Tail;
+use super::{ByteDfa, Result, DEAD, DFA_SIZE_LIMIT};
 
 /// One part of a sequence.
 #[derive(Clone, Debug)]

@@ -17,7 +17,9 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
-use super::{refined_classes, ByteDfa, Result, Table, DEAD, DFA_SIZE_LIMIT};
+use super::concat::refined_classes;
+use super::table::Table;
+use super::{ByteDfa, Result, DEAD, DFA_SIZE_LIMIT};
 
 /// Bound on the sets built before giving up (the caller then builds the
 /// pattern whole).
