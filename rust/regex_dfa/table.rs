@@ -202,7 +202,7 @@ pub(super) fn forced_bytes(
 }
 
 /// Backward reachability from accepting states.
-pub(super) fn live_states(trans: &[u32], stride: usize, accepting: &[bool]) -> Vec<bool> {
+fn live_states(trans: &[u32], stride: usize, accepting: &[bool]) -> Vec<bool> {
     let n = accepting.len();
     // Predecessors in one flat array: `preds[start[t]..start[t + 1]]`.
     let mut start = vec![0u32; n + 1];
