@@ -11,7 +11,7 @@
 //! fresh schema.
 //!
 //! **Why most of another state's entry can be kept.** A single scan's
-//! lexer-only walk (`lexcache::OneScan`) decides at a trie node from the DFA
+//! lexer-only walk (`lexwalk::OneScan`) decides at a trie node from the DFA
 //! states before and after the node's byte (`OneScan::decide`). Take two
 //! states `q` and `r` of one lexeme, and walk the trie from the entry's node
 //! with both. At a node where both walks go on (`Visit::Live`) into the
@@ -34,7 +34,8 @@
 //! budget: then the states differ on too much of the trie for the copy to
 //! pay.
 
-use super::lexcache::{BoundaryNode, LexEntry, OneScan};
+use super::lexentry::{BoundaryNode, LexEntry};
+use super::lexwalk::OneScan;
 use super::lowered::Cfg;
 use crate::trie::{TokenTrie, Visit};
 
@@ -151,7 +152,7 @@ fn edit_boundary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cfg::lexcache::{build, build_sliced};
+    use crate::cfg::lexwalk::{build, build_sliced};
     use crate::cfg::{
         ast::GrammarAst,
         gbnf,

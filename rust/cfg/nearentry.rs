@@ -11,7 +11,7 @@
 //! characters.
 //!
 //! **Why a shallow part can be copied.** A single scan's lexer-only walk
-//! (`lexcache::OneScan`) decides at a trie node from the DFA states before
+//! (`lexwalk::OneScan`) decides at a trie node from the DFA states before
 //! and after the node's byte: whether each is dead, and whether each
 //! accepts. If no string shorter than `d` bytes tells states `r` and `q`
 //! apart (`ByteDfa::distinguishing_length`), the walks from `r` and from `q`
@@ -23,7 +23,8 @@
 //! shallow node only on the way to a deeper one). In Llama-3's trie 8% of
 //! the nodes are 12 bytes deep or more, 34% 8 or more.
 
-use super::lexcache::{BoundaryNode, LexEntry, OneScan};
+use super::lexentry::{BoundaryNode, LexEntry};
+use super::lexwalk::OneScan;
 use super::lowered::Cfg;
 use crate::bitmask::{clear_bit, set_bit};
 use crate::trie::TokenTrie;
@@ -73,7 +74,7 @@ pub fn entry_from_alike(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cfg::{gbnf, lexcache::build, lower::lower};
+    use crate::cfg::{gbnf, lexwalk::build, lower::lower};
     use crate::regex_dfa::DEAD;
     use crate::vocab::testing::random_vocab;
     use crate::vocab::Vocab;

@@ -1,6 +1,6 @@
 //! Lexer-only entries shared by every grammar over one vocabulary.
 //!
-//! A lexer-only entry (`lexcache::LexEntry`) depends on the scans' residual
+//! A lexer-only entry (`lexentry::LexEntry`) depends on the scans' residual
 //! languages, not on the grammar they come from: the content of a JSON
 //! string reads the same in every schema, and so does the free text up to a
 //! structural tag's trigger. So a fresh grammar looks its states up here
@@ -43,7 +43,8 @@ use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
-use super::lexcache::{charge, read, write, LexEntry};
+use super::lexcache::{charge, read, write};
+use super::lexentry::LexEntry;
 use super::lowered::Lexeme;
 use crate::regex_dfa::ByteDfa;
 use crate::vocab::Vocab;

@@ -11,7 +11,8 @@
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::{Arc, RwLock};
 
-use super::lexcache::{backs_off, ends_after_accepting, read, write};
+use super::lexcache::{read, write};
+use super::lexwalk::{backs_off, ends_after_accepting};
 use super::lowered::Cfg;
 use crate::regex_dfa::{ByteDfa, DEAD};
 
