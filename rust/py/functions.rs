@@ -95,7 +95,7 @@ fn parse_items<'py>(
             parts[1]
                 .extract::<Int>()
                 .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?
-                .non_negative(&format!("item {i}: row"))?
+                .non_negative_named(|| format!("item {i}: row"))?
         } else {
             0
         };
