@@ -26,7 +26,7 @@ use crate::cfg::gbnf;
 use crate::error::{Error, Result};
 use crate::schema::{self, SchemaOptions};
 
-use super::spec::{Delim, Format, Tag, TokenRef, Triggered};
+use super::format::{Delim, Format, Tag, TokenRef, Triggered};
 use super::text;
 use crate::vocab::Vocab;
 use rustc_hash::FxHashMap as HashMap;

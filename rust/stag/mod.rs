@@ -19,6 +19,8 @@
 //!
 //! Everything runs inside the caller's compile work budget.
 
+mod fields;
+pub mod format;
 pub mod lower;
 pub mod spec;
 pub mod text;

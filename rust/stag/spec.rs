@@ -20,132 +20,16 @@
 
 use serde_json::{Map, Value};
 
+use super::fields::{
+    array, bad, count, excludes, flag, integer, missing, object, string, strings, wrong,
+};
+use super::format::{Delim, Format, Tag, TokenRef, Triggered};
 use crate::error::{Error, Result};
 
 /// How deep formats may nest (a tag's content, a sequence's element...).
 /// Tool-calling specs nest three or four levels; the bound keeps the reader's
 /// recursion small whatever the input.
 pub const MAX_FORMAT_DEPTH: usize = 64;
-
-/// One format of a structural tag, checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Exactly this text.
-    ConstString(String),
-    /// A JSON value valid against the schema (its JSON text).
-    JsonSchema(String),
-    /// Text matched by an EBNF grammar (xgrammar's dialect of GBNF).
-    Grammar(String),
-    /// Text fully matched by a regular expression.
-    Regex(String),
-    /// Any text not containing one of `excludes`, at most `max_chars`
-    /// characters long.
-    AnyText {
-        excludes: Vec<String>,
-        max_chars: Option<u32>,
-    },
-    Sequence(Vec<Format>),
-    Or(Vec<Format>),
-    Tag(Tag),
-    /// Free text in which each trigger starts one of the tags.
-    TriggeredTags(Triggered),
-    /// Tags separated by `separator`, nothing else.
-    TagsWithSeparator {
-        tags: Vec<Tag>,
-        separator: String,
-        at_least_one: bool,
-        stop_after_first: bool,
-    },
-    /// `min..=max` repetitions (`max` None: unbounded); also `optional`,
-    /// `plus` and `star`.
-    Repeat {
-        content: Box<Format>,
-        min: u32,
-        max: Option<u32>,
-    },
-    /// One whole token, one of these.
-    Token(Vec<TokenRef>),
-    /// One whole token, none of these.
-    ExcludeToken(Vec<TokenRef>),
-    /// Whole tokens, none of `excludes`, at most `max_tokens` of them.
-    AnyTokens {
-        excludes: Vec<TokenRef>,
-        max_tokens: Option<u32>,
-    },
-    /// Free tokens in which a trigger token starts the tag it begins.
-    TokenTriggeredTags {
-        triggers: Vec<TokenRef>,
-        tags: Vec<Tag>,
-        excludes: Vec<TokenRef>,
-        at_least_one: bool,
-        stop_after_first: bool,
-    },
-    /// Free tokens in which each rule's token is followed by its format;
-    /// `repeat` (xgrammar's `loop`): any number of times, else at most once.
-    TokenDispatch {
-        rules: Vec<(TokenRef, Format)>,
-        repeat: bool,
-        excludes: Vec<TokenRef>,
-    },
-}
-
-/// A token named in a spec: by id, or by its text (resolved against the
-/// vocabulary when lowering).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TokenRef {
-    Id(i64),
-    Text(String),
-}
-
-/// A tag's begin or end: text, or one whole token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Delim {
-    Text(String),
-    Token(TokenRef),
-}
-
-/// `begin content end`, with one of several ends.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tag {
-    pub begin: Delim,
-    pub content: Box<Format>,
-    pub ends: Vec<Delim>,
-}
-
-impl Tag {
-    /// The begin text ("" for a token begin).
-    pub fn begin_text(&self) -> &str {
-        match &self.begin {
-            Delim::Text(s) => s,
-            Delim::Token(_) => "",
-        }
-    }
-
-    /// The text ends (token ends left out).
-    pub fn text_ends(&self) -> Vec<String> {
-        self.ends
-            .iter()
-            .filter_map(|e| match e {
-                Delim::Text(s) => Some(s.clone()),
-                Delim::Token(_) => None,
-            })
-            .collect()
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Triggered {
-    pub triggers: Vec<String>,
-    pub tags: Vec<Tag>,
-    pub at_least_one: bool,
-    pub stop_after_first: bool,
-    /// Strings the free text between tags may not contain.
-    pub excludes: Vec<String>,
-}
-
-fn bad(path: &str, what: impl std::fmt::Display) -> Error {
-    Error::Compile(format!("invalid structural tag at {path}: {what}"))
-}
 
 /// Reads a whole structural tag (either shape) to its top format.
 pub fn parse(spec: &Value) -> Result<Format> {
@@ -580,98 +464,6 @@ fn delim(v: &Value, path: &str) -> Result<Delim> {
         Value::Object(_) => Ok(Delim::Token(token_ref(v, path)?)),
         other => Err(bad(path, wrong("a string or a token", other))),
     }
-}
-
-fn missing(key: &str) -> String {
-    format!("missing field {key:?}")
-}
-
-fn wrong(expected: &str, got: &Value) -> String {
-    let got = got.to_string();
-    let short: String = got.chars().take(40).collect();
-    let more = if short.len() < got.len() { "..." } else { "" };
-    format!("expected {expected}, got {short}{more}")
-}
-
-fn object<'a>(v: &'a Value, path: &str) -> Result<&'a Map<String, Value>> {
-    v.as_object()
-        .ok_or_else(|| bad(path, wrong("a JSON object", v)))
-}
-
-fn string(o: &Map<String, Value>, key: &str, path: &str) -> Result<String> {
-    match o.get(key) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(bad(&format!("{path}.{key}"), wrong("a string", other))),
-        None => Err(bad(path, missing(key))),
-    }
-}
-
-fn array<'a>(o: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a Vec<Value>> {
-    match o.get(key) {
-        Some(Value::Array(a)) => Ok(a),
-        Some(other) => Err(bad(&format!("{path}.{key}"), wrong("a list", other))),
-        None => Err(bad(path, missing(key))),
-    }
-}
-
-fn strings(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
-    let items = array(o, key, path)?;
-    let mut out = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        match item {
-            Value::String(s) => out.push(s.clone()),
-            other => return Err(bad(&format!("{path}.{key}[{i}]"), wrong("a string", other))),
-        }
-    }
-    Ok(out)
-}
-
-/// An optional list of strings to exclude (default empty). An empty string
-/// would exclude every text, which is surely a mistake: refused.
-fn excludes(o: &Map<String, Value>, key: &str, path: &str) -> Result<Vec<String>> {
-    if matches!(o.get(key), None | Some(Value::Null)) {
-        return Ok(Vec::new());
-    }
-    let out = strings(o, key, path)?;
-    if out.iter().any(String::is_empty) {
-        return Err(bad(
-            &format!("{path}.{key}"),
-            "excluded strings must be non-empty",
-        ));
-    }
-    Ok(out)
-}
-
-fn flag(o: &Map<String, Value>, key: &str, path: &str) -> Result<bool> {
-    match o.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(bad(&format!("{path}.{key}"), wrong("true or false", other))),
-    }
-}
-
-fn integer(o: &Map<String, Value>, key: &str, path: &str) -> Result<i64> {
-    match o.get(key) {
-        Some(v @ Value::Number(n)) => n
-            .as_i64()
-            .ok_or_else(|| bad(&format!("{path}.{key}"), wrong("an integer", v))),
-        Some(other) => Err(bad(&format!("{path}.{key}"), wrong("an integer", other))),
-        None => Err(bad(path, missing(key))),
-    }
-}
-
-/// An optional non-negative count (None when absent or null).
-fn count(o: &Map<String, Value>, key: &str, path: &str) -> Result<Option<u32>> {
-    if matches!(o.get(key), None | Some(Value::Null)) {
-        return Ok(None);
-    }
-    let n = integer(o, key, path)?;
-    u32::try_from(n).map(Some).map_err(|_| {
-        bad(
-            &format!("{path}.{key}"),
-            format!("expected a count from 0 to {}, got {n}", u32::MAX),
-        )
-    })
 }
 
 #[cfg(test)]
