@@ -729,6 +729,38 @@ def _():
     return size(regex_grammar("\r+d\x00+.{4}{44}{8}UUU\x05U\x05\x00"))
 
 
+# Found by the long fuzz run of 2026-11-29 (slow without a budget, 2-6 s in
+# the fuzz build; no crash, no wrong mask in 32 minutes of every target):
+# counts of counts after a star, a count after `.*`, and long counts of
+# literals after loops. Under the default budget each is answered in under
+# a second (0.2-1.0 s on the 2-CPU machine).
+
+
+@case("regex_fuzz_count_of_a_count_after_a_star", VALUE)
+def _():
+    return size(regex_grammar("}\x00\x00\x00*\x00\x00\x00\x00\x00{361}{361}"))
+
+
+@case("regex_fuzz_count_after_dot_star", VALUE)
+def _():
+    return size(regex_grammar("\x03\x00\x00\x00\x18*.*1?}{7186}\x00"))
+
+
+@case("regex_fuzz_count_after_lazy_loops", OK)
+def _():
+    return size(regex_grammar("\x00\x000\x00w\x00\x7f\x00?\x00+?\x00+{3434}"))
+
+
+@case("regex_fuzz_count_after_optionals", OK)
+def _():
+    return size(regex_grammar("\x00\x00\x00\x00\x00\x00\x00\x07\x05&\x02???{2727}"))
+
+
+@case("regex_fuzz_long_count_of_a_literal", OK)
+def _():
+    return size(regex_grammar("\x00\x00\x00\x00\x00\x00\x00\x00\x00Fp\x00{893893}"))
+
+
 @case("gbnf_fuzz_counted_classes_in_an_unclosed_string", VALUE)
 def _():
     # Found by the long fuzz run of 2026-11-26 13:50 (a timeout without the
