@@ -15,7 +15,9 @@ the masks. llguidance and xgrammar write an enum value as its JSON text;
 maskpar is run with `key_order="schema"` (the same language) and, for
 objects, also with `"any"` (the default: members in any order, which costs
 states per order; 100,000 two-member objects in any order are past the
-64 MiB automaton bound, so that line uses 50,000).
+64 MiB automaton bound, so that line uses 50,000). Objects of four and five
+members run at 1% and 10% of the count (member sets past four members in
+any order; see the cases).
 
 Run: ``python bench/bench_enum.py [--count N] [--timeout S] [--only NAME]
 [--engines maskpar,llguidance,xgrammar]``
@@ -39,6 +41,14 @@ KINDS = {
     "arrays2": lambda i: [i, f"s{i}"],
     "objects1": lambda i: {"id": i},
     "objects2": lambda i: {"id": i, "name": f"user {i}"},
+    "objects4": lambda i: {"id": i, "name": f"user {i}", "age": i % 90, "active": i % 3 == 0},
+    "objects5": lambda i: {
+        "id": i,
+        "name": f"user {i}",
+        "age": i % 90,
+        "active": i % 3 == 0,
+        "team": f"t{i % 40}",
+    },
 }
 
 # (name, kind, count scale, engines, maskpar key order)
@@ -50,6 +60,13 @@ CASES = [
     ("objects2", "objects2", 1.0, ("maskpar", "llguidance", "xgrammar"), "schema"),
     ("objects1 any order", "objects1", 1.0, ("maskpar",), "any"),
     ("objects2 any order", "objects2", 0.5, ("maskpar",), "any"),
+    # Members in any order past four (member sets, one parser item and one
+    # lexer scan per value and member: the open part of issue 22 item 4),
+    # at 1% and 10% of the count; the references beside in schema order.
+    ("objects5", "objects5", 0.01, ("maskpar", "llguidance", "xgrammar"), "schema"),
+    ("objects4 any order", "objects4", 0.1, ("maskpar",), "any"),
+    ("objects5 any order", "objects5", 0.01, ("maskpar",), "any"),
+    ("objects5 any order", "objects5", 0.1, ("maskpar",), "any"),
 ]
 
 
