@@ -247,7 +247,9 @@ def set_num_threads(n: int) -> None:
     starts the pool of the default count, one thread per core)."""
 
 def get_num_threads() -> int:
-    """The default number of threads for parallel fills."""
+    """The default number of threads for parallel fills: the count last
+    passed to ``set_num_threads``, else the cores this process may use (its
+    CPU quota and affinity, read once per process)."""
 
 # Private: masks CPU logits in place, viewed as integers of the float's width
 # (used by maskpar.apply_token_bitmask_inplace).

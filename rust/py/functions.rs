@@ -33,7 +33,9 @@ fn num_threads(n: Int) -> PyResult<usize> {
     })
 }
 
-/// The default number of threads for parallel fills.
+/// The default number of threads for parallel fills: the count last passed
+/// to `set_num_threads`, else the cores this process may use (its CPU quota
+/// and affinity, read once per process).
 #[pyfunction]
 fn get_num_threads() -> usize {
     batch::get_num_threads()
