@@ -19,7 +19,7 @@ use crate::claim;
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
-use crate::matcher::MatcherCore;
+use crate::matcher::{MatcherCore, Position};
 use crate::tree::DraftTree;
 
 /// Upper bound for `set_num_threads` and per-call thread counts.
@@ -107,9 +107,16 @@ impl RowJob {
     }
 }
 
-/// Requests whose chains (or trees) are advanced on the calling thread: for
-/// fewer, waking the pool costs more than advancing them.
+/// Requests whose chains (or trees) are advanced on the calling thread
+/// alone: for fewer, waking pool threads (a system call each on the
+/// caller's path) costs more than their share of the work.
 const CHAINS_HERE: usize = 8;
+
+/// Rows to compute per thread of a call: a pool thread joins only for at
+/// least this many more. Waking one cost the caller 50 us on the 2-core
+/// development machine, as much as several warm rows; a one-request step
+/// with 4 drafts was 20-40% slower with a helper than without.
+const ROWS_PER_THREAD: usize = 4;
 
 /// Whether a call runs on the calling thread rather than on `pool`: when
 /// the pool has one thread, or the call has one row to fill, nothing runs
@@ -119,20 +126,21 @@ fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
     pool.current_num_threads() == 1 || rows <= 1
 }
 
-/// `states` of every request: on the calling thread when `here` or when
-/// there are fewer than `CHAINS_HERE` requests (it then uses no rayon call,
-/// which would start rayon's global pool), else in parallel on `pool`.
-fn states_of<R: Sync, T: Send>(
-    pool: &ThreadPool,
-    here: bool,
-    reqs: &[R],
-    states: impl Fn(&R) -> Result<T> + Sync + Send,
-) -> Result<Vec<T>> {
-    if here || reqs.len() < CHAINS_HERE {
-        reqs.iter().map(states).collect()
+/// `advance` applied to every job (a request's position and its drafts or
+/// tree), in order: on the calling thread alone when `here` or when there
+/// are fewer than `CHAINS_HERE` requests, else with `pool`'s threads joining
+/// as they wake (`claim::map`: the caller never waits for a wake-up).
+fn states_of<J, T>(pool: &ThreadPool, here: bool, jobs: Vec<J>, advance: fn(J) -> T) -> Vec<T>
+where
+    J: Send + 'static,
+    T: Send + 'static,
+{
+    let helpers = if here || jobs.len() < CHAINS_HERE {
+        0
     } else {
-        pool.install(|| reqs.par_iter().map(states).collect())
-    }
+        pool.current_num_threads() - 1
+    };
+    claim::map(pool, helpers, jobs, advance)
 }
 
 /// One request of a draft fill: `drafts` may be empty.
@@ -211,8 +219,9 @@ pub fn check_layout(spans: &[Span<'_>], rows: usize, words: usize) -> Result<()>
 }
 
 /// Writes every scheduled row (`(row, job)`), on the calling thread and on
-/// `pool`'s threads as they wake (`claim`), or on the calling thread only
-/// when `here`. Rows whose state is not cached yet and already scheduled for
+/// `pool`'s threads as they wake (`claim`), one thread per
+/// `ROWS_PER_THREAD` rows to compute, or on the calling thread only when
+/// `here`. Rows whose state is not cached yet and already scheduled for
 /// an earlier row are deferred to a second pass, where they are copies: each
 /// mask is computed once per call, not once per thread that needs it.
 fn fill_rows(
@@ -225,13 +234,18 @@ fn fill_rows(
     if words == 0 {
         return Ok(());
     }
+    // Rows to compute (not copies of a cached row), and which of them repeat
+    // a state already scheduled in this call.
+    let mut computed = 0;
     let later: Vec<bool> = {
         let mut first: HashSet<(usize, &State)> = HashSet::new();
         jobs.iter()
             .map(|(_, job)| match job {
                 RowJob::Mask(g, _, s) => {
+                    let cached = g.cacheable(s) && g.is_cached(s);
+                    computed += usize::from(!cached);
                     let key = (Arc::as_ptr(g) as usize, &**s);
-                    g.cacheable(s) && !g.is_cached(s) && !first.insert(key)
+                    g.cacheable(s) && !cached && !first.insert(key)
                 }
                 RowJob::AllOnes => false,
             })
@@ -244,7 +258,8 @@ fn fill_rows(
     let helpers = if here {
         0
     } else {
-        pool.current_num_threads() - 1
+        let threads = (computed / ROWS_PER_THREAD).clamp(1, pool.current_num_threads());
+        threads - 1
     };
     let fill: claim::FillFn<RowJob> = RowJob::fill;
     claim::fill_rows(pool, helpers, now, fill, bitmask, words)?;
@@ -265,7 +280,14 @@ pub fn fill_with_drafts(
 ) -> Result<Vec<usize>> {
     let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
     let here = runs_here(pool, rows);
-    let chains = states_of(pool, here, reqs, |r| r.matcher.draft_states(&r.drafts))?;
+    let jobs = (reqs.iter())
+        .map(|r| (r.matcher.position(), r.drafts.clone()))
+        .collect();
+    let chains = states_of(pool, here, jobs, |(p, drafts): (Position, Vec<u32>)| {
+        p.draft_states(&drafts)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     let accepted = chains.iter().map(|(_, c)| c.len() - 1).collect();
     let mut jobs: Vec<(usize, RowJob)> = Vec::with_capacity(rows);
     for (r, (chart, states)) in reqs.iter().zip(chains) {
@@ -294,7 +316,14 @@ pub fn fill_with_tree(
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
     let here = runs_here(pool, reqs.iter().map(|r| r.tree.len()).sum());
-    let walks = states_of(pool, here, reqs, |r| r.matcher.tree_states(&r.tree))?;
+    let jobs = (reqs.iter())
+        .map(|r| (r.matcher.position(), r.tree.clone()))
+        .collect();
+    let walks = states_of(pool, here, jobs, |(p, tree): (Position, DraftTree)| {
+        p.tree_states(&tree)
+    })
+    .into_iter()
+    .collect::<Result<Vec<_>>>()?;
     let valid = (walks.iter())
         .map(|w| w.states.iter().map(Option::is_some).collect())
         .collect();

@@ -151,18 +151,34 @@ impl MatcherCore {
     /// where `k` drafts were accepted, and a chart holding the sets they use.
     /// The matcher is not changed.
     pub fn draft_states(&self, drafts: &[u32]) -> Result<(Chart, Vec<State>)> {
-        let mut chart = self.chart.clone();
-        let mut states = Vec::with_capacity(drafts.len() + 1);
-        states.push(self.state.clone());
-        for &t in drafts {
-            let cur = states.last().expect("non-empty");
-            match self.grammar.advance(&mut chart, cur, t)? {
-                Some(next) => states.push(next),
-                None => break,
-            }
-        }
-        Ok((chart, states))
+        self.position().draft_states(drafts)
     }
+
+    /// The states of a draft tree's nodes (see `Position::tree_states`); the
+    /// matcher is not changed.
+    pub fn tree_states(&self, tree: &DraftTree) -> Result<TreeStates> {
+        self.position().tree_states(tree)
+    }
+
+    /// Where the matcher stands, as an owned value (its chart's sets are
+    /// shared, not copied).
+    pub fn position(&self) -> Position {
+        Position {
+            grammar: self.grammar.clone(),
+            chart: self.chart.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// A matcher's grammar, chart and state without its history: what advancing
+/// along drafts needs, owned, so that a pool thread may do it after the call
+/// that asked for it has moved on (see `claim`).
+#[derive(Clone, Debug)]
+pub struct Position {
+    grammar: Arc<CompiledGrammar>,
+    chart: Chart,
+    state: State,
 }
 
 /// The states of a draft tree's nodes: `states[i]` is node i's state and the
@@ -173,21 +189,46 @@ pub struct TreeStates {
     pub states: Vec<Option<(usize, State)>>,
 }
 
-impl MatcherCore {
-    /// Advances through every node of `tree` from the current state; the
-    /// matcher is not changed. A node that adds no Earley set shares its
-    /// parent's chart, so regex trees allocate no charts at all.
-    pub fn tree_states(&self, tree: &DraftTree) -> Result<TreeStates> {
-        let mut charts = vec![self.chart.clone()];
+impl Position {
+    /// The states after each accepted prefix of `drafts`, `[s0, s1, ..., sk]`
+    /// where `k` drafts were accepted, and a chart holding the sets they use.
+    pub fn draft_states(self, drafts: &[u32]) -> Result<(Chart, Vec<State>)> {
+        let Position {
+            grammar,
+            mut chart,
+            state,
+        } = self;
+        let mut states = Vec::with_capacity(drafts.len() + 1);
+        states.push(state);
+        for &t in drafts {
+            let cur = states.last().expect("non-empty");
+            match grammar.advance(&mut chart, cur, t)? {
+                Some(next) => states.push(next),
+                None => break,
+            }
+        }
+        Ok((chart, states))
+    }
+
+    /// Advances through every node of `tree` from this position. A node that
+    /// adds no Earley set shares its parent's chart, so regex trees allocate
+    /// no charts at all.
+    pub fn tree_states(self, tree: &DraftTree) -> Result<TreeStates> {
+        let Position {
+            grammar,
+            chart,
+            state,
+        } = self;
+        let mut charts = vec![chart];
         let mut states: Vec<Option<(usize, State)>> = vec![None; tree.len()];
-        states[0] = Some((0, self.state.clone()));
+        states[0] = Some((0, state));
         for &i in &tree.order()[1..] {
             let p = tree.parent(i).expect("only node 0 has no parent");
             let Some((pc, ps)) = &states[p] else { continue };
             let pc = *pc;
             let mut chart = std::mem::take(&mut charts[pc]);
             let parent_sets = chart.len();
-            let next = self.grammar.advance(&mut chart, ps, tree.token(i));
+            let next = grammar.advance(&mut chart, ps, tree.token(i));
             if chart.len() == parent_sets {
                 charts[pc] = chart;
                 states[i] = next?.map(|s| (pc, s));
