@@ -85,6 +85,8 @@ from bench_regex import (  # noqa: E402
 from maskbench import DEFAULT_DATA, load_files  # noqa: E402
 from schema_order import reorder  # noqa: E402  (maskbench puts tests/ on the path)
 
+from maskpar.integrations._warm import warm_json  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLE_DATA = os.path.join(HERE, "..", "tests", "data", "maskbench", "dev-sample.jsonl.gz")
 WORDS = (VOCAB_SIZE + 31) // 32
@@ -98,12 +100,22 @@ REFS = ("llguidance", "xgrammar loop", "xgrammar batch")
 
 
 class MaskparServing(MaskparEngine):
-    def __init__(self, vocab: Vocab, threads: int, key_order: str = "schema") -> None:
+    def __init__(
+        self, vocab: Vocab, threads: int, key_order: str = "schema", warm_up: bool = True
+    ) -> None:
         super().__init__(vocab, threads)
         self.key_order = key_order
+        self.warm_up = warm_up
+        self.encode = vocab.encode
 
     def compile(self, pattern: str) -> Any:
-        return self.mp.compile_json_schema(self.tok, pattern, key_order=self.key_order)
+        g = self.mp.compile_json_schema(self.tok, pattern, key_order=self.key_order)
+        if self.warm_up:
+            # What the vLLM and SGLang adapters do on their compile pools:
+            # walk the new grammar along a sample instance written from the
+            # schema alone (never the instance this bench then decodes).
+            warm_json(self.mp.Matcher(g), pattern, self.encode)
+        return g
 
     def accepts(self, m: Any, tokens: list[int]) -> bool:
         return m.validate_tokens(tokens) == len(tokens)
@@ -177,12 +189,16 @@ class XGrammarBatch(XGrammarLoop):
 
 
 def make_engines(
-    vocab: Vocab, threads: int, names: Sequence[str], key_order: str = "schema"
+    vocab: Vocab,
+    threads: int,
+    names: Sequence[str],
+    key_order: str = "schema",
+    warm_up: bool = True,
 ) -> dict[str, Any]:
     """The named engines; maskpar compiles with ``key_order`` (the references
     always generate members in schema order)."""
     classes = {
-        "maskpar": functools.partial(MaskparServing, key_order=key_order),
+        "maskpar": functools.partial(MaskparServing, key_order=key_order, warm_up=warm_up),
         "llguidance": LLGuidanceServing,
         "xgrammar loop": XGrammarLoop,
         "xgrammar batch": XGrammarBatch,
@@ -462,6 +478,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--seed", type=int, default=0)
     add_key_order(ap)
+    ap.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="compile maskpar's grammars without the adapters' warm-up walk along a sample "
+        "instance (timed as part of the compile by default)",
+    )
     ap.add_argument("--engines", nargs="+", default=["maskpar", *REFS], choices=["maskpar", *REFS])
     ap.add_argument(
         "--no-check",
@@ -492,6 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"serving step: {len(schemas.cases)} schemas from {os.path.basename(args.data)}, "
         f"maskpar key order {args.key_order}, "
+        f"maskpar warm-up {'on' if args.warm_up else 'off'}, "
         f"threads per engine {args.threads}, {args.steps} steps per configuration, "
         f"{args.gap_ms:g} ms between engine calls, "
         f"{os.cpu_count()} CPUs; {versions()}",
@@ -500,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     names = list(args.engines)
     for threads in args.threads:
-        engines = make_engines(vocab, threads, args.engines, args.key_order)
+        engines = make_engines(vocab, threads, args.engines, args.key_order, args.warm_up)
         names = list(engines)
         for k in args.drafts:
             for b in args.batch:

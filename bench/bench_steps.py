@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     vocab = load_vocab()
     schemas = load_schemas(args.data, args.seed, vocab, args.key_order)
-    engines = make_engines(vocab, 1, ["maskpar", "llguidance"], args.key_order)
+    engines = make_engines(vocab, 1, ["maskpar", "llguidance"], args.key_order, warm_up=False)
     rows = {name: torch.full((1, WORDS), -1, dtype=torch.int32) for name in engines}
     times: dict[str, list[float]] = {name: [] for name in engines}
     where: list[tuple[int, int, bytes]] = []

@@ -51,7 +51,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 import maskpar
 
-from ._warm import fill_first_mask
+from ._warm import encoder, fill_first_mask, warm_json
 
 logger = logging.getLogger(__name__)
 
@@ -379,7 +379,11 @@ class MaskparGrammarBackend(BaseGrammarBackend):
     apply_vocab_mask = staticmethod(_apply_vocab_mask)
 
     def _compile(
-        self, kind: str, key_string: str, compile_fn: Callable[[], maskpar.Grammar]
+        self,
+        kind: str,
+        key_string: str,
+        compile_fn: Callable[[], maskpar.Grammar],
+        schema: Any = None,
     ) -> BaseGrammarObject:
         """Compiles, or returns SGLang's InvalidGrammarObject carrying the error:
         a bad request must never raise into the scheduler."""
@@ -390,7 +394,11 @@ class MaskparGrammarBackend(BaseGrammarBackend):
             return InvalidGrammarObject(f"{type(e).__name__}: {e}")
         stats = GrammarStats(dispatch_type=kind)
         result = MaskparGrammar(grammar, self.tokenizer, key_string, stats)
-        # On SGLang's grammar thread pool, not in the step (see _warm).
+        # On SGLang's grammar thread pool, not in the step (see _warm): a
+        # schema's grammar is walked along a sample instance, any grammar's
+        # first mask is filled.
+        if schema is not None and self.hf_tokenizer is not None:
+            warm_json(result.matcher, schema, encoder(self.hf_tokenizer))
         fill_first_mask(result.matcher)
         return result
 
@@ -407,7 +415,7 @@ class MaskparGrammarBackend(BaseGrammarBackend):
             json.loads(key_string)  # a JSON syntax error names itself clearly
             return maskpar.compile_json_schema(self.tokenizer, key_string, **self.json_options)
 
-        return self._compile("json", key_string, compile_schema)
+        return self._compile("json", key_string, compile_schema, schema=key_string)
 
     def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
         return self._compile(

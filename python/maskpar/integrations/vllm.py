@@ -48,7 +48,7 @@ from vllm.v1.structured_output.backend_types import (
 
 import maskpar
 
-from ._warm import fill_first_mask
+from ._warm import encoder, fill_first_mask, warm_json
 
 if TYPE_CHECKING:
     import torch
@@ -365,14 +365,19 @@ class MaskparBackend(StructuredOutputBackend):
     ) -> StructuredOutputGrammar:
         key = (request_type, grammar_spec, tuple(sorted(self._json_options().items())))
         grammar = self._grammars.get(key)
+        new = grammar is None
         if grammar is None:
             grammar = self._compile_base(request_type, grammar_spec)
             self._grammars.put(key, grammar)
         tok = self._tokenizer_for(stop_token_ids)
         if tok is not self.mp_tokenizer:
-            grammar = grammar.for_tokenizer(tok)
+            grammar, new = grammar.for_tokenizer(tok), True  # caches of its own
         result = MaskparGrammar(grammar, tok.eos_token_ids)
-        # On vLLM's compile pool, not in the step (see _warm).
+        # On vLLM's compile pool, not in the step (see _warm): a new schema's
+        # grammar is walked along a sample instance, any grammar's first mask
+        # is filled.
+        if new and request_type == StructuredOutputOptions.JSON:
+            warm_json(result.matcher, grammar_spec, encoder(self.tokenizer))
         fill_first_mask(result.matcher)
         return result
 

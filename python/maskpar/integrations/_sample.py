@@ -1,0 +1,155 @@
+"""A plausible instance of a JSON schema, written to warm a new grammar.
+
+A fresh schema's masks are slow the first time each parser state is met
+(its lexer entries and parser walks are built then). A server compiles a
+request's grammar on a pool of its own before the request's first step, so
+the adapters walk the new grammar along a text like the ones the model will
+write, there: every state that walk meets is then warm when the request's
+steps meet it (see ``_warm.warm_up``). This module writes that text from the
+schema alone: every listed property in ``properties`` order (the adapters
+compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
+first ``enum`` value, one or two array items, a short string.
+
+The text only has to be typical, not valid: the walk stops at the first
+token the grammar refuses, and warming never changes a mask. What matters
+is that hostile schemas cost nothing: the walk through the schema is
+bounded in depth (``MAX_DEPTH``), in nodes (``MAX_NODES``) and in ``$ref``
+hops, and the text is cut at ``MAX_CHARS``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_DEPTH = 6
+MAX_NODES = 300
+MAX_REF_HOPS = 8
+MAX_CHARS = 2048
+
+_FORMATS = {
+    "date-time": "2024-05-17T09:30:00Z",
+    "date": "2024-05-17",
+    "time": "09:30:00Z",
+    "email": "ana@example.com",
+    "uri": "https://example.com/a",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "ipv4": "192.168.0.1",
+}
+
+
+class _Writer:
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.nodes = 0
+
+    def resolve(self, schema: Any) -> Any:
+        """`schema` with local ``$ref``s followed (a few hops at most)."""
+        for _ in range(MAX_REF_HOPS):
+            if not (isinstance(schema, dict) and isinstance(schema.get("$ref"), str)):
+                return schema
+            ref = schema["$ref"]
+            if not ref.startswith("#"):
+                return {}
+            node = self.root
+            for part in ref[1:].split("/"):
+                if not part:
+                    continue
+                part = part.replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    return {}
+            schema = node
+        return {}
+
+    def value(self, schema: Any, depth: int) -> Any:
+        self.nodes += 1
+        schema = self.resolve(schema)
+        if not isinstance(schema, dict) or depth > MAX_DEPTH or self.nodes > MAX_NODES:
+            return None
+        if "const" in schema:
+            return schema["const"]
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return schema["enum"][0]
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list) and branches:
+                merged = {k: v for k, v in schema.items() if k != key}
+                first = self.resolve(branches[0])
+                if isinstance(first, dict):
+                    merged.update(first)
+                return self.value(merged, depth + 1)
+        if isinstance(schema.get("allOf"), list):
+            return self.value(self.merge_all_of(schema), depth + 1)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+        if kind is None:
+            kind = "object" if "properties" in schema else "array" if "items" in schema else None
+        return self.typed(kind, schema, depth)
+
+    def merge_all_of(self, schema: dict) -> dict:
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"][:MAX_NODES]:
+            part = self.resolve(part)
+            if not isinstance(part, dict):
+                continue
+            for k, v in part.items():
+                if k == "properties" and isinstance(v, dict):
+                    merged["properties"] = {**merged.get("properties", {}), **v}
+                elif k == "required" and isinstance(v, list):
+                    merged["required"] = [*merged.get("required", []), *v]
+                else:
+                    merged.setdefault(k, v)
+        return merged
+
+    def typed(self, kind: Any, schema: dict, depth: int) -> Any:
+        if kind == "object":
+            props = schema.get("properties")
+            out = {}
+            if isinstance(props, dict):
+                for name, sub in props.items():
+                    if self.nodes > MAX_NODES:
+                        break
+                    out[name] = self.value(sub, depth + 1)
+            required = schema.get("required")
+            for name in required if isinstance(required, list) else ():
+                if isinstance(name, str) and name not in out and self.nodes <= MAX_NODES:
+                    out[name] = "text"
+            return out
+        if kind == "array":
+            items = schema.get("prefixItems", schema.get("items", {}))
+            if isinstance(items, list):
+                return [self.value(x, depth + 1) for x in items[:4]]
+            least = schema.get("minItems", 1)
+            count = min(least, 2) if isinstance(least, int) and least > 0 else 1
+            return [self.value(items, depth + 1) for _ in range(count)]
+        if kind == "string":
+            return _FORMATS.get(schema.get("format"), "some text")
+        if kind == "integer":
+            return 1
+        if kind == "number":
+            return 1.5
+        if kind == "boolean":
+            return True
+        if kind == "null":
+            return None
+        return "some text"
+
+
+def json_sample(schema: Any) -> str | None:
+    """A JSON text of the kind a model writes for ``schema`` (a dict, or
+    JSON text), at most ``MAX_CHARS`` long; None if there is nothing to
+    write (the schema is not JSON, or not a schema)."""
+    try:
+        if isinstance(schema, (str, bytes)):
+            schema = json.loads(schema)
+        if not isinstance(schema, (dict, bool)):
+            return None
+        text = json.dumps(_Writer(schema).value(schema, 0), ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return text[:MAX_CHARS]

@@ -1,0 +1,205 @@
+"""The adapters' warm-up walk (maskpar.integrations._warm, _sample).
+
+Warming a grammar must change no mask and no matcher, whatever the text
+walked; the sample writer must answer any schema (hostile ones included)
+quickly with a bounded text; and its samples of ordinary schemas must be
+instances of them (checked with ``jsonschema``, an independent validator).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import jsonschema
+import numpy as np
+import pytest
+
+import maskpar
+from conftest import MASKBENCH_SAMPLE
+from maskpar.integrations._sample import MAX_CHARS, json_sample
+from maskpar.integrations._warm import MAX_WARM_TOKENS, encoder, warm_json, warm_up
+
+ORDINARY = [
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
+    {
+        "type": "object",
+        "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+            "score": {"type": "number"},
+            "ok": {"type": "boolean"},
+            "none": {"type": "null"},
+        },
+        "required": ["when", "tags"],
+    },
+    {"enum": ["red", "green"]},
+    {"const": {"k": [1, 2]}},
+    {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+    {
+        "$defs": {"pt": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        "type": "array",
+        "items": {"$ref": "#/$defs/pt"},
+    },
+    {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+        ]
+    },
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+    {"type": ["string", "null"]},
+    True,
+]
+
+
+@pytest.mark.parametrize("schema", ORDINARY, ids=range(len(ORDINARY)))
+def test_samples_of_ordinary_schemas_are_instances(schema):
+    text = json_sample(schema)
+    assert text is not None
+    jsonschema.validate(json.loads(text), schema)
+    assert json_sample(json.dumps(schema)) == text  # JSON text or dict alike
+
+
+def nested(depth: int, make) -> dict:
+    s: dict = {"type": "string"}
+    for _ in range(depth):
+        s = make(s)
+    return s
+
+
+HOSTILE = {
+    "deep_items": nested(100_000, lambda s: {"type": "array", "items": s}),
+    "deep_properties": nested(100_000, lambda s: {"type": "object", "properties": {"a": s}}),
+    "deep_any_of": nested(100_000, lambda s: {"anyOf": [s]}),
+    "ref_to_itself": {"$ref": "#"},
+    "ref_cycle": {
+        "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+        "$ref": "#/$defs/a",
+    },
+    "recursive_tree": {
+        "type": "object",
+        "properties": {"kids": {"type": "array", "items": {"$ref": "#"}, "minItems": 2}},
+    },
+    "wide_object": {
+        "type": "object",
+        "properties": {f"p{i}": {"properties": {"q": {}}} for i in range(100_000)},
+    },
+    "wide_all_of": {"allOf": [{"properties": {f"p{i}": {}}} for i in range(100_000)]},
+    "huge_min_items": {"type": "array", "minItems": 10**12, "items": {"type": "integer"}},
+    "huge_const": {"const": "x" * 1_000_000},
+    "bad_ref": {"$ref": "#/nowhere/at/all"},
+    "remote_ref": {"$ref": "https://example.com/schema.json"},
+    "not_a_schema": [1, 2, 3],
+    "odd_keywords": {"type": 7, "properties": [], "required": {}, "items": 3, "enum": []},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_schemas_give_a_bounded_sample_quickly(name):
+    t0 = time.perf_counter()
+    text = json_sample(HOSTILE[name])
+    assert time.perf_counter() - t0 < 1.0
+    assert text is None or (isinstance(text, str) and len(text) <= MAX_CHARS)
+
+
+def test_text_that_is_not_json_gives_no_sample():
+    assert json_sample("{not json") is None
+    assert json_sample(b"\xff\xfe") is None
+
+
+def maskbench_cases(n: int) -> list[tuple[dict, str]]:
+    out = []
+    with gzip.open(MASKBENCH_SAMPLE, "rt", encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            valid = [t for t in rec["tests"] if t.get("valid")]
+            if valid:
+                out.append((rec["schema"], json.dumps(valid[0]["data"], ensure_ascii=False)))
+            if len(out) == n:
+                break
+    return out
+
+
+def masks_along(g: maskpar.Grammar, ids: list[int]) -> list[np.ndarray] | None:
+    m = maskpar.Matcher(g)
+    row = np.zeros((1, maskpar.bitmask_width(m.vocab_size)), dtype=np.int32)
+    out = []
+    for t in [*ids, None]:
+        m.fill_next_token_bitmask(row, 0)
+        out.append(row[0].copy())
+        if t is not None and not m.consume_token(t):
+            return None
+    return out
+
+
+def test_warming_changes_no_mask(llama3):
+    """Masks along each schema's own instance: a grammar warmed along its
+    sample, the same schema compiled cold, and maskpar's sequential API on
+    both; the sample is never the instance."""
+    enc, tok = llama3
+    checked = 0
+    for schema, instance in maskbench_cases(40):
+        try:
+            cold = maskpar.compile_json_schema(tok, schema, key_order="schema")
+            warm = maskpar.compile_json_schema(tok, schema, key_order="schema")
+        except ValueError:
+            continue
+        walked = warm_json(maskpar.Matcher(warm), schema, enc.encode)
+        ids = enc.encode(instance)
+        want = masks_along(cold, ids)
+        if want is None:
+            continue  # an instance out of schema order: refused alike, not this test's business
+        got = masks_along(warm, ids)
+        assert got is not None and len(got) == len(want)
+        for i, (a, b) in enumerate(zip(got, want)):
+            assert np.array_equal(a, b), f"schema {checked}: mask {i} differs after warm-up"
+        checked += walked > 0
+    assert checked >= 10, "too few schemas were warmed to say anything"
+
+
+def test_warm_up_leaves_the_matcher_alone(llama3):
+    enc, tok = llama3
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    g = maskpar.compile_json_schema(tok, schema)
+    m = maskpar.Matcher(g)
+    assert m.consume_token(enc.encode("{")[0])
+    before = m.num_consumed
+    ids = enc.encode('"a": "hello"}')
+    assert warm_up(m, ids) == len(ids)
+    assert m.num_consumed == before
+    assert m.validate_tokens(ids) == len(ids)
+
+
+def test_warm_up_stops_at_a_refused_token_and_at_its_bound(llama3):
+    enc, tok = llama3
+    g = maskpar.compile_regex(tok, "a+")
+    m = maskpar.Matcher(g)
+    a, b = enc.encode("a")[0], enc.encode("b")[0]
+    assert warm_up(m, [a, a, b, a]) == 2
+    assert warm_up(m, [a] * (MAX_WARM_TOKENS + 50)) == MAX_WARM_TOKENS
+
+
+def test_a_failing_tokenizer_only_skips_the_warm_up(llama3):
+    _, tok = llama3
+    m = maskpar.Matcher(maskpar.compile_json_schema(tok, {"type": "integer"}))
+
+    def broken(text: str) -> list[int]:
+        raise RuntimeError("tokenizer down")
+
+    assert warm_json(m, {"type": "integer"}, broken) == 0
+    assert m.num_consumed == 0
+
+
+def test_encoder_drops_special_tokens_where_the_tokenizer_can():
+    class HF:
+        def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+            return ([1] if add_special_tokens else []) + [ord(c) for c in text]
+
+    class Plain:
+        def encode(self, text: str) -> list[int]:
+            return [ord(c) for c in text]
+
+    assert encoder(HF())("ab") == [97, 98]
+    assert encoder(Plain())("ab") == [97, 98]
