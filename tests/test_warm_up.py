@@ -18,8 +18,8 @@ import pytest
 
 import maskpar
 from conftest import MASKBENCH_SAMPLE
-from maskpar.integrations._sample import MAX_CHARS, json_sample
-from maskpar.integrations._warm import MAX_WARM_TOKENS, encoder, warm_json, warm_up
+from maskpar.integrations._sample import MAX_CHARS, json_sample, stag_sample
+from maskpar.integrations._warm import MAX_WARM_TOKENS, encoder, warm_json, warm_stag, warm_up
 
 ORDINARY = [
     {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}},
@@ -203,3 +203,111 @@ def test_encoder_drops_special_tokens_where_the_tokenizer_can():
 
     assert encoder(HF())("ab") == [97, 98]
     assert encoder(Plain())("ab") == [97, 98]
+
+
+TOOLS = {
+    "get_weather": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"],
+    },
+    "set_timer": {
+        "type": "object",
+        "properties": {"seconds": {"type": "integer"}, "label": {"type": "string"}},
+    },
+}
+
+
+def tool_tags() -> list[dict]:
+    return [
+        {
+            "type": "tag",
+            "begin": f"<function={name}>",
+            "content": {"type": "json_schema", "json_schema": schema},
+            "end": "</function>",
+        }
+        for name, schema in TOOLS.items()
+    ]
+
+
+STAGS = {
+    "triggered": {
+        "type": "structural_tag",
+        "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tool_tags()},
+    },
+    "legacy": {
+        "type": "structural_tag",
+        "structures": [
+            {"begin": f"<function={n}>", "schema": s, "end": "</function>"}
+            for n, s in TOOLS.items()
+        ],
+        "triggers": ["<function="],
+    },
+    "think_then_calls": {
+        "type": "structural_tag",
+        "format": {
+            "type": "sequence",
+            "elements": [
+                {
+                    "type": "tag",
+                    "begin": "<think>",
+                    "content": {"type": "any_text"},
+                    "end": "</think>",
+                },
+                {"type": "tags_with_separator", "tags": tool_tags(), "separator": "\n"},
+            ],
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(STAGS))
+def test_structural_tag_samples_are_walked_whole(llama3, name):
+    """The sample holds every tool call once and the grammar accepts all of
+    it; warming along it changes no mask along another text."""
+    enc, tok = llama3
+    spec = STAGS[name]
+    text = stag_sample(spec)
+    assert text is not None and all(f"<function={n}>" in text for n in TOOLS)
+    warm = maskpar.compile_structural_tag(tok, spec)
+    assert warm_stag(maskpar.Matcher(warm), json.dumps(spec), enc.encode) == len(enc.encode(text))
+    cold = maskpar.compile_structural_tag(tok, spec)
+    other = '<function=set_timer>{"seconds": 300, "label": "tea"}</function>'
+    if name == "think_then_calls":
+        other = "<think>Two calls.</think>" + other
+    ids = enc.encode(other)
+    want = masks_along(cold, ids)
+    assert want is not None
+    got = masks_along(warm, ids)
+    assert got is not None and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def nested_format(depth: int) -> dict:
+    f: dict = {"type": "const_string", "value": "x"}
+    for _ in range(depth):
+        f = {"type": "optional", "content": f}
+    return {"type": "structural_tag", "format": f}
+
+
+HOSTILE_STAGS = {
+    "deep": nested_format(100_000),
+    "deep_text": '{"type": "structural_tag", "format": '
+    + '{"type": "optional", "content": ' * 100_000
+    + '{"type": "const_string", "value": "x"}'
+    + "}" * 100_001,
+    "many_tags": {
+        "type": "structural_tag",
+        "format": {"type": "triggered_tags", "triggers": ["<"], "tags": tool_tags() * 50_000},
+    },
+    "odd_fields": {"type": "structural_tag", "format": {"type": "tag", "begin": 3, "end": [None]}},
+    "not_an_object": [1, 2],
+    "no_format": {"type": "structural_tag"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_STAGS))
+def test_hostile_structural_tags_give_a_bounded_sample_quickly(name):
+    t0 = time.perf_counter()
+    text = stag_sample(HOSTILE_STAGS[name])
+    assert time.perf_counter() - t0 < 1.0
+    assert text is None or (isinstance(text, str) and len(text) <= 4 * MAX_CHARS)

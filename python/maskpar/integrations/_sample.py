@@ -1,4 +1,5 @@
-"""A plausible instance of a JSON schema, written to warm a new grammar.
+"""A plausible instance of a JSON schema (or text of a structural tag),
+written to warm a new grammar.
 
 A fresh schema's masks are slow the first time each parser state is met
 (its lexer entries and parser walks are built then). A server compiles a
@@ -9,6 +10,11 @@ steps meet it (see ``_warm.warm_up``). This module writes that text from the
 schema alone: every listed property in ``properties`` order (the adapters
 compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
 first ``enum`` value, one or two array items, a short string.
+
+For a structural tag (``stag_sample``) the text is every tag of the format
+once, in its order, with the JSON of its schema inside: what a model writes
+when it calls each tool once (free text is left empty, ``or`` takes its
+first branch, token-level formats are left out).
 
 The text only has to be typical, not valid: the walk stops at the first
 token the grammar refuses, and warming never changes a mask. What matters
@@ -26,6 +32,8 @@ MAX_DEPTH = 6
 MAX_NODES = 300
 MAX_REF_HOPS = 8
 MAX_CHARS = 2048
+# Tags a structural-tag sample holds at most (a walk is cut at 512 tokens).
+MAX_TAGS = 16
 
 _FORMATS = {
     "date-time": "2024-05-17T09:30:00Z",
@@ -153,3 +161,64 @@ def json_sample(schema: Any) -> str | None:
     except (ValueError, TypeError, RecursionError):
         return None
     return text[:MAX_CHARS]
+
+
+def _begin_end(value: Any) -> str:
+    """A tag's ``begin``/``end``: a string, the first of a list of strings
+    (a token object has no text here)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value[0]
+    return ""
+
+
+def _format_text(fmt: Any, depth: int) -> str:
+    """Text of a structural-tag format: its tags with sample JSON inside."""
+    if not isinstance(fmt, dict) or depth > MAX_DEPTH:
+        return ""
+    kind = fmt.get("type")
+    if kind == "const_string":
+        return fmt["value"] if isinstance(fmt.get("value"), str) else ""
+    if kind == "json_schema":
+        return json_sample(fmt.get("json_schema")) or ""
+    if kind == "tag":
+        content = _format_text(fmt.get("content"), depth + 1)
+        return _begin_end(fmt.get("begin")) + content + _begin_end(fmt.get("end"))
+    if kind in ("triggered_tags", "tags_with_separator"):
+        tags = fmt.get("tags")
+        texts = (
+            [_format_text(t, depth + 1) for t in tags[:MAX_TAGS]] if isinstance(tags, list) else []
+        )
+        sep = fmt.get("separator") if kind == "tags_with_separator" else ""
+        return (sep if isinstance(sep, str) else "").join(texts)
+    if kind == "sequence" and isinstance(fmt.get("elements"), list):
+        return "".join(_format_text(e, depth + 1) for e in fmt["elements"][:MAX_TAGS])
+    if kind == "or" and isinstance(fmt.get("elements"), list) and fmt["elements"]:
+        return _format_text(fmt["elements"][0], depth + 1)
+    if kind in ("optional", "plus", "star", "repeat"):
+        return _format_text(fmt.get("content"), depth + 1)
+    return ""  # any_text, regex, grammar and token-level formats
+
+
+def stag_sample(spec: Any) -> str | None:
+    """Text for a structural tag ``spec`` (a dict or JSON text, either
+    shape), at most ``4 * MAX_CHARS`` long; None if there is none."""
+    try:
+        if isinstance(spec, (str, bytes)):
+            spec = json.loads(spec)
+        if not isinstance(spec, dict):
+            return None
+        if isinstance(spec.get("structures"), list):
+            text = "".join(
+                _begin_end(s.get("begin"))
+                + (json_sample(s.get("schema")) or "")
+                + _begin_end(s.get("end"))
+                for s in spec["structures"][:MAX_TAGS]
+                if isinstance(s, dict)
+            )
+        else:
+            text = _format_text(spec.get("format"), 0)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return text[: 4 * MAX_CHARS] or None

@@ -13,9 +13,10 @@ the 2-CPU machine, two runs: median 133-147 us without these fills, 88-103
 us after one, 65-71 us after two). Nothing about the matcher changes: a fill
 never moves its state.
 
-For a JSON schema the adapters go further (``warm_up``): they walk a fork of
-the new matcher along a text like the ones the model will write (written
-from the schema alone by ``_sample.json_sample``, tokenized by the
+For a JSON schema or a structural tag the adapters go further
+(``warm_up``): they walk a fork of the new matcher along a text like the ones
+the model will write (written from the request alone by ``_sample``: an
+instance of the schema, or each of the tags once; tokenized by the
 framework's tokenizer), filling the mask at every token, twice, so that the
 states the request's steps will meet have their lexer entries, parser walks
 and memo rows already. Masks are the same either way; only where they are
@@ -37,7 +38,7 @@ import numpy as np
 
 import maskpar
 
-from ._sample import json_sample
+from ._sample import json_sample, stag_sample
 
 _scratch = threading.local()
 
@@ -98,7 +99,12 @@ def warm_json(matcher: maskpar.Matcher, schema: Any, encode: Callable[[str], Seq
     """``warm_up`` along a sample instance of ``schema`` (``_sample``),
     tokenized by ``encode``; 0 tokens when there is no sample or ``encode``
     fails (a framework tokenizer raising is not the request's error)."""
-    text = json_sample(schema)
+    return _warm_text(matcher, json_sample(schema), encode)
+
+
+def _warm_text(
+    matcher: maskpar.Matcher, text: str | None, encode: Callable[[str], Sequence[int]]
+) -> int:
     if text is None:
         return 0
     try:
@@ -119,3 +125,9 @@ def encoder(tokenizer: Any) -> Callable[[str], Sequence[int]]:
             return tokenizer.encode(text)
 
     return encode
+
+
+def warm_stag(matcher: maskpar.Matcher, spec: Any, encode: Callable[[str], Sequence[int]]) -> int:
+    """``warm_up`` along a text holding each tag of the structural tag
+    ``spec`` once (``_sample.stag_sample``), as ``warm_json`` does."""
+    return _warm_text(matcher, stag_sample(spec), encode)

@@ -51,7 +51,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 import maskpar
 
-from ._warm import encoder, fill_first_mask, warm_json
+from ._warm import encoder, fill_first_mask, warm_json, warm_stag
 
 logger = logging.getLogger(__name__)
 
@@ -384,6 +384,7 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         key_string: str,
         compile_fn: Callable[[], maskpar.Grammar],
         schema: Any = None,
+        stag: Any = None,
     ) -> BaseGrammarObject:
         """Compiles, or returns SGLang's InvalidGrammarObject carrying the error:
         a bad request must never raise into the scheduler."""
@@ -395,10 +396,13 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         stats = GrammarStats(dispatch_type=kind)
         result = MaskparGrammar(grammar, self.tokenizer, key_string, stats)
         # On SGLang's grammar thread pool, not in the step (see _warm): a
-        # schema's grammar is walked along a sample instance, any grammar's
-        # first mask is filled.
-        if schema is not None and self.hf_tokenizer is not None:
-            warm_json(result.matcher, schema, encoder(self.hf_tokenizer))
+        # schema's or a structural tag's grammar is walked along a sample
+        # text, any grammar's first mask is filled.
+        if self.hf_tokenizer is not None:
+            if schema is not None:
+                warm_json(result.matcher, schema, encoder(self.hf_tokenizer))
+            elif stag is not None:
+                warm_stag(result.matcher, stag, encoder(self.hf_tokenizer))
         fill_first_mask(result.matcher)
         return result
 
@@ -439,6 +443,7 @@ class MaskparGrammarBackend(BaseGrammarBackend):
             lambda: maskpar.compile_structural_tag(
                 self.tokenizer, _fill_missing_schemas(key_string)
             ),
+            stag=key_string,
         )
 
 

@@ -48,7 +48,7 @@ from vllm.v1.structured_output.backend_types import (
 
 import maskpar
 
-from ._warm import encoder, fill_first_mask, warm_json
+from ._warm import encoder, fill_first_mask, warm_json, warm_stag
 
 if TYPE_CHECKING:
     import torch
@@ -374,10 +374,12 @@ class MaskparBackend(StructuredOutputBackend):
             grammar, new = grammar.for_tokenizer(tok), True  # caches of its own
         result = MaskparGrammar(grammar, tok.eos_token_ids)
         # On vLLM's compile pool, not in the step (see _warm): a new schema's
-        # grammar is walked along a sample instance, any grammar's first mask
-        # is filled.
+        # or structural tag's grammar is walked along a sample text, any
+        # grammar's first mask is filled.
         if new and request_type == StructuredOutputOptions.JSON:
             warm_json(result.matcher, grammar_spec, encoder(self.tokenizer))
+        elif new and request_type == StructuredOutputOptions.STRUCTURAL_TAG:
+            warm_stag(result.matcher, grammar_spec, encoder(self.tokenizer))
         fill_first_mask(result.matcher)
         return result
 
