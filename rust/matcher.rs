@@ -1,7 +1,9 @@
 //! Per-request state: the current grammar state plus a per-token history so
 //! `rollback` is a pop, not a re-parse. For context-free grammars the Earley
 //! chart lives here too; its sets are `Arc`s, so forks and draft snapshots
-//! share them.
+//! share them, and the chart itself is behind an `Arc` (copied on write), so
+//! a snapshot handed to a pool thread (`Position`) costs the caller nothing
+//! and the thread copies the list of sets.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use crate::tree::DraftTree;
 #[derive(Clone, Debug)]
 pub struct MatcherCore {
     grammar: Arc<CompiledGrammar>,
-    chart: Chart,
+    chart: Arc<Chart>,
     state: State,
     /// `history[i]` is the state before the i-th consumed token.
     history: Vec<State>,
@@ -23,7 +25,7 @@ pub struct MatcherCore {
 impl MatcherCore {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let state = grammar.initial_state();
-        let chart = grammar.initial_chart();
+        let chart = Arc::new(grammar.initial_chart());
         MatcherCore {
             grammar,
             chart,
@@ -53,7 +55,7 @@ impl MatcherCore {
 
     /// Consumes `token` if allowed; otherwise returns false and changes nothing.
     pub fn consume_token(&mut self, token: u32) -> Result<bool> {
-        let next = self.grammar.advance(&mut self.chart, &self.state, token)?;
+        let next = (self.grammar).advance(Arc::make_mut(&mut self.chart), &self.state, token)?;
         Ok(self.step_to(next))
     }
 
@@ -69,9 +71,9 @@ impl MatcherCore {
     /// if the grammar allows all of them; otherwise returns false and changes
     /// nothing. One call is one step for `rollback`.
     pub fn consume_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
-        let next = self
-            .grammar
-            .advance_bytes(&mut self.chart, &self.state, bytes)?;
+        let next =
+            self.grammar
+                .advance_bytes(Arc::make_mut(&mut self.chart), &self.state, bytes)?;
         Ok(self.step_to(next))
     }
 
@@ -96,7 +98,7 @@ impl MatcherCore {
         if states.len() != tokens.len() + 1 {
             return Ok(false);
         }
-        self.chart = chart;
+        self.chart = Arc::new(chart);
         // states[0] is the current state; each later one replaces it in turn.
         for next in states.into_iter().skip(1) {
             self.step_to(Some(next));
@@ -120,14 +122,14 @@ impl MatcherCore {
             let keep = self.history.len() - n;
             self.state = self.history[keep].clone();
             self.history.truncate(keep);
-            self.chart.truncate(sets_of(&self.state));
+            Arc::make_mut(&mut self.chart).truncate(sets_of(&self.state));
         }
         Ok(())
     }
 
     pub fn reset(&mut self) {
         self.state = self.grammar.initial_state();
-        self.chart = self.grammar.initial_chart();
+        self.chart = Arc::new(self.grammar.initial_chart());
         self.history.clear();
     }
 
@@ -160,12 +162,12 @@ impl MatcherCore {
         self.position().tree_states(tree)
     }
 
-    /// Where the matcher stands, as an owned value (its chart's sets are
-    /// shared, not copied).
+    /// Where the matcher stands, as an owned value: two reference counts,
+    /// whatever the chart's length (advancing it copies the list of sets).
     pub fn position(&self) -> Position {
         Position {
             grammar: self.grammar.clone(),
-            chart: self.chart.clone(),
+            chart: Arc::clone(&self.chart),
             state: self.state.clone(),
         }
     }
@@ -177,7 +179,7 @@ impl MatcherCore {
 #[derive(Clone, Debug)]
 pub struct Position {
     grammar: Arc<CompiledGrammar>,
-    chart: Chart,
+    chart: Arc<Chart>,
     state: State,
 }
 
@@ -195,9 +197,10 @@ impl Position {
     pub fn draft_states(self, drafts: &[u32]) -> Result<(Chart, Vec<State>)> {
         let Position {
             grammar,
-            mut chart,
+            chart,
             state,
         } = self;
+        let mut chart = Arc::unwrap_or_clone(chart);
         let mut states = Vec::with_capacity(drafts.len() + 1);
         states.push(state);
         for &t in drafts {
@@ -219,7 +222,7 @@ impl Position {
             chart,
             state,
         } = self;
-        let mut charts = vec![chart];
+        let mut charts = vec![Arc::unwrap_or_clone(chart)];
         let mut states: Vec<Option<(usize, State)>> = vec![None; tree.len()];
         states[0] = Some((0, state));
         for &i in &tree.order()[1..] {
