@@ -59,16 +59,12 @@ def _scratch_row(words: int) -> np.ndarray:
 
 def fill_first_mask(matcher: maskpar.Matcher) -> None:
     """Fills ``matcher``'s next-token mask twice into a scratch row of this
-    thread (the compile pool's threads each keep one), for its caches only. An
-    error (a grammar past a parser bound on its first fill) is left for the
-    step's own fill to raise, where the framework handles it per request:
-    raised here, it would escape the framework's compile path."""
-    row = _scratch_row(maskpar.bitmask_width(matcher.vocab_size))
-    try:
-        for _ in range(2):
-            matcher.fill_next_token_bitmask(row, 0)
-    except (ValueError, MemoryError):
-        pass
+    thread (the compile pool's threads each keep one), for its caches only:
+    ``warm_up`` along no tokens. An error (a grammar past a parser bound on
+    its first fill) is left for the step's own fill to raise, where the
+    framework handles it per request: raised here, it would escape the
+    framework's compile path."""
+    warm_up(matcher, ())
 
 
 def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int], passes: int = 2) -> int:
@@ -97,20 +93,21 @@ def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int], passes: int = 2)
 
 def warm_json(matcher: maskpar.Matcher, schema: Any, encode: Callable[[str], Sequence[int]]) -> int:
     """``warm_up`` along a sample instance of ``schema`` (``_sample``),
-    tokenized by ``encode``; 0 tokens when there is no sample or ``encode``
-    fails (a framework tokenizer raising is not the request's error)."""
+    tokenized by ``encode``; along no tokens (the first mask only) when there
+    is no sample or ``encode`` fails (a framework tokenizer raising is not
+    the request's error)."""
     return _warm_text(matcher, json_sample(schema), encode)
 
 
 def _warm_text(
     matcher: maskpar.Matcher, text: str | None, encode: Callable[[str], Sequence[int]]
 ) -> int:
-    if text is None:
-        return 0
-    try:
-        ids = list(encode(text))
-    except Exception:  # noqa: BLE001 - any tokenizer failure only skips the warm-up
-        return 0
+    ids: Sequence[int] = ()
+    if text is not None:
+        try:
+            ids = list(encode(text))
+        except Exception:  # noqa: BLE001 - any tokenizer failure only skips the walk
+            pass
     return warm_up(matcher, ids)
 
 

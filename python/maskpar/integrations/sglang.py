@@ -397,13 +397,14 @@ class MaskparGrammarBackend(BaseGrammarBackend):
         result = MaskparGrammar(grammar, self.tokenizer, key_string, stats)
         # On SGLang's grammar thread pool, not in the step (see _warm): a
         # schema's or a structural tag's grammar is walked along a sample
-        # text, any grammar's first mask is filled.
-        if self.hf_tokenizer is not None:
-            if schema is not None:
-                warm_json(result.matcher, schema, encoder(self.hf_tokenizer))
-            elif stag is not None:
-                warm_stag(result.matcher, stag, encoder(self.hf_tokenizer))
-        fill_first_mask(result.matcher)
+        # text (its first mask included), any other grammar's first mask is
+        # filled.
+        if self.hf_tokenizer is not None and schema is not None:
+            warm_json(result.matcher, schema, encoder(self.hf_tokenizer))
+        elif self.hf_tokenizer is not None and stag is not None:
+            warm_stag(result.matcher, stag, encoder(self.hf_tokenizer))
+        else:
+            fill_first_mask(result.matcher)
         return result
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:

@@ -374,13 +374,14 @@ class MaskparBackend(StructuredOutputBackend):
             grammar, new = grammar.for_tokenizer(tok), True  # caches of its own
         result = MaskparGrammar(grammar, tok.eos_token_ids)
         # On vLLM's compile pool, not in the step (see _warm): a new schema's
-        # or structural tag's grammar is walked along a sample text, any
-        # grammar's first mask is filled.
+        # or structural tag's grammar is walked along a sample text (its first
+        # mask included), any other grammar's first mask is filled.
         if new and request_type == StructuredOutputOptions.JSON:
             warm_json(result.matcher, grammar_spec, encoder(self.tokenizer))
         elif new and request_type == StructuredOutputOptions.STRUCTURAL_TAG:
             warm_stag(result.matcher, grammar_spec, encoder(self.tokenizer))
-        fill_first_mask(result.matcher)
+        else:
+            fill_first_mask(result.matcher)
         return result
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
