@@ -1743,6 +1743,91 @@ def _():
 
 
 # --------------------------------------------------------------------------
+# The adapters' warm-up (maskpar.integrations._warm): a server's compile pool
+# writes a sample from the request and walks the new grammar along it, so a
+# hostile schema or spec reaches the sample writer and the walk too. The
+# sample is bounded (depth, nodes, $ref hops, length) and the walk stops at
+# 512 tokens; the grammar refusing the schema ends the case before any walk.
+
+
+def warm_schema(schema_text: str) -> dict[str, Any]:
+    from maskpar.integrations._warm import warm_json
+
+    m = mp().Matcher(mp().compile_json_schema(tok(), schema_text, key_order="schema"))
+    walked = warm_json(m, schema_text, lambda text: list(text.encode("utf-8")))
+    assert m.num_consumed == 0, "the warm-up moved the matcher"
+    return {"walked": walked}
+
+
+def warm_spec(spec_text: str) -> dict[str, Any]:
+    from maskpar.integrations._sample import stag_sample
+
+    text = stag_sample(spec_text)
+    assert text is None or len(text) <= 4 * 2048
+    return {"chars": 0 if text is None else len(text)}
+
+
+@case("warm_up_recursive_tree_schema")
+def _():
+    return warm_schema(
+        '{"type": "object", "properties": {"kids": {"type": "array", '
+        '"items": {"$ref": "#"}, "minItems": 2}, "name": {"type": "string"}}}'
+    )
+
+
+@case("warm_up_deep_items_schema")
+def _():
+    # Just under the compiler's nesting limit (100 levels; DEEP is refused
+    # before any walk): the sample stops at its own depth bound.
+    return warm_schema('{"type": "array", "items": ' * 90 + "{}" + "}" * 90)
+
+
+@case("warm_up_ref_cycle_schema")
+def _():
+    return warm_schema(
+        '{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}'
+    )
+
+
+@case("warm_up_many_min_items_schema")
+def _():
+    return warm_schema('{"type": "array", "minItems": 5000, "items": {"type": "integer"}}')
+
+
+@case("warm_up_wide_object_schema")
+def _():
+    props = ", ".join(f'"p{i}": {{"type": "string"}}' for i in range(5_000))
+    return warm_schema('{"type": "object", "properties": {' + props + "}}")
+
+
+@case("warm_up_huge_const_schema")
+def _():
+    return warm_schema('{"const": "' + "x" * (10 << 20) + '"}')
+
+
+@case("warm_up_deep_structural_tag", OK)
+def _():
+    return warm_spec(
+        '{"type": "structural_tag", "format": '
+        + '{"type": "optional", "content": ' * DEEP
+        + '{"type": "const_string", "value": "x"}'
+        + "}" * (DEEP + 1)
+    )
+
+
+@case("warm_up_structural_tag_many_tags", OK)
+def _():
+    tag = (
+        '{"type": "tag", "begin": "<f>", "end": "</f>", '
+        '"content": {"type": "json_schema", "json_schema": {"type": "string"}}}'
+    )
+    return warm_spec(
+        '{"type": "structural_tag", "format": {"type": "triggered_tags", '
+        '"triggers": ["<f"], "tags": [' + ", ".join([tag] * 100_000) + "]}}"
+    )
+
+
+# --------------------------------------------------------------------------
 # Harness self-checks: these must fail in the parent (see test_hostile.py).
 
 
