@@ -9,6 +9,14 @@
 //! when a scan loops there (string content), so states that never recur
 //! cost no copy.
 //!
+//! Rows are interned by content (`sharedrows`): a grammar meets about three
+//! states per distinct row, so the bound on bytes counts each distinct row
+//! once, and rows equal across grammars are one allocation. A memo keeps up
+//! to `ENTRIES` states and `ROW_BYTES` of distinct rows; past either the
+//! least recently used go. (With 32 rows and recency in a list, a walk that
+//! met 40 states in turn missed every one of them on its next pass: the
+//! oldest row was always the next one asked for.)
+//!
 //! States are keyed by their position-free names (`setnames`), so a repeat
 //! is found wherever in a chart it happens. Where the grammar's set names
 //! have run out, a state is keyed by its chart instead: its newest set's
@@ -17,18 +25,23 @@
 //! same index means the same chart below it; each entry holds its set, so
 //! the address cannot be reused while it is kept.
 
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 use super::earley::{CfgState, EarleySet};
 use super::setnames::SetNames;
+use super::sharedrows;
 
-/// States remembered per grammar (rows are kept only for those seen twice).
-/// A JSON text meets about a hundred distinct states, most of them more
-/// than once; 16 entries kept too few of them to see the repeats.
-const ENTRIES: usize = 64;
-/// Bound on the bytes of kept rows per grammar (32 rows of a 128K-token
-/// vocabulary): a process may hold hundreds of grammars (the schema cache).
-const ROW_BYTES: usize = 512 << 10;
+/// States remembered per grammar (rows are kept only for those seen twice,
+/// or looping). A JSON text meets about a hundred distinct states, most of
+/// them more than once.
+const ENTRIES: usize = 256;
+/// Bound on the bytes of the distinct rows one grammar keeps (64 rows of a
+/// 128K-token vocabulary): a process may hold hundreds of grammars (the
+/// schema cache), and rows equal across grammars are one allocation.
+const ROW_BYTES: usize = 1 << 20;
 
 /// What names a state in the memo.
 #[derive(Clone, Debug)]
@@ -52,6 +65,20 @@ impl PartialEq for MemoKey {
     }
 }
 
+impl Eq for MemoKey {}
+
+impl Hash for MemoKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        match self {
+            MemoKey::Named(k) => k.hash(h),
+            MemoKey::Chart { top, state } => {
+                (Arc::as_ptr(top) as usize).hash(h);
+                state.hash(h);
+            }
+        }
+    }
+}
+
 impl MemoKey {
     /// The key of state `st` over `chart`.
     pub fn of(names: &SetNames, chart: &[Arc<EarleySet>], st: &CfgState) -> Self {
@@ -67,14 +94,25 @@ impl MemoKey {
 
 #[derive(Debug)]
 struct Entry {
-    key: MemoKey,
-    row: Option<Box<[u32]>>,
+    /// When the state was last asked for (`Memo::clock`).
+    used: u64,
+    row: Option<Arc<[u32]>>,
+}
+
+#[derive(Debug, Default)]
+struct Memo {
+    entries: FxHashMap<MemoKey, Entry>,
+    /// The distinct rows the entries hold (by address), with how many
+    /// entries hold each.
+    rows: FxHashMap<usize, usize>,
+    /// Bytes of the distinct rows.
+    bytes: usize,
+    clock: u64,
 }
 
 #[derive(Debug, Default)]
 pub struct FillMemo {
-    /// Most recently used first.
-    entries: Mutex<Vec<Entry>>,
+    memo: Mutex<Memo>,
 }
 
 /// What a fill should do after `FillMemo::lookup`.
@@ -85,6 +123,51 @@ pub enum Lookup {
     Fill { keep: bool },
 }
 
+fn address(row: &Arc<[u32]>) -> usize {
+    Arc::as_ptr(row) as *const u32 as usize
+}
+
+impl Memo {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// Lets go of one entry's row.
+    fn release(&mut self, row: Arc<[u32]>) {
+        let at = address(&row);
+        debug_assert!(self.rows.contains_key(&at), "a held row is counted");
+        if let Some(n) = self.rows.get_mut(&at) {
+            *n -= 1;
+            if *n == 0 {
+                self.rows.remove(&at);
+                self.bytes -= row.len() * 4;
+            }
+        }
+    }
+
+    /// Forgets the least recently used state other than `keep` (only among
+    /// those with rows if `with_row`); false if there is none.
+    fn evict(&mut self, keep: Option<&MemoKey>, with_row: bool) -> bool {
+        let oldest = self
+            .entries
+            .iter()
+            .filter(|(k, e)| (!with_row || e.row.is_some()) && Some(*k) != keep)
+            .min_by_key(|(_, e)| e.used)
+            .map(|(k, _)| k.clone());
+        let Some(k) = oldest else { return false };
+        if with_row {
+            let row = self.entries.get_mut(&k).and_then(|e| e.row.take());
+            if let Some(row) = row {
+                self.release(row);
+            }
+        } else if let Some(row) = self.entries.remove(&k).and_then(|e| e.row) {
+            self.release(row);
+        }
+        true
+    }
+}
+
 impl FillMemo {
     /// Copies the row kept for `key` into `row` if there is one; otherwise
     /// notes that `key` was seen. `likely_again` asks for the row at once (a
@@ -92,61 +175,179 @@ impl FillMemo {
     /// there for the next token).
     pub fn lookup(&self, key: &MemoKey, row: &mut [u32], likely_again: bool) -> Lookup {
         // Parallel fills of one grammar skip the memo rather than wait.
-        let Ok(mut entries) = self.entries.try_lock() else {
+        let Ok(mut memo) = self.memo.try_lock() else {
             return Lookup::Fill { keep: false };
         };
-        match entries.iter().position(|e| e.key == *key) {
-            Some(i) => {
-                let e = entries.remove(i);
-                let hit = match &e.row {
-                    Some(kept) if kept.len() == row.len() => {
-                        row.copy_from_slice(kept);
-                        true
-                    }
-                    _ => false,
-                };
-                entries.insert(0, e);
-                if hit {
+        let now = memo.tick();
+        if let Some(e) = memo.entries.get_mut(key) {
+            e.used = now;
+            return match &e.row {
+                Some(kept) if kept.len() == row.len() => {
+                    row.copy_from_slice(kept);
                     Lookup::Hit
-                } else {
-                    Lookup::Fill { keep: true }
                 }
-            }
-            None => {
-                entries.truncate(ENTRIES - 1);
-                entries.insert(
-                    0,
-                    Entry {
-                        key: key.clone(),
-                        row: None,
-                    },
-                );
-                Lookup::Fill { keep: likely_again }
-            }
+                _ => Lookup::Fill { keep: true },
+            };
         }
+        if memo.entries.len() >= ENTRIES {
+            memo.evict(None, false);
+        }
+        memo.entries.insert(
+            key.clone(),
+            Entry {
+                used: now,
+                row: None,
+            },
+        );
+        Lookup::Fill { keep: likely_again }
     }
 
     /// Keeps `row` as the mask of the state named `key` (if it is remembered).
     pub fn store(&self, key: &MemoKey, row: &[u32]) {
-        let Ok(mut entries) = self.entries.try_lock() else {
+        if row.len() * 4 > ROW_BYTES {
+            return; // past the bound alone (a vocabulary of 8M tokens)
+        }
+        if self
+            .memo
+            .try_lock()
+            .map(|m| !m.entries.contains_key(key))
+            .unwrap_or(true)
+        {
+            return;
+        }
+        // Interned outside the memo's lock: it hashes the row and takes the
+        // process-wide table's lock.
+        let shared = sharedrows::intern(row);
+        let Ok(mut memo) = self.memo.try_lock() else {
             return;
         };
-        let Some(i) = entries.iter().position(|e| e.key == *key) else {
+        let memo = &mut *memo;
+        let Some(old) = memo.entries.get_mut(key).map(|e| e.row.take()) else {
             return;
         };
-        // Over the bound, the least recently used rows make room.
-        let kept = entries.iter().filter(|e| e.row.is_some()).count();
-        let mut room = (ROW_BYTES / (row.len() * 4).max(1)).saturating_sub(kept);
-        for e in entries[i + 1..].iter_mut().rev() {
-            if room > 0 {
-                break;
+        if let Some(old) = old {
+            memo.release(old);
+        }
+        let at = address(&shared);
+        if !memo.rows.contains_key(&at) {
+            // A new distinct row: over the bound, the least recently used
+            // rows make room.
+            while memo.bytes + row.len() * 4 > ROW_BYTES {
+                if !memo.evict(Some(key), true) {
+                    return;
+                }
             }
-            if e.row.take().is_some() {
-                room += 1;
+            memo.bytes += row.len() * 4;
+        }
+        *memo.rows.entry(at).or_insert(0) += 1;
+        if let Some(e) = memo.entries.get_mut(key) {
+            e.row = Some(shared);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> MemoKey {
+        MemoKey::Named(vec![0x6d65_6d6f, i].into_boxed_slice())
+    }
+
+    /// A row of the width of a 128K-token vocabulary, distinct per `i`.
+    fn row(i: u32) -> Vec<u32> {
+        let mut r = vec![0x0f0f_0f0f; 4008];
+        r[0] = i;
+        r[4007] = 0x7e57_0000 + i;
+        r
+    }
+
+    /// Looks `k` up with a scratch row; on a miss kept as asked, stores `r`.
+    fn visit(memo: &FillMemo, k: &MemoKey, r: &[u32]) -> bool {
+        let mut out = vec![0; r.len()];
+        match memo.lookup(k, &mut out, false) {
+            Lookup::Hit => {
+                assert_eq!(out, r);
+                true
+            }
+            Lookup::Fill { keep } => {
+                if keep {
+                    memo.store(k, r);
+                }
+                false
             }
         }
-        if room > 0 {
-            entries[i].row = Some(row.into());
+    }
+
+    #[test]
+    fn a_row_is_kept_at_the_second_sighting() {
+        let memo = FillMemo::default();
+        assert!(!visit(&memo, &key(1), &row(1)));
+        assert!(!visit(&memo, &key(1), &row(1)));
+        assert!(visit(&memo, &key(1), &row(1)));
+        let mut out = vec![0; 4008];
+        assert!(matches!(
+            memo.lookup(&key(2), &mut out, true),
+            Lookup::Fill { keep: true }
+        ));
+    }
+
+    #[test]
+    fn a_cycle_of_more_states_than_rows_of_old_still_hits() {
+        // 48 states with 48 distinct rows, walked in turn: under the old
+        // bound (32 rows, oldest first) the third pass missed every one.
+        let memo = FillMemo::default();
+        for pass in 0..3 {
+            let hits = (0..48).filter(|&i| visit(&memo, &key(i), &row(i))).count();
+            assert_eq!(hits, if pass == 2 { 48 } else { 0 }, "pass {pass}");
         }
+    }
+
+    #[test]
+    fn equal_rows_count_once_against_the_bound() {
+        // 200 states sharing 4 rows all stay: 4 distinct rows are far below
+        // the bound, while 200 rows of their size would be three times it.
+        let memo = FillMemo::default();
+        for _ in 0..2 {
+            for i in 0..200 {
+                visit(&memo, &key(i), &row(i % 4));
+            }
+        }
+        assert!((0..200).all(|i| visit(&memo, &key(i), &row(i % 4))));
+        let m = memo.memo.lock().unwrap();
+        assert_eq!(m.rows.len(), 4);
+        assert_eq!(m.bytes, 4 * 4008 * 4);
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recently_used_rows_go() {
+        let memo = FillMemo::default();
+        let fit = ROW_BYTES / (4008 * 4); // 65 rows of this size
+        for _ in 0..2 {
+            for i in 0..fit as u32 + 10 {
+                visit(&memo, &key(i), &row(i));
+            }
+        }
+        let m = memo.memo.lock().unwrap();
+        assert!(m.bytes <= ROW_BYTES);
+        assert_eq!(m.rows.len(), fit);
+        // The newest rows are the ones kept.
+        for i in 0..10 {
+            assert!(m.entries[&key(i)].row.is_none(), "{i}");
+        }
+        for i in 10..fit as u32 + 10 {
+            assert!(m.entries[&key(i)].row.is_some(), "{i}");
+        }
+    }
+
+    #[test]
+    fn past_the_state_bound_the_least_recently_used_states_go() {
+        let memo = FillMemo::default();
+        for i in 0..ENTRIES as u32 + 5 {
+            visit(&memo, &key(i), &row(0));
+        }
+        let m = memo.memo.lock().unwrap();
+        assert_eq!(m.entries.len(), ENTRIES);
+        assert!((0..5).all(|i| !m.entries.contains_key(&key(i))));
     }
 }

@@ -27,6 +27,7 @@ mod nearentry;
 mod nodedfa;
 pub mod setnames;
 mod sharedlex;
+mod sharedrows;
 pub mod specials;
 pub mod textreach;
 pub mod tokenterm;
