@@ -55,7 +55,9 @@ impl MatcherCore {
 
     /// Consumes `token` if allowed; otherwise returns false and changes nothing.
     pub fn consume_token(&mut self, token: u32) -> Result<bool> {
-        let next = (self.grammar).advance(Arc::make_mut(&mut self.chart), &self.state, token)?;
+        let next = self
+            .grammar
+            .advance(Arc::make_mut(&mut self.chart), &self.state, token)?;
         Ok(self.step_to(next))
     }
 
@@ -143,6 +145,40 @@ impl MatcherCore {
 
     pub fn fill_row(&self, row: &mut [u32]) -> Result<()> {
         self.grammar.fill_row(&self.chart, &self.state, row)
+    }
+
+    /// Walks a copy of this matcher along `tokens`, filling the mask at the
+    /// start and after each token with every row kept in the grammar's fill
+    /// memo, so that a request meeting those states copies their rows (the
+    /// adapters walk a sample text where the framework compiles). Stops at
+    /// the first token the grammar refuses; returns how many it consumed.
+    /// The matcher is not changed; nor is any mask, only where it is
+    /// computed.
+    pub fn warm_up(&self, tokens: &[u32]) -> Result<usize> {
+        let mut walker = MatcherCore {
+            grammar: self.grammar.clone(),
+            chart: Arc::clone(&self.chart),
+            state: self.state.clone(),
+            history: Vec::new(),
+        };
+        let mut row = vec![0u32; self.grammar.words()];
+        let fill = |w: &MatcherCore, row: &mut [u32]| {
+            w.grammar.fill_row_keeping(&w.chart, &w.state, row, true)
+        };
+        fill(&walker, &mut row)?;
+        let mut walked = 0;
+        for &t in tokens {
+            if walker.is_terminated() || !walker.consume_token(t)? {
+                break;
+            }
+            walked += 1;
+            fill(&walker, &mut row)?;
+        }
+        // The one state the request surely meets is where it stands now: its
+        // row is asked for last, so that a long walk (more states or rows
+        // than the memo keeps) has not pushed it out.
+        fill(self, &mut row)?;
+        Ok(walked)
     }
 
     pub fn forced_tokens(&self) -> Result<Vec<u32>> {

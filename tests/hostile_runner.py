@@ -1827,6 +1827,27 @@ def _():
     )
 
 
+@case("matcher_warm_up_huge_token_id", VALUE)
+def _():
+    m = mp().Matcher(mp().compile_regex(tok(), "a+"))
+    return m.warm_up([97, 2**62])
+
+
+@case("matcher_warm_up_non_int_ids", TYPE)
+def _():
+    m = mp().Matcher(mp().compile_regex(tok(), "a+"))
+    return m.warm_up([97, "a"])
+
+
+@case("matcher_warm_up_million_tokens_of_a_grammar", OK)
+def _():
+    # The public walk has no cap of its own (the adapters cut at 512): a
+    # million tokens along a string lexeme are walked in bounded memory (one
+    # scratch row, the memo's bounds) and time, like consume_tokens.
+    g = mp().compile_grammar(tok(), 'root ::= "\\"" [a-z]* "\\""', syntax="gbnf")
+    return mp().Matcher(g).warm_up([34] + [97] * 1_000_000)
+
+
 # --------------------------------------------------------------------------
 # Harness self-checks: these must fail in the parent (see test_hostile.py).
 

@@ -17,8 +17,14 @@ import numpy as np
 import pytest
 
 import maskpar
-from conftest import MASKBENCH_SAMPLE
-from maskpar.integrations._sample import MAX_CHARS, json_sample, stag_sample
+from conftest import LLAMA3_EOS, MASKBENCH_SAMPLE
+from maskpar.integrations._sample import (
+    ANY_TEXT,
+    FREE_STRING,
+    MAX_CHARS,
+    json_sample,
+    stag_sample,
+)
 from maskpar.integrations._warm import MAX_WARM_TOKENS, encoder, warm_json, warm_stag, warm_up
 
 ORDINARY = [
@@ -50,6 +56,8 @@ ORDINARY = [
     },
     {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
     {"type": ["string", "null"]},
+    {"type": "array", "items": {"type": "integer"}, "maxItems": 1},
+    {"type": "array", "items": {"type": "string"}, "maxItems": 0},
     True,
 ]
 
@@ -60,6 +68,27 @@ def test_samples_of_ordinary_schemas_are_instances(schema):
     assert text is not None
     jsonschema.validate(json.loads(text), schema)
     assert json_sample(json.dumps(schema)) == text  # JSON text or dict alike
+
+
+def test_free_strings_hold_an_escape_that_splits_from_its_letter(llama3):
+    """A string without a format or pattern holds ``.\\n``, which Llama-3
+    splits as ``.\\`` then ``n``: the walk meets the state after a backslash
+    (a lone ``\\n`` is one token, and the state is never filled at). A
+    ``maxLength`` below it gets a plain cut string."""
+    enc, _ = llama3
+    text = json_sample({"type": "string"})
+    assert json.loads(text) == FREE_STRING
+    assert b".\\" in [enc.decode_single_token_bytes(t) for t in enc.encode(text)]
+    assert json.loads(json_sample({"type": "string", "maxLength": 4})) == "some"
+    assert json.loads(json_sample({"type": "string", "pattern": "^[a-z ]+$"})) == "some text"
+
+
+def test_array_samples_hold_two_items_where_two_are_allowed():
+    """The second item follows a comma: its states are not the first's (a
+    third item's are the second's), so a sample warms both."""
+    assert json.loads(json_sample({"type": "array", "items": {"type": "integer"}})) == [1, 1]
+    capped = {"type": "array", "items": {"type": "integer"}, "maxItems": 1}
+    assert json.loads(json_sample(capped)) == [1]
 
 
 def nested(depth: int, make) -> dict:
@@ -181,6 +210,35 @@ def test_warm_up_stops_at_a_refused_token_and_at_its_bound(llama3):
     assert warm_up(m, [a] * (MAX_WARM_TOKENS + 50)) == MAX_WARM_TOKENS
 
 
+def test_matcher_warm_up_checks_ids_and_stops_after_the_end(llama3):
+    """The native walk: ids outside the vocabulary raise before anything is
+    walked; after EOS nothing more is consumed; a mid-text matcher walks
+    on from where it stands and stays there."""
+    enc, tok = llama3
+    m = maskpar.Matcher(maskpar.compile_json_schema(tok, {"type": "integer"}))
+    with pytest.raises(ValueError):
+        m.warm_up([5, m.vocab_size])
+    with pytest.raises(TypeError):
+        m.warm_up(["1"])
+    eos = LLAMA3_EOS[0]
+    one = enc.encode("1")
+    assert m.warm_up([*one, eos, *one]) == len(one) + 1
+    assert m.warm_up([]) == 0 and m.num_consumed == 0
+    assert m.consume_tokens(one)
+    assert m.warm_up(one) == len(one) and m.num_consumed == len(one)
+
+
+def test_the_walk_stops_at_an_id_the_model_lacks(llama3):
+    """A tokenizer with more ids than the model: the walk goes up to the
+    first such id (``Matcher.warm_up`` itself refuses the whole list)."""
+    enc, tok = llama3
+    g = maskpar.compile_regex(tok, "a+")
+    a = enc.encode("a")[0]
+    m = maskpar.Matcher(g)
+    assert warm_up(m, [a, a, m.vocab_size + 5, a]) == 2
+    assert warm_up(m, [-1, a]) == 0
+
+
 def test_a_failing_tokenizer_only_skips_the_warm_up(llama3):
     _, tok = llama3
     m = maskpar.Matcher(maskpar.compile_json_schema(tok, {"type": "integer"}))
@@ -218,10 +276,12 @@ TOOLS = {
 }
 
 
-def tool_tags() -> list[dict]:
+def tool_tags(typed: bool = True) -> list[dict]:
+    """The tools as tags; ``typed=False`` leaves out ``"type": "tag"``, as
+    xgrammar's tag model (and so many requests) allow."""
     return [
         {
-            "type": "tag",
+            **({"type": "tag"} if typed else {}),
             "begin": f"<function={name}>",
             "content": {"type": "json_schema", "json_schema": schema},
             "end": "</function>",
@@ -230,11 +290,25 @@ def tool_tags() -> list[dict]:
     ]
 
 
+def triggered(**flags: bool) -> dict:
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": ["<function="],
+            "tags": tool_tags(typed=False),
+            **flags,
+        },
+    }
+
+
 STAGS = {
     "triggered": {
         "type": "structural_tag",
         "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": tool_tags()},
     },
+    "triggered_untyped_tags": triggered(),
+    "triggered_at_least_one": triggered(at_least_one=True),
     "legacy": {
         "type": "structural_tag",
         "structures": [
@@ -259,6 +333,30 @@ STAGS = {
         },
     },
 }
+
+
+def test_structural_tag_samples_hold_free_text_where_it_may_come(llama3):
+    """Free text before triggered tags unless ``at_least_one`` asks for a tag
+    first, after them unless ``stop_after_first``; inside an ``any_text``
+    tag, a few words. Every sample is one the grammar takes whole."""
+    enc, tok = llama3
+    specs = {
+        "plain": triggered(),
+        "at_least_one": triggered(at_least_one=True),
+        "stop_after_first": triggered(stop_after_first=True),
+    }
+    texts = {k: stag_sample(v) for k, v in specs.items()}
+    assert texts["plain"].startswith(ANY_TEXT) and texts["plain"].endswith(ANY_TEXT)
+    assert texts["at_least_one"].startswith("<function=")
+    assert texts["at_least_one"].endswith(ANY_TEXT)
+    assert texts["stop_after_first"].startswith(ANY_TEXT)
+    assert texts["stop_after_first"].count("<function=") == 1
+    assert texts["stop_after_first"].endswith("</function>")
+    think = stag_sample(STAGS["think_then_calls"])
+    assert think.startswith(f"<think>{ANY_TEXT}</think>")
+    for name, spec in specs.items():
+        m = maskpar.Matcher(maskpar.compile_structural_tag(tok, spec))
+        assert warm_stag(m, spec, enc.encode) == len(enc.encode(texts[name])), name
 
 
 @pytest.mark.parametrize("name", sorted(STAGS))

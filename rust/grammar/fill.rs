@@ -26,6 +26,19 @@ impl CompiledGrammar {
     /// Writes the mask for `s` into `row` (exactly `self.words()` words);
     /// `chart` holds the sets `s` uses.
     pub fn fill_row(&self, chart: &[Arc<EarleySet>], s: &State, row: &mut [u32]) -> Result<()> {
+        self.fill_row_keeping(chart, s, row, false)
+    }
+
+    /// `fill_row`, where `keep` asks the fill memo to keep the row of a
+    /// state seen for the first time (a warm-up walk, whose states the
+    /// request's own fills will meet), not only at its second sighting.
+    pub fn fill_row_keeping(
+        &self,
+        chart: &[Arc<EarleySet>],
+        s: &State,
+        row: &mut [u32],
+        keep: bool,
+    ) -> Result<()> {
         debug_assert_eq!(row.len(), self.words());
         if s.terminated {
             row.fill(0);
@@ -55,7 +68,10 @@ impl CompiledGrammar {
                         .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
                 });
                 let key = MemoKey::of(&cfg.names, chart, c);
-                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, looping) {
+                // A warm-up keeps rows only under position-free names: a
+                // state keyed by its chart (names run out) is the walk's own.
+                let warm = keep && matches!(key, MemoKey::Named(_));
+                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping) {
                     self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
                     if c.accepting {
                         self.set_eos(row);

@@ -60,6 +60,18 @@ impl PyMatcher {
         detached(slf.py(), || core.fill_row(row))?.map_err(to_py_err)
     }
 
+    /// Walks a copy of this matcher along `token_ids`, filling the mask at
+    /// the start and after each token and keeping every row in the
+    /// grammar's memo; stops at the first refused token and returns how many
+    /// were consumed. This matcher and every mask are unchanged: only where
+    /// masks are computed moves (to a compile pool, off the decoding step).
+    fn warm_up(slf: &Bound<'_, Self>, token_ids: Vec<Int>) -> PyResult<usize> {
+        let this = shared(slf)?;
+        let ids = this.core.check_ids(&values(token_ids)).map_err(to_py_err)?;
+        let core = &this.core;
+        detached(slf.py(), || core.warm_up(&ids))?.map_err(to_py_err)
+    }
+
     /// Consumes `token_id` if the grammar allows it; returns False and leaves
     /// the state unchanged if not. Ids outside [0, vocab_size) raise ValueError.
     fn consume_token(slf: &Bound<'_, Self>, token_id: Int) -> PyResult<bool> {
