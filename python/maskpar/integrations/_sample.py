@@ -9,12 +9,15 @@ write, there: every state that walk meets is then warm when the request's
 steps meet it (see ``_warm.warm_up``). This module writes that text from the
 schema alone: every listed property in ``properties`` order (the adapters
 compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
-first ``enum`` value, one or two array items, a short string.
+first ``enum`` value, two array items (fewer where ``maxItems`` says so), a
+short string (with a ``\\n`` escape where no ``format`` or ``pattern`` applies).
 
 For a structural tag (``stag_sample``) the text is every tag of the format
 once, in its order, with the JSON of its schema inside: what a model writes
-when it calls each tool once (free text is left empty, ``or`` takes its
-first branch, token-level formats are left out).
+when it calls each tool once (free text, around triggered tags and inside
+a tag, is a few words, ``or`` takes its first branch, token-level formats
+are left out; a tag in a ``tags`` list may leave out its ``"type"``, as
+xgrammar allows).
 
 The text only has to be typical, not valid: the walk stops at the first
 token the grammar refuses, and warming never changes a mask. What matters
@@ -34,6 +37,11 @@ MAX_REF_HOPS = 8
 MAX_CHARS = 2048
 # Tags a structural-tag sample holds at most (a walk is cut at 512 tokens).
 MAX_TAGS = 16
+# A string without a format or pattern: with an escape (a newline, the one
+# models write most), whose states a text meets as often as its letters'.
+FREE_STRING = "some text.\nmore"
+# What an ``any_text`` format holds in a structural-tag sample.
+ANY_TEXT = "Let me think about this."
 
 _FORMATS = {
     "date-time": "2024-05-17T09:30:00Z",
@@ -132,11 +140,18 @@ class _Writer:
             items = schema.get("prefixItems", schema.get("items", {}))
             if isinstance(items, list):
                 return [self.value(x, depth + 1) for x in items[:4]]
-            least = schema.get("minItems", 1)
-            count = min(least, 2) if isinstance(least, int) and least > 0 else 1
+            # Two items where two are allowed: a second item's states are
+            # not the first's (it follows a comma), the third's are the second's.
+            most = schema.get("maxItems")
+            count = max(0, min(most, 2)) if isinstance(most, int) else 2
             return [self.value(items, depth + 1) for _ in range(count)]
         if kind == "string":
-            return _FORMATS.get(schema.get("format"), "some text")
+            if "format" in schema or "pattern" in schema:
+                return _FORMATS.get(schema.get("format"), "some text")
+            most = schema.get("maxLength")
+            if isinstance(most, int) and most < len(FREE_STRING):
+                return "some text"[: max(most, 0)]
+            return FREE_STRING
         if kind == "integer":
             return 1
         if kind == "number":
@@ -188,9 +203,13 @@ def _format_text(fmt: Any, depth: int) -> str:
     if kind in ("triggered_tags", "tags_with_separator"):
         tags = fmt.get("tags")
         texts = (
-            [_format_text(t, depth + 1) for t in tags[:MAX_TAGS]] if isinstance(tags, list) else []
+            [_format_text(_as_tag(t), depth + 1) for t in tags[:MAX_TAGS]]
+            if isinstance(tags, list)
+            else []
         )
-        sep = fmt.get("separator") if kind == "tags_with_separator" else ""
+        if kind == "triggered_tags":
+            return _around_tags(texts, fmt)
+        sep = fmt.get("separator")
         return (sep if isinstance(sep, str) else "").join(texts)
     if kind == "sequence" and isinstance(fmt.get("elements"), list):
         return "".join(_format_text(e, depth + 1) for e in fmt["elements"][:MAX_TAGS])
@@ -198,7 +217,31 @@ def _format_text(fmt: Any, depth: int) -> str:
         return _format_text(fmt["elements"][0], depth + 1)
     if kind in ("optional", "plus", "star", "repeat"):
         return _format_text(fmt.get("content"), depth + 1)
-    return ""  # any_text, regex, grammar and token-level formats
+    if kind == "any_text":
+        # A few words, so that the walk meets the free text's own states
+        # (its lexeme's first trie walk is the costly fill), not only its end.
+        return ANY_TEXT
+    return ""  # regex, grammar and token-level formats
+
+
+def _around_tags(tags: list[str], fmt: dict[str, Any]) -> str:
+    """Triggered tags with free text before them (unless ``at_least_one``
+    asks for a tag first) and after them, so that the free text's states
+    are walked too; only the first tag where ``stop_after_first`` ends the
+    text there."""
+    before = "" if fmt.get("at_least_one") else ANY_TEXT + "\n"
+    if fmt.get("stop_after_first"):
+        return before + "".join(tags[:1])
+    return before + "".join(tags) + "\n" + ANY_TEXT
+
+
+def _as_tag(item: Any) -> Any:
+    """An element of a ``tags`` list: xgrammar's tag model defaults its
+    ``type`` to ``"tag"``, so requests (and maskpar's compiler) often leave
+    it out."""
+    if isinstance(item, dict) and "type" not in item:
+        return {**item, "type": "tag"}
+    return item
 
 
 def stag_sample(spec: Any) -> str | None:
@@ -210,12 +253,15 @@ def stag_sample(spec: Any) -> str | None:
         if not isinstance(spec, dict):
             return None
         if isinstance(spec.get("structures"), list):
-            text = "".join(
-                _begin_end(s.get("begin"))
-                + (json_sample(s.get("schema")) or "")
-                + _begin_end(s.get("end"))
-                for s in spec["structures"][:MAX_TAGS]
-                if isinstance(s, dict)
+            text = _around_tags(
+                [
+                    _begin_end(s.get("begin"))
+                    + (json_sample(s.get("schema")) or "")
+                    + _begin_end(s.get("end"))
+                    for s in spec["structures"][:MAX_TAGS]
+                    if isinstance(s, dict)
+                ],
+                spec,
             )
         else:
             text = _format_text(spec.get("format"), 0)
