@@ -155,30 +155,52 @@ impl<'v> Lowering<'v> {
         }
     }
 
-    /// The formats' shared shape of triggered tags: `free` stuff with `one`
-    /// tag (its free prefix included) repeated, or the `whole` tags alone
-    /// first (see the module table).
+    /// The formats' shared shape of triggered tags: `free` stuff with one of
+    /// `steps` (a tag with its free prefix) repeated, or the `whole` tags
+    /// alone first (see the module table).
     fn triggered_shape(
         &mut self,
         free: Node,
-        dispatch: Node,
+        steps: Vec<Node>,
         whole: Node,
         at_least_one: bool,
         stop_after_first: bool,
     ) -> Node {
         let body = match (at_least_one, stop_after_first) {
-            (false, false) => Node::seq(vec![Node::repeat(dispatch, 0, None), free]),
-            (true, false) => Node::seq(vec![whole, Node::repeat(dispatch, 0, None), free]),
-            (false, true) => Node::alt(vec![free, dispatch]),
+            (false, false) => Node::seq(vec![self.left_loop(steps), free]),
+            (true, false) => Node::seq(vec![whole, self.left_loop(steps), free]),
+            (false, true) => Node::alt(std::iter::once(free).chain(steps).collect()),
             (true, true) => whole,
         };
         self.define(body)
     }
 
+    /// Any number of `steps` as one left-recursive rule, `L -> ε | L step_i`.
+    /// Each step's items then have the loop's own origin whatever came
+    /// before, so a tag's parser states are the same as the text's first
+    /// tag as after other tags: a set's name follows what is open below it
+    /// (`cfg::setnames`), and a step behind a rule of its own would name
+    /// the set where that rule was predicted, the text's start for the
+    /// first tag only. Equal names share fill memo rows and lexer entries.
+    fn left_loop(&mut self, steps: Vec<Node>) -> Node {
+        let name = self.fresh_name();
+        let me = || Node::Ref(name.clone(), Pos::default());
+        let alts = std::iter::once(Node::Empty)
+            .chain(steps.into_iter().map(|step| Node::seq(vec![me(), step])))
+            .collect();
+        self.rules.push(rule(name.clone(), Node::Alt(alts)));
+        me()
+    }
+
+    /// A rule name no other part has.
+    fn fresh_name(&mut self) -> String {
+        self.parts += 1;
+        format!("stag:{}", self.parts)
+    }
+
     /// A new rule with this body; a reference to it.
     fn define(&mut self, body: Node) -> Node {
-        self.parts += 1;
-        let name = format!("stag:{}", self.parts);
+        let name = self.fresh_name();
         self.rules.push(rule(name.clone(), body));
         Node::Ref(name, Pos::default())
     }
@@ -266,8 +288,8 @@ impl<'v> Lowering<'v> {
                 let mut not_free = triggers.clone();
                 not_free.extend(excludes.iter().cloned());
                 let free = self.free_tokens(&not_free)?;
-                let dispatch = self.define(Node::seq(vec![free.clone(), whole.clone()]));
-                self.triggered_shape(free, dispatch, whole, *at_least_one, *stop_after_first)
+                let step = Node::seq(vec![free.clone(), whole.clone()]);
+                self.triggered_shape(free, vec![step], whole, *at_least_one, *stop_after_first)
             }
             Format::TokenDispatch {
                 rules,
@@ -388,9 +410,8 @@ impl<'v> Lowering<'v> {
                 Node::alt(rests),
             ]));
         }
-        let dispatch = self.define(Node::alt(by_trigger));
         let free = text::without(&stops);
-        Ok(self.triggered_shape(free, dispatch, whole, t.at_least_one, t.stop_after_first))
+        Ok(self.triggered_shape(free, by_trigger, whole, t.at_least_one, t.stop_after_first))
     }
 
     /// Adds an embedded grammar's rules under fresh names; a reference to
@@ -421,6 +442,50 @@ mod tests {
 
     fn c(v: &str) -> Value {
         json!({"type": "const_string", "value": v})
+    }
+
+    /// The parser state's position-free name after `text`.
+    fn state_key(ast: &crate::cfg::ast::GrammarAst, text: &str) -> Box<[u32]> {
+        let cfg = crate::cfg::lower::lower(ast).unwrap();
+        let mut chart = crate::cfg::earley::Chart::new();
+        let mut st = cfg.initial(&mut chart).unwrap();
+        st = cfg
+            .advance_bytes(&mut chart, &st, text.as_bytes())
+            .unwrap()
+            .unwrap();
+        cfg.names.state_key(&chart, &st).unwrap()
+    }
+
+    #[test]
+    fn a_tag_has_the_same_states_first_or_after_other_tags() {
+        // Otherwise a request whose first call is the second tool meets all
+        // of that tool's states cold, whatever the grammar met before.
+        let json = |t: &str| {
+            json!({"type": "json_schema", "json_schema":
+                {"type": "object", "properties": {"x": {"type": t}}}})
+        };
+        let tags = json!([
+            tag("<f=a>", json("integer"), json!("</f>")),
+            tag("<f=b>", json("string"), json!("</f>"))
+        ]);
+        for flags in [json!({}), json!({"at_least_one": true})] {
+            let mut format = json!({"type": "triggered_tags", "triggers": ["<f="], "tags": tags});
+            format
+                .as_object_mut()
+                .unwrap()
+                .extend(flags.as_object().unwrap().clone());
+            let spec = json!({"type": "structural_tag", "format": format});
+            let ast = compile(&spec.to_string(), &vocab()).unwrap();
+            let later = state_key(&ast, "<f=a>{\"x\": 1}</f> and <f=b>{\"x\": \"ab");
+            let again = state_key(&ast, "<f=a>{\"x\": 1}</f><f=a>{}</f><f=b>{\"x\": \"ab");
+            assert_eq!(later, again, "{format}");
+            if flags.as_object().unwrap().is_empty() {
+                let first = state_key(&ast, "<f=b>{\"x\": \"ab");
+                let after_text = state_key(&ast, "some text <f=b>{\"x\": \"ab");
+                assert_eq!(first, later);
+                assert_eq!(after_text, later);
+            }
+        }
     }
 
     fn tag(begin: &str, content: Value, end: Value) -> Value {
