@@ -5,6 +5,7 @@ torch is imported on first use so that ``import maskpar`` works without it.
 
 from __future__ import annotations
 
+import functools
 import sys
 import warnings
 from collections.abc import Sequence
@@ -23,6 +24,16 @@ def bitmask_width(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
+@functools.cache
+def _cuda_available() -> bool:
+    """``torch.cuda.is_available()``, asked once per process: without a GPU
+    it tries to load NVML on every call (about 0.5 ms, which landed in a
+    serving framework's first step)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     """An int32 ``[rows, ceil(vocab_size / 32)]`` CPU tensor filled with -1
     (everything allowed), pinned when CUDA is available so it can be copied to
@@ -32,7 +43,7 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
-    pin = torch.cuda.is_available()
+    pin = _cuda_available()
     try:
         return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
     except RuntimeError:
