@@ -40,6 +40,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 import maskpar
@@ -167,17 +168,23 @@ def fill_draft_tree_masks(
     assert len(reqs) == retrieve_next_token.shape[0]
 
     num_nodes = draft_tokens.shape[-1]
+    # numpy views of SGLang's CPU arrays: on arrays this small, numpy's
+    # element-wise checks and row indexing cost a fraction of torch's.
+    first_child = retrieve_next_token.numpy()
+    next_sibling = retrieve_next_sibling.numpy()
+    tokens = draft_tokens.numpy()
+    drafts = tokens[:, 1:]  # node 0's token is never read
     bitmask = None
     grammar = None
     fast: list[tuple[int, Any]] = []  # (request index, MaskparGrammar)
     slow: list[int] = []
-    out_of_range = _out_of_range_rows(draft_tokens, vocab_size)
+    out_of_range = _out_of_range_rows(drafts, vocab_size)
     for i, (g, (inner, live)) in enumerate(zip(grammars, unwrapped)):
         if g is None:
             continue  # rows stay all ones, as in SGLang
         if bitmask is None:
             bitmask = g.allocate_vocab_mask(
-                vocab_size=vocab_size, batch_size=draft_tokens.numel(), device="cpu"
+                vocab_size=vocab_size, batch_size=tokens.size, device="cpu"
             )
         grammar = g
         if inner is None or not live or out_of_range[i]:
@@ -185,16 +192,12 @@ def fill_draft_tree_masks(
         elif not inner.is_terminated():  # a terminated root: SGLang writes nothing
             fast.append((i, inner))
 
-    # numpy views: indexing a row costs far less than a tensor's, per request.
-    first_child = retrieve_next_token.numpy()
-    next_sibling = retrieve_next_sibling.numpy()
-    tokens = draft_tokens.numpy()
     calls = [
         (inner.matcher, i * num_nodes, (first_child[i], next_sibling[i], tokens[i]))
         for i, inner in fast
     ]
     valid = _fill_trees(calls, bitmask)
-    eos_rows = _eos_rows(draft_tokens, [inner for _, inner in fast])
+    eos_rows = _eos_rows(drafts, [inner for _, inner in fast])
     for (i, inner), nodes in zip(fast, valid):
         if nodes is None:
             slow.append(i)
@@ -227,14 +230,19 @@ def fill_draft_tree_masks(
     return bitmask, grammar
 
 
-def _out_of_range_rows(draft_tokens: torch.Tensor, vocab_size: int) -> list[bool]:
-    """Per request: does a draft (node 0's token is never read) fall outside
-    ``[0, vocab_size)``? SGLang's walk forbids those; maskpar refuses them."""
-    drafts = draft_tokens[:, 1:]
+def _out_of_range_rows(drafts: np.ndarray, vocab_size: int) -> Sequence[bool]:
+    """Per request: is a draft (nodes 1 on) outside ``[0, vocab_size)``?
+    SGLang's walk forbids those; maskpar refuses them. One bound check over
+    the whole batch first: a server's drafts are in range."""
+    if drafts.size == 0:
+        return _NONE
+    low, high = drafts.min(), drafts.max()
+    if low >= 0 and (not vocab_size or high < vocab_size):
+        return _NONE
     bad = drafts < 0
     if vocab_size:
         bad |= drafts >= vocab_size
-    return bad.any(dim=1).tolist()
+    return bad.any(axis=1).tolist()
 
 
 def _fill_trees(calls: list, bitmask: torch.Tensor) -> list[list[bool] | None]:
@@ -257,6 +265,8 @@ def _fill_trees(calls: list, bitmask: torch.Tensor) -> list[list[bool] | None]:
 
 
 class _NoRows:
+    """Rows of a batch check that found nothing: False for every request."""
+
     def __getitem__(self, i: int) -> bool:
         return False
 
@@ -264,15 +274,19 @@ class _NoRows:
 _NONE = _NoRows()
 
 
-def _eos_rows(draft_tokens: torch.Tensor, grammars: Sequence[Any]) -> dict:
+def _eos_rows(drafts: np.ndarray, grammars: Sequence[Any]) -> dict:
     """Per EOS set: which requests have an EOS among their drafts (one batch
-    operation per distinct set; a server has one)."""
+    comparison per EOS id of each distinct set; a server has one set). Sets
+    found nowhere are left out."""
     rows = {}
     for g in grammars:
         eos = tuple(g.tokenizer.eos_token_ids)
-        if eos and eos not in rows:
-            ids = torch.tensor(eos, dtype=draft_tokens.dtype)
-            rows[eos] = torch.isin(draft_tokens[:, 1:], ids).any(dim=1).tolist()
+        if not eos or eos in rows:
+            continue
+        hit = drafts == eos[0]
+        for e in eos[1:]:
+            hit |= drafts == e
+        rows[eos] = hit.any(axis=1).tolist() if hit.any() else _NONE
     return rows
 
 
