@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod batch;
 pub mod bitmask;
+pub mod bitmaskpool;
 pub mod budget;
 pub mod cfg;
 pub mod claim;

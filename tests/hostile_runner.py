@@ -1303,6 +1303,36 @@ def _():
     return out
 
 
+@case("pooled_bitmask_past_the_pool", VALUE)
+def _():
+    # The recycled-bitmask path takes only sizes its pool could keep; past
+    # them, a ValueError at once (allocate_token_bitmask leaves those to torch).
+    return mp()._core._pooled_bitmask(10**9, 4048)
+
+
+@case("pooled_bitmasks_allocated_and_dropped_under_the_cap", OK, cap=32 << 30)
+def _():
+    # Bitmasks the pool recycles, allocated and dropped many times over (and
+    # a few held at once): the pool's idle buffers stay within its bound, so
+    # the process does not grow past what is held.
+    import resource
+
+    import torch  # noqa: F401  (allocate_token_bitmask's tensors)
+
+    rows = -(-mp()._core._MIN_POOLED_BITMASK_WORDS // 4048)
+    held = []
+    for i in range(40):
+        bm = mp().allocate_token_bitmask(rows * (1 + i % 3), 129_536)
+        assert int(bm[-1, -1]) == -1
+        bm.fill_(0)
+        if i % 10 == 0:
+            held.append(bm)
+    del held, bm
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    assert peak_mib < 2048, f"peak RSS {peak_mib} MiB"
+    return "ok"
+
+
 @case("par_rows_out_of_range", VALUE)
 def _():
     return mp().fill_next_token_bitmask_par([(matcher(), 0), (matcher(), 5)], bitmask(2))

@@ -36,6 +36,54 @@ def test_allocate_token_bitmask():
         maskpar.allocate_token_bitmask(-1, 100)
 
 
+# Rows of a 129k-vocabulary bitmask (4,048 words) from which, without CUDA,
+# allocate_token_bitmask recycles the buffer (32 MiB).
+POOLED_ROWS = -(-maskpar._core._MIN_POOLED_BITMASK_WORDS // 4048)
+needs_pool = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="with CUDA bitmasks are pinned by torch's allocator"
+)
+
+
+@needs_pool
+def test_a_large_bitmask_is_recycled_once_nothing_refers_to_it():
+    rows = 2 * POOLED_ROWS
+    bm = maskpar.allocate_token_bitmask(rows, 129_536)
+    assert bm.shape == (rows, 4048) and bm.dtype == torch.int32
+    assert bm.is_contiguous() and (bm == -1).all()
+    address = bm.data_ptr()
+    bm.fill_(5)
+    del bm
+    again = maskpar.allocate_token_bitmask(rows, 129_536)
+    assert again.data_ptr() == address  # the same memory, written -1 again
+    assert (again == -1).all()
+    # A smaller request (over half the size) takes it too; its rows are -1 again.
+    again.fill_(5)
+    del again
+    smaller = maskpar.allocate_token_bitmask(rows * 3 // 4, 129_536)
+    assert smaller.data_ptr() == address and (smaller == -1).all()
+
+
+@needs_pool
+@pytest.mark.parametrize("keep", ["view", "numpy", "tensor"])
+def test_a_bitmask_still_referred_to_is_never_handed_out(keep):
+    bm = maskpar.allocate_token_bitmask(POOLED_ROWS, 129_536)
+    bm[7, 3] = 12345
+    if keep == "view":
+        held = bm[5:9]
+    elif keep == "numpy":
+        held = bm.numpy()
+    else:
+        held = bm.view(bm.shape)  # another tensor object over the same storage
+    address = bm.data_ptr()
+    del bm
+    others = [maskpar.allocate_token_bitmask(POOLED_ROWS, 129_536) for _ in range(2)]
+    assert all(o.data_ptr() != address for o in others)
+    for o in others:
+        o.fill_(0)
+    assert int(held[7 - 5 if keep == "view" else 7, 3]) == 12345
+    del held, others
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("vocab", [70, 96, 130])  # narrower, equal, wider than 32*words=96

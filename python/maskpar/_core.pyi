@@ -258,6 +258,15 @@ def get_num_threads() -> int:
     passed to ``set_num_threads``, else the cores this process may use (its
     CPU quota and affinity, read once per process)."""
 
+# Private: a [rows, words] int32 array of -1 over a recycled buffer (used by
+# maskpar.allocate_token_bitmask without CUDA for bitmasks of
+# _MIN_POOLED_BITMASK_WORDS to _MAX_POOLED_BITMASK_WORDS words, the sizes the
+# pool keeps; the buffer is reused once nothing refers to it).
+_MIN_POOLED_BITMASK_WORDS: int
+_MAX_POOLED_BITMASK_WORDS: int
+
+def _pooled_bitmask(rows: int, words: int) -> Any: ...
+
 # Private: masks CPU logits in place, viewed as integers of the float's width
 # (used by maskpar.apply_token_bitmask_inplace).
 def _apply_token_bitmask_cpu(

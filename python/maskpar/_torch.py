@@ -37,13 +37,25 @@ def _cuda_available() -> bool:
 def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     """An int32 ``[rows, ceil(vocab_size / 32)]`` CPU tensor filled with -1
     (everything allowed), pinned when CUDA is available so it can be copied to
-    the GPU asynchronously."""
+    the GPU asynchronously.
+
+    Without CUDA, the memory of a bitmask of 32 to 256 MiB is recycled:
+    once no tensor or array refers to it any more, the next allocation of
+    about its size reuses it (up to 256 MiB of idle buffers in all,
+    ``MASKPAR_BITMASK_POOL_BYTES`` when maskpar is imported; see
+    docs/limits.md), sparing the page faults of fresh memory (SGLang
+    allocates a bitmask for every speculative step: 128 requests' trees of
+    64 nodes are 132 MB at a 129k vocabulary). Smaller buffers the C
+    allocator recycles itself, and pinned ones torch's host allocator."""
     import torch
 
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
     pin = _cuda_available()
+    words = rows * shape[1]
+    if not pin and _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:
+        return torch.from_numpy(_core._pooled_bitmask(*shape))
     try:
         return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
     except RuntimeError:

@@ -9,6 +9,7 @@ mod grammar;
 mod int;
 mod lists;
 mod matcher;
+mod pooledmask;
 mod stag;
 mod tokenizer;
 
@@ -71,5 +72,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     functions::register(m)?;
     m.add_function(wrap_pyfunction!(stag::compile_structural_tag, m)?)?;
     m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(pooledmask::_pooled_bitmask, m)?)?;
+    m.add(
+        "_MIN_POOLED_BITMASK_WORDS",
+        crate::bitmaskpool::MIN_POOLED_WORDS,
+    )?;
+    m.add(
+        "_MAX_POOLED_BITMASK_WORDS",
+        crate::bitmaskpool::pool_bytes() / 4,
+    )?;
     Ok(())
 }
