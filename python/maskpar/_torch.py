@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from . import _core, _triton_apply
 
 if TYPE_CHECKING:
@@ -54,8 +56,13 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     shape = (rows, bitmask_width(vocab_size))
     pin = _cuda_available()
     words = rows * shape[1]
-    if not pin and _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:
-        return torch.from_numpy(_core._pooled_bitmask(*shape))
+    if not pin:
+        if _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:
+            return torch.from_numpy(_core._pooled_bitmask(*shape))
+        # numpy's fill, not torch's: torch fills a tensor of more than 32k
+        # elements on its OpenMP threads, which then spin for a while on the
+        # cores the mask fill that follows would use.
+        return torch.from_numpy(np.full(shape, -1, dtype=np.int32))
     try:
         return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
     except RuntimeError:
