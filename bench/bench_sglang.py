@@ -31,7 +31,9 @@ batch:
   into the same rows.
 
 Each engine gets fresh grammars of its own (same schemas, positions and
-trees), so no engine warms another's caches. The best reference is the fastest
+trees), so no engine warms another's caches; the engines take turns in an
+order that rotates every step, so none always runs first after the untimed
+setup (which fills the caches with five engines' compile work). The best reference is the fastest
 of the last three. Every step, ``maskpar``'s rows are checked bit for bit
 against SGLang's walk over the same grammars (the oracle, run after the
 timings). One untimed warm-up step (B=8, N=16) comes first. Reported: mean and
@@ -174,7 +176,9 @@ def step_batch(backends, cases, batch, nodes, tag, rng):
     return grammars, arrays
 
 
-def time_engines(grammars, arrays, original, patched):
+def time_engines(grammars, arrays, original, patched, shift=0):
+    """Times each engine's call once, in ``ENGINES`` order rotated by
+    ``shift``; then checks maskpar's rows against SGLang's walk."""
     reqs = {name: [SimpleNamespace(grammar=g) for g in gs] for name, gs in grammars.items()}
     times, rows = {}, {}
 
@@ -194,11 +198,18 @@ def time_engines(grammars, arrays, original, patched):
             )
         return mask
 
-    timed("maskpar", lambda: patched(reqs["maskpar"], *arrays, VOCAB)[0])
-    timed("maskpar-dfs", lambda: original(reqs["maskpar-dfs"], *arrays, VOCAB)[0])
-    timed("xgrammar", lambda: original(reqs["xgrammar"], *arrays, VOCAB)[0])
-    timed("llguidance", lambda: original(reqs["llguidance"], *arrays, VOCAB)[0])
-    timed("xgr-traverse", traverse)
+    calls = {
+        "maskpar": lambda: patched(reqs["maskpar"], *arrays, VOCAB)[0],
+        "maskpar-dfs": lambda: original(reqs["maskpar-dfs"], *arrays, VOCAB)[0],
+        "xgrammar": lambda: original(reqs["xgrammar"], *arrays, VOCAB)[0],
+        "llguidance": lambda: original(reqs["llguidance"], *arrays, VOCAB)[0],
+        "xgr-traverse": traverse,
+    }
+    # The order rotates step by step, so that no engine always runs first
+    # after the untimed setup (which leaves the caches full of compile work).
+    shift %= len(ENGINES)
+    for name in ENGINES[shift:] + ENGINES[:shift]:
+        timed(name, calls[name])
     # The oracle: SGLang's own walk over the same maskpar grammars (now warm).
     expected = original(reqs["maskpar"], *arrays, VOCAB)[0]
     if not torch.equal(rows["maskpar"], expected):
@@ -210,7 +221,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batches", default="1,8,32,128")
     ap.add_argument("--nodes", default="8,16,64")
-    ap.add_argument("--steps", type=int, default=4, help="measured steps per configuration")
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=5,
+        help="measured steps per configuration (5: each engine first once)",
+    )
     ap.add_argument("--warmup", type=int, default=1, help="untimed steps before the first row")
     ap.add_argument("--schemas", type=int, default=64, help="MaskBench schemas to use")
     ap.add_argument("--scan", type=int, default=600, help="MaskBench files to look at")
@@ -255,7 +271,7 @@ def main() -> None:
             for step in range(args.steps):
                 tag = f"{batch} {nodes} {step}"
                 grammars, arrays = step_batch(backends, cases, batch, nodes, tag, rng)
-                for e, t in time_engines(grammars, arrays, original, patched).items():
+                for e, t in time_engines(grammars, arrays, original, patched, step).items():
                     per[e].append(t * 1e3)
             mean = {e: statistics.mean(v) for e, v in per.items()}
             worst = {e: max(v) for e, v in per.items()}
