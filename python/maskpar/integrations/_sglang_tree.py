@@ -196,7 +196,9 @@ def fill_draft_tree_masks(
         (inner.matcher, i * num_nodes, (first_child[i], next_sibling[i], tokens[i]))
         for i, inner in fast
     ]
-    valid = _fill_trees(calls, bitmask)
+    # The tensor's numpy view: maskpar checks an array through numpy's C API,
+    # a tensor through six attribute reads.
+    valid = _fill_trees(calls, bitmask.numpy() if calls else bitmask)
     eos_rows = _eos_rows(drafts, [inner for _, inner in fast])
     for (i, inner), nodes in zip(fast, valid):
         if nodes is None:
@@ -245,7 +247,7 @@ def _out_of_range_rows(drafts: np.ndarray, vocab_size: int) -> Sequence[bool]:
     return bad.any(axis=1).tolist()
 
 
-def _fill_trees(calls: list, bitmask: torch.Tensor) -> list[list[bool] | None]:
+def _fill_trees(calls: list, bitmask: np.ndarray) -> list[list[bool] | None]:
     """One parallel call; if maskpar refuses the batch (a tree it cannot read,
     e.g. a node no path reaches), each request alone, None where refused."""
     if not calls:
