@@ -11,8 +11,6 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from . import _core, _triton_apply
 
 if TYPE_CHECKING:
@@ -41,33 +39,36 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     (everything allowed), pinned when CUDA is available so it can be copied to
     the GPU asynchronously.
 
-    Without CUDA, the memory of a bitmask of 32 to 256 MiB is recycled:
-    once no tensor or array refers to it any more, the next allocation of
-    about its size reuses it (up to 256 MiB of idle buffers in all,
+    Without CUDA, the memory of a bitmask of 1 to 256 MiB is recycled: once
+    no tensor or array refers to it any more, the next allocation of about
+    its size reuses it (up to 256 MiB of idle buffers in all,
     ``MASKPAR_BITMASK_POOL_BYTES`` when maskpar is imported; see
     docs/limits.md), sparing the page faults of fresh memory (SGLang
     allocates a bitmask for every speculative step: 128 requests' trees of
     64 nodes are 132 MB at a 129k vocabulary). Smaller buffers the C
-    allocator recycles itself, and pinned ones torch's host allocator."""
+    allocator recycles itself, and pinned ones torch's host allocator.
+    Without CUDA no bitmask is filled by torch: torch fills a tensor of more
+    than 32k elements on its OpenMP threads, which then spin for a while on
+    the cores the mask fill that follows needs."""
     import torch
 
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
     pin = _cuda_available()
-    words = rows * shape[1]
     if not pin:
+        words = rows * shape[1]
         if _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:
             return torch.from_numpy(_core._pooled_bitmask(*shape))
-        # numpy's fill, not torch's: torch fills a tensor of more than 32k
-        # elements on its OpenMP threads, which then spin for a while on the
-        # cores the mask fill that follows would use.
-        return torch.from_numpy(np.full(shape, -1, dtype=np.int32))
+        # Not numpy's allocation either: numpy advises transparent huge
+        # pages for arrays of 4 MiB or more, and where the kernel compacts
+        # memory to find them, a fresh one took ten times as long.
+        bitmask = torch.empty(shape, dtype=torch.int32)
+        bitmask.numpy().fill(-1)
+        return bitmask
     try:
-        return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
+        return torch.full(shape, -1, dtype=torch.int32, pin_memory=True)
     except RuntimeError:
-        if not pin:
-            raise
         # Pinning can fail (e.g. locked-memory limits); an unpinned buffer still works.
         return torch.full(shape, -1, dtype=torch.int32)
 
