@@ -20,17 +20,19 @@
 //! off), the oldest going first when a returned one would pass the bound.
 //! A request takes the smallest idle buffer that holds it, and only one at
 //! most twice its size, so a small mask never pins a large one. Buffers
-//! under `MIN_POOLED_WORDS` (1 MiB) are not pooled: the C allocator
+//! under `MIN_POOLED_WORDS` (32 MiB) are not pooled: the C allocator
 //! recycles those itself (and `allocate_token_bitmask` leaves them to it).
 
 use std::collections::TryReserveError;
 use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
-/// Buffers smaller than this many words (1 MiB) are freed, not pooled:
-/// the C allocator keeps blocks that small in its heap and hands them out
-/// again without a fault.
-pub const MIN_POOLED_WORDS: usize = 1 << 18;
+/// Buffers smaller than this many words (32 MiB) are freed, not pooled:
+/// the C allocator already reuses freed memory up to that size (glibc keeps
+/// freed blocks of up to 32 MiB in its heap; only larger ones go back to
+/// the kernel, to fault again), and a buffer a framework keeps for good
+/// (vLLM's) is best taken from that heap too.
+pub const MIN_POOLED_WORDS: usize = 1 << 23;
 /// Threads that write a new large buffer's `u32::MAX`s, and the words
 /// (16 MiB) from which a second thread pays for its start.
 const MAX_FILL_THREADS: usize = 4;

@@ -39,7 +39,7 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     (everything allowed), pinned when CUDA is available so it can be copied to
     the GPU asynchronously.
 
-    Without CUDA, the memory of a bitmask of 1 to 256 MiB is recycled: once
+    Without CUDA, the memory of a bitmask of 32 to 256 MiB is recycled: once
     no tensor or array refers to it any more, the next allocation of about
     its size reuses it (up to 256 MiB of idle buffers in all,
     ``MASKPAR_BITMASK_POOL_BYTES`` when maskpar is imported; see
