@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import maskpar
+from maskpar._torch import _allocate
 
 torch = pytest.importorskip("torch")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -34,6 +35,10 @@ def test_allocate_token_bitmask():
     assert bm.is_pinned() == torch.cuda.is_available()
     with pytest.raises(ValueError):
         maskpar.allocate_token_bitmask(-1, 100)
+    # A bitmask a framework keeps for good (vLLM's manager's): from torch's heap.
+    kept = _allocate(2 * POOLED_ROWS, 129_536, recycle=False)
+    assert kept.shape == (2 * POOLED_ROWS, 4048) and (kept == -1).all()
+    assert kept.is_pinned() == torch.cuda.is_available()
 
 
 # Rows of a 129k-vocabulary bitmask (4,048 words) from which, without CUDA,

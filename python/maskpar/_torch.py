@@ -50,12 +50,23 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     Without CUDA no bitmask is filled by torch: torch fills a tensor of more
     than 32k elements on its OpenMP threads, which then spin for a while on
     the cores the mask fill that follows needs."""
+    return _allocate(rows, vocab_size, recycle=True)
+
+
+def _allocate(rows: int, vocab_size: int, *, recycle: bool) -> torch.Tensor:
+    """``allocate_token_bitmask``; with ``recycle=False``, for a bitmask a
+    framework keeps for good (vLLM's manager allocates one, once), the
+    memory comes from the C heap as torch's own allocations do: a buffer
+    never dropped has nothing to gain from the pool, and a fresh one from
+    the heap can reuse memory freed there before."""
     import torch
 
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
     pin = _cuda_available()
+    if not pin and not recycle:
+        return torch.full(shape, -1, dtype=torch.int32)
     if not pin:
         words = rows * shape[1]
         if _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:

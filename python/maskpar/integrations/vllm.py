@@ -47,6 +47,7 @@ from vllm.v1.structured_output.backend_types import (
 )
 
 import maskpar
+from maskpar._torch import _allocate
 
 from ._warm import encoder, fill_first_mask, warm_json, warm_stag
 
@@ -385,7 +386,8 @@ class MaskparBackend(StructuredOutputBackend):
         return result
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
-        return maskpar.allocate_token_bitmask(max_num_seqs, self.vocab_size)
+        """The manager's bitmask, allocated once and kept for its life."""
+        return _allocate(max_num_seqs, self.vocab_size, recycle=False)
 
     def destroy(self) -> None:
         self._grammars.clear()
