@@ -33,8 +33,8 @@ batch:
 Each engine gets fresh grammars of its own (same schemas, positions and
 trees), so no engine warms another's caches; the engines take turns in an
 order that rotates every step, so none always runs first after the untimed
-setup (which fills the caches with five engines' compile work). The best reference is the fastest
-of the last three. Every step, ``maskpar``'s rows are checked bit for bit
+setup (which fills the caches with five engines' compile work). The best
+reference is the fastest of the last three. Every step, ``maskpar``'s rows are checked bit for bit
 against SGLang's walk over the same grammars (the oracle, run after the
 timings). One untimed warm-up step (B=8, N=16) comes first. Reported: mean and
 worst step in ms, and maskpar / best ratios.

@@ -33,9 +33,9 @@ use std::sync::{Mutex, OnceLock};
 /// the kernel, to fault again), and a buffer a framework keeps for good
 /// (vLLM's) is best taken from that heap too.
 pub const MIN_POOLED_WORDS: usize = 1 << 23;
-/// Threads that write a new large buffer's `u32::MAX`s, and the words
-/// (16 MiB) from which a second thread pays for its start.
+/// Threads that write a new large buffer's `u32::MAX`s at most.
 const MAX_FILL_THREADS: usize = 4;
+/// Words (16 MiB) from which a second filling thread pays for its start.
 const PARALLEL_FILL_WORDS: usize = 1 << 22;
 /// Idle bytes the pool keeps unless `MASKPAR_BITMASK_POOL_BYTES` is set.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
@@ -50,6 +50,12 @@ pub fn pool_bytes() -> usize {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(DEFAULT_POOL_BYTES)
     })
+}
+
+/// The most words a buffer the pool could keep holds: larger bitmasks are
+/// not its to allocate.
+pub fn max_pooled_words() -> usize {
+    pool_bytes() / 4
 }
 
 /// Idle buffers, oldest first, the bound on their bytes, and the size

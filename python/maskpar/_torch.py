@@ -65,9 +65,9 @@ def _allocate(rows: int, vocab_size: int, *, recycle: bool) -> torch.Tensor:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
     pin = _cuda_available()
-    if not pin and not recycle:
-        return torch.full(shape, -1, dtype=torch.int32)
     if not pin:
+        if not recycle:
+            return torch.full(shape, -1, dtype=torch.int32)
         words = rows * shape[1]
         if _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS:
             return torch.from_numpy(_core._pooled_bitmask(*shape))

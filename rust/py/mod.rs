@@ -79,7 +79,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add(
         "_MAX_POOLED_BITMASK_WORDS",
-        crate::bitmaskpool::pool_bytes() / 4,
+        crate::bitmaskpool::max_pooled_words(),
     )?;
     Ok(())
 }

@@ -51,7 +51,7 @@ impl Drop for PooledMask {
 pub fn _pooled_bitmask(py: Python<'_>, rows: usize, words: usize) -> PyResult<Bound<'_, PyAny>> {
     // Only sizes the pool could keep: a larger mask is torch's to allocate
     // (with its own error past the machine's memory).
-    let most = bitmaskpool::pool_bytes() / 4;
+    let most = bitmaskpool::max_pooled_words();
     let len = rows
         .checked_mul(words)
         .filter(|&n| n <= most)

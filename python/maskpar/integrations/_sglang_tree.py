@@ -196,9 +196,7 @@ def fill_draft_tree_masks(
         (inner.matcher, i * num_nodes, (first_child[i], next_sibling[i], tokens[i]))
         for i, inner in fast
     ]
-    # The tensor's numpy view: maskpar checks an array through numpy's C API,
-    # a tensor through six attribute reads.
-    valid = _fill_trees(calls, bitmask.numpy() if calls else bitmask)
+    valid = _fill_trees(calls, bitmask)
     eos_rows = _eos_rows(drafts, [inner for _, inner in fast])
     for (i, inner), nodes in zip(fast, valid):
         if nodes is None:
@@ -247,11 +245,14 @@ def _out_of_range_rows(drafts: np.ndarray, vocab_size: int) -> Sequence[bool]:
     return bad.any(axis=1).tolist()
 
 
-def _fill_trees(calls: list, bitmask: np.ndarray) -> list[list[bool] | None]:
+def _fill_trees(calls: list, bitmask: torch.Tensor | None) -> list[list[bool] | None]:
     """One parallel call; if maskpar refuses the batch (a tree it cannot read,
     e.g. a node no path reaches), each request alone, None where refused."""
     if not calls:
         return []
+    # The tensor's numpy view: maskpar checks an array through numpy's C API,
+    # a tensor through six attribute reads.
+    bitmask = bitmask.numpy()
     try:
         return maskpar.fill_next_token_bitmask_par_with_draft_tree(calls, bitmask)
     except ValueError:
