@@ -21,7 +21,7 @@ use std::sync::{Arc, RwLock};
 use super::divergent::{entry_from_divergent, DIVERGENCE_BUDGET};
 use super::earley::Scan;
 use super::lexentry::{BoundaryNode, LexEntry};
-use super::lexwalk::{build, build_sliced};
+use super::lexwalk::{build, build_beside, build_sliced};
 use super::lowered::Cfg;
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::sharedlex::{SharedKey, SharedLexCache};
@@ -220,7 +220,9 @@ impl LexCache {
             None => match self.equivalent_entry(cfg, trie, key, top) {
                 Equivalent::Same(e) => share(shared, e),
                 found => {
-                    let e = match self.divergent(cfg, trie, words, key, top) {
+                    let near = || self.counted(cfg, vocab, words, key, top);
+                    let near = near().or_else(|| self.divergent(cfg, trie, words, key, top));
+                    let e = match near {
                         Some(e) => share(shared, Arc::new(e)),
                         None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
                     };
@@ -465,6 +467,37 @@ impl LexCache {
         worth.then(|| build_sliced(cfg, vocab.trie(), words, slice, key))
     }
 
+    /// The root entry of a single scan near the end of a counted text (a
+    /// string near its `maxLength`): every text of the characters it has
+    /// left keeps it live and every longer one ends it
+    /// (`TextReach::dies_after`), so the text tokens it allows are those
+    /// characters or fewer (`TextSlices::counted`) and only the tokens that
+    /// are not text are walked. It comes before a copy from a near state
+    /// (`divergent`, `nearentry`): such a state's count differs, so the
+    /// two walks part at the deepest nodes of nearly every text token, and
+    /// a copy looked at or walked more nodes than this walk (12,014 trie
+    /// nodes on Llama-3's vocabulary) before it gave up or was done.
+    fn counted(
+        &self,
+        cfg: &Cfg,
+        vocab: &Vocab,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+    ) -> Option<LexEntry> {
+        let [(l, q)] = key[..] else { return None };
+        if top != 0 {
+            return None;
+        }
+        let slices = vocab.text_slices();
+        let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
+        let (bits, slice) = slices.counted(reach)?;
+        if bits.len() > words || !self.text_reach.dies_after(cfg, l, q, reach) {
+            return None;
+        }
+        Some(build_beside(cfg, vocab.trie(), words, bits, slice, key))
+    }
+
     /// The entry built, and given to the vocabulary's shared cache when
     /// its key is shared: from a text slice where one applies (and its rest
     /// is smaller than what an entry alike to some depth leaves to walk),
@@ -585,6 +618,80 @@ mod tests {
             }
         }
         assert!(lists > 0 && rows > 0, "{lists} lists, {rows} rows");
+    }
+
+    /// Near the end of a counted text, the entry from the text tokens'
+    /// character counts and a walk of the other tokens (`counted`) equals
+    /// the whole trie's walk, at every state where it applies; and it
+    /// applies at every place of a string with `maxLength` that has fewer
+    /// characters left than the vocabulary's longest text token. The
+    /// vocabulary has quotes, backslashes, newlines, `é` and its bytes
+    /// alone (tokens that are not UTF-8), up to 12 bytes a token.
+    #[test]
+    fn counted_entries_equal_full_walks() {
+        let vocab = random_vocab(b"ab \"\\\n<>\xc3\xa9", 6000, 12, 13);
+        let words = vocab.vocab_size().div_ceil(32);
+        let slices = vocab.text_slices();
+        let max_chars = slices.max_chars();
+        // (syntax, source, the fewest states counted): a string's places
+        // with fewer characters left than the longest text token.
+        let sources = [
+            ("schema", r#"{"type": "string", "maxLength": 9}"#, 10),
+            (
+                "schema",
+                r#"{"type": "string", "minLength": 4, "maxLength": 30}"#,
+                max_chars.min(31),
+            ),
+            // At its limit only: before, `c` ends it but `a` goes on.
+            (
+                "schema",
+                r#"{"type": "string", "maxLength": 7, "pattern": "^[ab]*$"}"#,
+                1,
+            ),
+            // Quotes and newlines go on where the count ends text.
+            ("gbnf", r#"root ::= "<" [^<>]{0,6} ">""#, 7),
+        ];
+        for (syntax, source, fewest) in sources {
+            let ast = match syntax {
+                "schema" => schema::compile(source, &Default::default()).unwrap(),
+                _ => crate::cfg::gbnf::parse(source).unwrap(),
+            };
+            let counted = counted_states(&ast, &vocab, words);
+            assert!(
+                counted >= fewest,
+                "{source}: {counted} counted, {fewest} wanted"
+            );
+        }
+        // Text goes on past the count: never counted.
+        let ast = crate::cfg::gbnf::parse(r#"root ::= "<" [a-z ]{0,5} [ab]* ">""#).unwrap();
+        assert_eq!(counted_states(&ast, &vocab, words), 0);
+    }
+
+    /// The states of `ast`'s lexemes that take a counted entry, each
+    /// checked against the whole trie's walk (and never below the root).
+    fn counted_states(
+        ast: &crate::cfg::ast::GrammarAst,
+        vocab: &crate::vocab::Vocab,
+        words: usize,
+    ) -> usize {
+        let cfg = lower(ast).unwrap();
+        let cache = LexCache::new(usize::MAX);
+        let mut counted = 0;
+        for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+            let Some(dfa) = lexeme.dfa.as_ref() else {
+                continue;
+            };
+            for q in 1..dfa.num_states() as u32 {
+                let key = vec![(l as u32, q)];
+                let Some(entry) = cache.counted(&cfg, vocab, words, &key, 0) else {
+                    continue;
+                };
+                counted += 1;
+                assert_equals_walk(&entry, &cfg, vocab.trie(), words, &key);
+                assert!(cache.counted(&cfg, vocab, words, &key, 1).is_none());
+            }
+        }
+        counted
     }
 
     /// Free text up to a trigger takes the slice of the tokens without the

@@ -5,6 +5,8 @@
 //! `divergent`, and `ends_after_accepting` / `backs_off` state the rule
 //! that `textreach` judges text by too.
 
+use std::sync::Arc;
+
 use super::ast::Lexing;
 use super::lexcache::LexKey;
 use super::lexentry::{boundary_nodes, LexEntry, TokenSet};
@@ -98,9 +100,24 @@ pub(super) fn build_sliced(
     slice: &TextSlice,
     key: &LexKey,
 ) -> LexEntry {
-    // The slice covers the tokens; padding ids past them stay 0. It is
+    build_beside(cfg, trie, words, &slice.bits, slice, key)
+}
+
+/// `build` at the root for a scan whose tokens outside `slice.rest` are
+/// known: `bits` are allowed, the others are not, and none has a boundary
+/// node on its path (a slice's own bits, or `TextSlices::counted`'s for a
+/// string near its limit).
+pub(super) fn build_beside(
+    cfg: &Cfg,
+    trie: &TokenTrie,
+    words: usize,
+    bits: &Arc<[u32]>,
+    slice: &TextSlice,
+    key: &LexKey,
+) -> LexEntry {
+    // The bits cover the tokens; padding ids past them stay 0. They are
     // shared, not copied (a copy was 16 KiB of fresh memory per entry),
-    // unless more tokens than a row has words come besides it.
+    // unless more tokens than a row has words come besides them.
     let mut more = Vec::new();
     let mut boundary = Vec::new();
     walk_scans(
@@ -112,7 +129,7 @@ pub(super) fn build_sliced(
         |n| boundary.push(slice.rest_nodes[n]),
     );
     LexEntry {
-        inner: TokenSet::sliced(&slice.bits, more, words),
+        inner: TokenSet::sliced(bits, more, words),
         boundary: boundary_nodes(trie, 0, &boundary),
     }
 }

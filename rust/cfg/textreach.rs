@@ -232,20 +232,61 @@ impl TextReach {
         survives
     }
 
+    /// Whether a single scan of lexeme `l` in state `q`, which survives
+    /// every text of `chars` characters (`reach` says so), dies on every
+    /// longer one: each state `chars` text characters lead to accepts
+    /// nothing, and every text character steps it to the dead state, at
+    /// its first byte or a later one, through states that accept nothing.
+    /// Then no text token of more than `chars` characters is allowed and no
+    /// node on its path is a boundary (a string at its `maxLength`: see
+    /// `slices::TextSlices::counted`). No where the lexeme may back off (its
+    /// walk then depends on more than the state), or where more than
+    /// `MAX_LEVEL` states are in play after some number of characters.
+    pub fn dies_after(&self, cfg: &Cfg, l: u32, q: u32, chars: usize) -> bool {
+        let lexeme = &cfg.lexemes[l as usize];
+        if backs_off(cfg.lexing, lexeme) {
+            return false;
+        }
+        let mut level = vec![q];
+        for _ in 0..chars {
+            let mut next = Vec::new();
+            for &s in &level {
+                match self.successors(cfg, l, s) {
+                    Some(after) => next.extend_from_slice(&after),
+                    None => return false,
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            if next.len() > MAX_LEVEL {
+                return false;
+            }
+            level = next;
+        }
+        let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        let classes = self.classes(cfg, l);
+        level.iter().all(|&s| dies_on_any_text(dfa, &classes, s))
+    }
+
+    /// The bytes `text_successors` steps for lexeme `l`.
+    fn classes(&self, cfg: &Cfg, l: u32) -> Arc<ClassBytes> {
+        if let Some(known) = read(&self.classes).get(&l) {
+            return known.clone();
+        }
+        let dfa = cfg.lexemes[l as usize]
+            .dfa
+            .as_ref()
+            .expect("scans have DFAs");
+        let c = Arc::new(ClassBytes::new(dfa));
+        write(&self.classes).insert(l, c.clone());
+        c
+    }
+
     fn successors(&self, cfg: &Cfg, l: u32, s: u32) -> Successors {
         if let Some(known) = read(&self.successors).get(&(l, s)) {
             return known.clone();
         }
-        let known = read(&self.classes).get(&l).cloned();
-        let classes = known.unwrap_or_else(|| {
-            let dfa = cfg.lexemes[l as usize]
-                .dfa
-                .as_ref()
-                .expect("scans have DFAs");
-            let c = Arc::new(ClassBytes::new(dfa));
-            write(&self.classes).insert(l, c.clone());
-            c
-        });
+        let classes = self.classes(cfg, l);
         let found = text_successors(cfg, &classes, l, s).map(Arc::from);
         write(&self.successors).insert((l, s), found.clone());
         found
@@ -291,6 +332,39 @@ impl ClassBytes {
                 .collect(),
         }
     }
+}
+
+/// States a level of `TextReach::dies_after` may hold: a counted string's
+/// levels hold one (two or three with `minLength`-like splits).
+const MAX_LEVEL: usize = 16;
+
+/// Whether `s` accepts nothing and every text character leads it to the
+/// dead state through states that accept nothing (see `dies_after`).
+fn dies_on_any_text(dfa: &ByteDfa, classes: &ClassBytes, s: u32) -> bool {
+    if dfa.is_accepting(s) || classes.ascii.iter().any(|&b| dfa.step(s, b) != DEAD) {
+        return false;
+    }
+    classes.multibyte.iter().all(|ranges| {
+        let mut states = vec![s];
+        for bytes in ranges {
+            let mut next = Vec::new();
+            for &x in &states {
+                for &b in bytes {
+                    let t = dfa.step(x, b);
+                    if t != DEAD {
+                        next.push(t);
+                    }
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            if next.iter().any(|&t| dfa.is_accepting(t)) {
+                return false;
+            }
+            states = next;
+        }
+        states.is_empty()
+    })
 }
 
 /// The states one text character takes a scan of `l` from `s` to.
@@ -413,5 +487,29 @@ mod tests {
         // A string without a bound survives texts of any length.
         let (cfg, l, q) = string_scan_of(r#"{"type": "string"}"#);
         assert_eq!(TextReach::default().reach(&cfg, l, q, 128), usize::MAX);
+    }
+
+    #[test]
+    fn a_counted_string_dies_on_every_text_past_its_limit_only() {
+        let memo = TextReach::default();
+        let (cfg, l, q) = string_scan(12);
+        let dfa = cfg.lexemes[l as usize].dfa.as_ref().unwrap();
+        for read in 0..=12 {
+            let at = dfa.step_bytes(q, "é".repeat(read).as_bytes());
+            assert_eq!(memo.reach(&cfg, l, at, REACH_LIMIT), 12 - read);
+            assert!(memo.dies_after(&cfg, l, at, 12 - read), "{read}");
+            // Asked short of the reach, the texts one longer survive.
+            assert!(read == 12 || !memo.dies_after(&cfg, l, at, 11 - read));
+        }
+        // Past the count, `a` goes on where `c` ends the string: the reach
+        // is 0 but not every character dies.
+        let text = r#"{"type": "string", "maxLength": 5, "pattern": "^[ab]*$"}"#;
+        let (cfg, l, q) = string_scan_of(text);
+        let memo = TextReach::default(); // a memo is one grammar's
+        assert_eq!(memo.reach(&cfg, l, q, REACH_LIMIT), 0);
+        assert!(!memo.dies_after(&cfg, l, q, 0));
+        let dfa = cfg.lexemes[l as usize].dfa.as_ref().unwrap();
+        assert!(!memo.dies_after(&cfg, l, dfa.step_bytes(q, b"abab"), 0));
+        assert!(memo.dies_after(&cfg, l, dfa.step_bytes(q, b"ababa"), 0));
     }
 }

@@ -1,0 +1,94 @@
+"""Strings near their ``maxLength``, whose entries take the text tokens by
+character count and walk only the others (``slices::TextSlices::counted``,
+``cfg::textreach::TextReach::dies_after``), checked against Python ``regex``
+partial matching of the JSON string language.
+
+Near its limit a string survives every text of the characters it has left
+and dies on every longer one, so the text tokens it allows are known by
+their characters alone. The vocabularies here mix text tokens of every
+length up to past the limits with the tokens that are not text: quotes
+inside and at the ends, escapes (each one character of the count), raw
+newlines (never allowed inside a string) and multi-byte characters. Every
+token's bit along random walks that reach each count up to the limit is
+compared with whether the text so far plus the token is a prefix of the
+language.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import regex
+
+import maskpar
+from conftest import walk_checking_rows
+
+# One character of a JSON string: unescaped text, or an escape.
+CHAR = r'(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})'
+
+ALPHABET = "ab é€x-"
+# Tokens that are not text: quotes, escapes, newlines, and mixtures.
+OTHERS = [
+    '"',
+    '",',
+    'a"',
+    'ab"',
+    'é"}',
+    "\\n",
+    "\\u00e9",
+    '\\"',
+    "\\\\",
+    "a\\n",
+    "ab\\t",
+    "\n",
+    "a\nb",
+    '"a',
+    "\\",
+]
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    """Every character, the tokens that are not text, and 1,200 random
+    texts of 2 to 30 characters."""
+    texts = set(ALPHABET) | set(OTHERS)
+    while len(texts) < 1200 + len(OTHERS):
+        n = rng.choice([2, 3, 4, 5, 7, 9, 12, 16, 22, 30])
+        texts.add("".join(rng.choice(ALPHABET) for _ in range(n)))
+    return sorted(texts)
+
+
+@pytest.mark.parametrize(
+    ("schema", "low", "high"),
+    [
+        ({"type": "string", "maxLength": 6}, 0, 6),
+        ({"type": "string", "maxLength": 20}, 0, 20),
+        ({"type": "string", "minLength": 3, "maxLength": 13}, 3, 13),
+        ({"type": "string", "minLength": 17, "maxLength": 40}, 17, 40),
+    ],
+)
+def test_masks_of_strings_near_their_max_length_match_a_regex_oracle(schema, low, high):
+    rng = random.Random(high)
+    texts = vocabulary(rng)
+    vocab = [t.encode() for t in texts] + [b"<eos>"]
+    eos = len(vocab) - 1
+    g = maskpar.compile_json_schema(maskpar.Tokenizer.from_vocab(vocab, [eos]), schema)
+    pattern = regex.compile(f'"{CHAR}{{{low},{high}}}"')
+
+    chars = regex.compile(CHAR)
+    deepest = 0
+
+    def choose(allowed: list[int], prefix: str) -> int:
+        # Mostly one or two characters at a time and no closing quote, so
+        # that every count up to the limit is met.
+        nonlocal deepest
+        deepest = max(deepest, len(chars.findall(prefix[1:])))
+        going = [x for x in allowed if '"' not in texts[x][-1:] or texts[x] == '\\"']
+        short = [x for x in going if len(texts[x]) <= 2]
+        r = rng.random()
+        pool = short if short and r < 0.8 else going if going and r < 0.95 else allowed
+        return rng.choice(pool)
+
+    checked = walk_checking_rows(g, texts, eos, pattern, schema, 30, choose)
+    assert checked > 100
+    assert deepest == high, "the walks reach the limit"
