@@ -14,7 +14,10 @@ on the language left, which the number changes):
 * ``maxLength``: ``{"type": "string", "maxLength": 2000 + n}``, after the
   opening quote (every position of a counted string is a new state);
 * ``pattern``: ``{"type": "string", "pattern": "^[a-z ]*{n}$"}``, after the
-  opening quote.
+  opening quote;
+* ``nearLimit``: ``{"type": "string", "maxLength": 24 + n}``, after the
+  opening quote and 20 characters (4 to 4 + reps characters left: fewer
+  than the longest token has, so the limit shapes the mask).
 
 Per engine and case, timed with ``time.perf_counter``: the compile (grammar
 and matcher), and the first fill of one row after the prefix (consumed
@@ -78,6 +81,11 @@ CASES: dict[str, tuple[dict[str, type], Callable[[int], str], str]] = {
         SCHEMA,
         lambda n: json.dumps({"type": "string", "pattern": f"^[a-z ]*{n}$"}),
         '"',
+    ),
+    "nearLimit": (
+        SCHEMA,
+        lambda n: json.dumps({"type": "string", "maxLength": 24 + n}),
+        '"Living room, unit 42',
     ),
 }
 
