@@ -432,10 +432,7 @@ impl LexCache {
         top: u32,
         nodes_bound: usize,
     ) -> Option<LexEntry> {
-        let [(l, q)] = key[..] else { return None };
-        if top != 0 {
-            return None;
-        }
+        let (l, q) = root_scan(key, top)?;
         let slices = vocab.text_slices();
         // Free text up to a trigger dies on a few characters (the trigger)
         // but survives every string without the trigger's first byte. That
@@ -485,10 +482,7 @@ impl LexCache {
         key: &LexKey,
         top: u32,
     ) -> Option<LexEntry> {
-        let [(l, q)] = key[..] else { return None };
-        if top != 0 {
-            return None;
-        }
+        let (l, q) = root_scan(key, top)?;
         let slices = vocab.text_slices();
         let reach = self.text_reach.reach(cfg, l, q, slices.max_chars());
         let (bits, slice) = slices.counted(reach)?;
@@ -553,6 +547,15 @@ impl LexCache {
         ids.dedup();
         ids.insert(0, cfg.lexing as u32);
         Some(ids)
+    }
+}
+
+/// The scan of a key of one scan at the root: the entries a slice of the
+/// vocabulary serves (`LexCache::sliced`, `LexCache::counted`).
+fn root_scan(key: &LexKey, top: u32) -> Option<(u32, u32)> {
+    match key[..] {
+        [scan] if top == 0 => Some(scan),
+        _ => None,
     }
 }
 
