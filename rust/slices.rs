@@ -257,6 +257,35 @@ pub(crate) mod tests {
         assert!(slices.within(3).is_none());
     }
 
+    #[test]
+    fn counted_rows_hold_the_text_tokens_of_at_most_each_count() {
+        let toks = ["a", "abcdef", "\"", "xé", "a\nb", "é€x", "<eos>", "ab"];
+        let tokens = toks.iter().map(|t| t.as_bytes().to_vec()).collect();
+        let vocab = Vocab::new(tokens, &[6], &[], None).unwrap();
+        let slices = vocab.text_slices();
+        let ids = |n: usize| -> Vec<usize> {
+            let (bits, widest) = slices.counted(n).unwrap();
+            assert_eq!(widest.max_chars, 6, "the widest slice");
+            (0..32).filter(|&i| bits[0] >> i & 1 == 1).collect()
+        };
+        assert_eq!(ids(0), Vec::<usize>::new());
+        assert_eq!(ids(1), vec![0]);
+        assert_eq!(ids(2), vec![0, 3, 7]);
+        assert_eq!(ids(3), vec![0, 3, 5, 7]);
+        assert_eq!(ids(5), vec![0, 3, 5, 7]);
+        // From the longest text token's characters up, a length slice
+        // serves.
+        assert!(slices.counted(6).is_none());
+        // The widest slice's rest is the tokens that are not text.
+        let (_, widest) = slices.counted(0).unwrap();
+        let mut rest: Vec<Vec<u8>> = (1..widest.rest.num_nodes())
+            .filter(|&i| !widest.rest.node_tokens(i).is_empty())
+            .map(|i| widest.rest.path(i).to_vec())
+            .collect();
+        rest.sort();
+        assert_eq!(rest, [b"\"".to_vec(), b"a\nb".to_vec()]);
+    }
+
     /// Text slices are built with the vocabulary: compiling and filling
     /// string-like lexemes (where fills take them) builds none on the way.
     #[test]
