@@ -220,8 +220,8 @@ impl LexCache {
             None => match self.equivalent_entry(cfg, trie, key, top) {
                 Equivalent::Same(e) => share(shared, e),
                 found => {
-                    let near = || self.counted(cfg, vocab, words, key, top);
-                    let near = near().or_else(|| self.divergent(cfg, trie, words, key, top));
+                    let near = (self.counted(cfg, vocab, words, key, top))
+                        .or_else(|| self.divergent(cfg, trie, words, key, top));
                     let e = match near {
                         Some(e) => share(shared, Arc::new(e)),
                         None => self.build_and_share(cfg, vocab, words, key, top, found, shared),

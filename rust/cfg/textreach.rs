@@ -121,21 +121,10 @@ impl TextReach {
             if repeated {
                 break Some(usize::MAX);
             }
-            let mut next = Vec::new();
-            for &s in &level {
-                match self.successors(cfg, l, s) {
-                    Some(after) => next.extend_from_slice(&after),
-                    None => {
-                        next.clear();
-                        break;
-                    }
-                }
-            }
-            if next.is_empty() {
+            let next = self.next_level(cfg, l, &level);
+            let Some(next) = next.filter(|next| !next.is_empty()) else {
                 break Some(n);
-            }
-            next.sort_unstable();
-            next.dedup();
+            };
             level = next;
             n += 1;
         };
@@ -249,23 +238,27 @@ impl TextReach {
         }
         let mut level = vec![q];
         for _ in 0..chars {
-            let mut next = Vec::new();
-            for &s in &level {
-                match self.successors(cfg, l, s) {
-                    Some(after) => next.extend_from_slice(&after),
-                    None => return false,
-                }
+            match self.next_level(cfg, l, &level) {
+                Some(next) if next.len() <= MAX_LEVEL => level = next,
+                _ => return false,
             }
-            next.sort_unstable();
-            next.dedup();
-            if next.len() > MAX_LEVEL {
-                return false;
-            }
-            level = next;
         }
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
         let classes = self.classes(cfg, l);
         level.iter().all(|&s| dies_on_any_text(dfa, &classes, s))
+    }
+
+    /// The states one more text character takes a scan of `l` to from any
+    /// state of `level`, sorted, without repeats; None where some character
+    /// ends a scan from one of them.
+    fn next_level(&self, cfg: &Cfg, l: u32, level: &[u32]) -> Option<Vec<u32>> {
+        let mut next = Vec::new();
+        for &s in level {
+            next.extend_from_slice(&self.successors(cfg, l, s)?);
+        }
+        next.sort_unstable();
+        next.dedup();
+        Some(next)
     }
 
     /// The bytes `text_successors` steps for lexeme `l`.
