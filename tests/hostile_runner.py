@@ -1310,6 +1310,24 @@ def _():
     return mp()._core._pooled_bitmask(10**9, 4048)
 
 
+@case("pooled_bitmask_negative_and_huge_sizes", OK)
+def _():
+    # Sizes outside every Rust integer type: a ValueError naming the argument,
+    # never pyo3's OverflowError.
+    core = mp()._core
+    out = {}
+    for rows, words in ((-1, 4048), (1, -4048), (2**64, 1), (1, -(2**70))):
+        try:
+            core._pooled_bitmask(rows, words)
+            out[(rows, words)] = "ok"
+        except ValueError as e:
+            out[(rows, words)] = str(e)
+    assert all(v != "ok" for v in out.values()), out
+    assert "rows must be >= 0" in out[(-1, 4048)], out
+    assert "words must be >= 0" in out[(1, -4048)], out
+    return out
+
+
 @case("pooled_bitmasks_allocated_and_dropped_under_the_cap", OK, cap=32 << 30)
 def _():
     # Bitmasks the pool recycles, allocated and dropped many times over (and

@@ -14,6 +14,7 @@ use numpy::PyArray2;
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 
+use super::int::Int;
 use crate::bitmaskpool;
 
 /// Owns one pooled buffer; no Rust reference to its words exists while it
@@ -48,7 +49,10 @@ impl Drop for PooledMask {
 /// A `[rows, words]` int32 array of -1 (every token allowed) over a pooled
 /// buffer (see `bitmaskpool`).
 #[pyfunction]
-pub fn _pooled_bitmask(py: Python<'_>, rows: usize, words: usize) -> PyResult<Bound<'_, PyAny>> {
+pub fn _pooled_bitmask(py: Python<'_>, rows: Int, words: Int) -> PyResult<Bound<'_, PyAny>> {
+    // `Int`, as every maskpar integer: a negative or huge size is a
+    // ValueError, not pyo3's OverflowError.
+    let (rows, words) = (rows.non_negative("rows")?, words.non_negative("words")?);
     // Only sizes the pool could keep: a larger mask is torch's to allocate
     // (with its own error past the machine's memory).
     let most = bitmaskpool::max_pooled_words();
