@@ -117,6 +117,10 @@ type Distinguished = (u32, u32);
 /// Bound on the pairs of states compared to tell two states apart (past it
 /// they count as different).
 const DISTINGUISH_PAIRS: usize = 2048;
+/// An entry alike to a depth below which at most this many trie nodes lie
+/// is copied without searching the other representatives (see
+/// `equivalent_entry`).
+const ALIKE_ENOUGH_NODES: usize = 4096;
 /// Representatives kept per (lexeme, trie node).
 const REPRESENTATIVES: usize = 2;
 /// Searches for an equivalent state of one lexeme that may all fail before
@@ -328,7 +332,17 @@ impl LexCache {
             .expect("scans have DFAs");
         let height = trie.height(top as usize);
         let mut best = Equivalent::None;
-        for r in reps {
+        // The most recent first: the state of the token just read is the
+        // likeliest to read on alike.
+        for r in reps.into_iter().rev() {
+            if let Equivalent::Alike(_, d) = best {
+                // A copy from it walks only the deepest nodes: another
+                // search (a long one, where a counted string's states part
+                // only near its minLength) would save less than it costs.
+                if trie.nodes_walked_below(d) <= ALIKE_ENOUGH_NODES {
+                    break;
+                }
+            }
             // The search stops at this node's height: (length, limit), where
             // a length past the limit means "longer than the limit".
             let known = read(&self.distinguish).get(&(l, r, q)).copied();
@@ -514,7 +528,7 @@ impl LexCache {
         let trie = vocab.trie();
         // Nodes a copy from the alike state leaves to walk.
         let alike_nodes = match &found {
-            Equivalent::Alike(_, d) => trie.nodes_at_least(*d),
+            Equivalent::Alike(_, d) => trie.nodes_walked_below(*d),
             _ => usize::MAX,
         };
         let sliced = self.sliced(cfg, vocab, words, key, top, alike_nodes);

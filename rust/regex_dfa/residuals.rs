@@ -8,6 +8,9 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::{ByteDfa, ByteSet, DEAD};
 
+/// Pairs `distinguishing_length` makes room for before it starts.
+const SEEN_RESERVED: usize = 512;
+
 impl ByteDfa {
     /// A canonical description of the language read from state `q`: the
     /// states reachable from `q`, numbered in breadth-first order (bytes
@@ -104,14 +107,20 @@ impl ByteDfa {
     /// The search stops after `max_pairs` pairs of states, answering 0 (as
     /// if they differed at once) when it does.
     pub fn distinguishing_length(&self, p: u32, q: u32, limit: usize, max_pairs: usize) -> usize {
-        let mut seen: rustc_hash::FxHashSet<(u32, u32)> = Default::default();
+        // Pairs as one word each, in a set sized for a short search up
+        // front: growing it was a tenth of a cold fill inside a counted
+        // string, where every state is new and each is compared this way.
+        let pair = |x: u32, y: u32| u64::from(x) << 32 | u64::from(y);
+        let mut seen: rustc_hash::FxHashSet<u64> = Default::default();
+        seen.reserve(max_pairs.min(SEEN_RESERVED));
         let mut layer = vec![(p, q)];
+        let mut next = Vec::new();
         let (mut bx, mut by) = (Vec::new(), Vec::new());
         for depth in 0..=limit {
             if seen.len() > max_pairs {
                 return 0;
             }
-            let mut next = Vec::new();
+            next.clear();
             for &(x, y) in &layer {
                 if x == y || self.alike_in_block(x, y, limit - depth) {
                     continue;
@@ -129,7 +138,7 @@ impl ByteDfa {
                     if (tx == DEAD) != (ty == DEAD) {
                         return depth + 1;
                     }
-                    if tx != ty && (tx, ty) != last && seen.insert((tx, ty)) {
+                    if tx != ty && (tx, ty) != last && seen.insert(pair(tx, ty)) {
                         next.push((tx, ty));
                     }
                     last = (tx, ty);
@@ -138,7 +147,7 @@ impl ByteDfa {
             if next.is_empty() {
                 break;
             }
-            layer = next;
+            std::mem::swap(&mut layer, &mut next);
         }
         limit + 1
     }
