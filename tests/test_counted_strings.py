@@ -102,3 +102,39 @@ def test_masks_of_strings_near_their_max_length_match_a_regex_oracle(schema, low
     checked = walk_checking_rows(g, texts, eos, pattern, schema, 30, choose)
     assert checked > 100
     assert deepest == high, "the walks reach the limit"
+
+
+@pytest.mark.parametrize(
+    ("schema", "chars", "high"),
+    [
+        ({"type": "string", "pattern": "^[abx ]*$", "maxLength": 200}, "abx ", 200),
+        ({"type": "string", "pattern": "^[a-z é€]*$", "maxLength": 150}, "a-z é€", 150),
+    ],
+)
+def test_masks_of_pattern_strings_with_a_long_max_length_match_a_regex_oracle(schema, chars, high):
+    """A pattern with a large ``maxLength`` is a long count no text slice
+    covers: its far copies share the entry of the count's first copy
+    (``ByteDfa::first_alike_copy``), and its last copies each walk. Walks
+    from the start to the limit, checked against ``regex``."""
+    rng = random.Random(high)
+    texts = vocabulary(rng)
+    vocab = [t.encode() for t in texts] + [b"<eos>"]
+    eos = len(vocab) - 1
+    g = maskpar.compile_json_schema(maskpar.Tokenizer.from_vocab(vocab, [eos]), schema)
+    pattern = regex.compile(f'"[{chars}]{{0,{high}}}"')
+    deepest = 0
+
+    def choose(allowed: list[int], prefix: str) -> int | None:
+        nonlocal deepest
+        deepest = max(deepest, len(prefix) - 1)
+        going = [x for x in allowed if '"' not in texts[x]]
+        # Long tokens far from the limit, short ones near it, so that the
+        # walks reach every count near the limit.
+        room = high - (len(prefix) - 1)
+        fit = [x for x in going if len(texts[x]) <= max(2, room // 4)]
+        pool = fit or going or allowed
+        return rng.choice(pool) if pool else None
+
+    checked = walk_checking_rows(g, texts, eos, pattern, schema, 12, choose)
+    assert checked > 100
+    assert deepest >= high - 2, "the walks reach the limit"

@@ -519,6 +519,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn far_copies_read_every_short_string_as_the_first_copy() {
+        // `first_alike_copy` moves a block state to its place in copy 0
+        // only when it has more than `depth` copies after it; then both
+        // read every string of at most `depth` bytes alike (checked by
+        // brute force over the alphabet, and by the search).
+        let r = shared(CH, 2, 14);
+        let depth = 4;
+        let strings = super::super::tests::all_strings(ALPHABET, depth);
+        let mut moved = 0;
+        for (q, _) in reachable(&r, ALPHABET) {
+            let first = r.first_alike_copy(q, depth);
+            let Some((copy, copies)) = r.block_copy(q) else {
+                assert_eq!(first, q, "a table state stays");
+                continue;
+            };
+            if (copies - 1 - copy) as usize <= depth {
+                assert_eq!(first, q, "a copy {copy} of {copies} stays");
+                continue;
+            }
+            assert_eq!(r.block_copy(first), Some((0, copies)));
+            moved += (first != q) as usize;
+            for s in &strings {
+                let (a, b) = (r.step_bytes(q, s), r.step_bytes(first, s));
+                assert_eq!(a == DEAD, b == DEAD, "{s:?} from {q} and {first}");
+                assert!(a == DEAD || r.is_accepting(a) == r.is_accepting(b));
+            }
+            assert!(r.distinguishing_length(q, first, depth, 1 << 16) > depth);
+        }
+        assert!(moved > 0, "some states move");
+    }
+
+    #[test]
     fn shared_copies_join_other_parts() {
         const CH: &str = "a|\\\\n";
         let block = shared(CH, 0, 3);

@@ -178,6 +178,30 @@ impl ByteDfa {
         b.state_at(copy, b.coords(q).1)
     }
 
+    /// The state that reads every string of at most `depth` bytes as `q`
+    /// does, in the block's first copy where `q` is a block state with more
+    /// than `depth` copies after its own (no such string leaves the block,
+    /// and the same place of every copy steps alike: `Periodic::alike_for`);
+    /// else `q` itself. A walk of a token trie no deeper than `depth` from
+    /// either state is the same walk, so the far states of a long count (a
+    /// `maxLength` string's with a `format` or `pattern`, which no text
+    /// slice covers) can share one walk's result instead of each making its
+    /// own.
+    pub fn first_alike_copy(&self, q: u32, depth: usize) -> u32 {
+        let rows = self.accepting.len() as u32;
+        match self.periodic() {
+            Some(b) if q >= rows => {
+                let (copy, place) = b.coords(q);
+                if (b.copies() - 1 - copy) as usize > depth {
+                    b.state_at(0, place)
+                } else {
+                    q
+                }
+            }
+            _ => q,
+        }
+    }
+
     /// Whether `p` and `q` are block states that no string of at most
     /// `len` bytes tells apart (see `Periodic::alike_for`).
     fn alike_in_block(&self, p: u32, q: u32, len: usize) -> bool {
