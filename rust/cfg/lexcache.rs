@@ -26,6 +26,7 @@ use super::lowered::Cfg;
 use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
 use super::sharedlex::{SharedKey, SharedLexCache};
 use super::textreach::TextReach;
+use crate::regex_dfa::ByteDfa;
 use crate::slices::MIN_CUT;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocab;
@@ -92,6 +93,9 @@ pub struct LexCache {
     /// Per (lexeme, trie node): DFA states whose entry there is in `map`,
     /// to which a new state may be equivalent below that node.
     representatives: RwLock<HashMap<(u32, u32), Vec<u32>>>,
+    /// The last block state met per (lexeme, trie node, place in its copy),
+    /// with an entry in `map` (see `same_place`).
+    places: RwLock<HashMap<(u32, u32, u32), u32>>,
     /// Boundaries filtered by `boundary`, by entry address and lexeme.
     filtered: RwLock<HashMap<(usize, u32), FilteredBoundary>>,
     /// `distinguishing_length` per (lexeme, state, state), with the limit
@@ -182,6 +186,7 @@ impl LexCache {
             map: RwLock::new(HashMap::default()),
             residual: RwLock::new(HashMap::default()),
             representatives: RwLock::new(HashMap::default()),
+            places: RwLock::new(HashMap::default()),
             filtered: RwLock::new(HashMap::default()),
             distinguish: RwLock::new(HashMap::default()),
             searches: RwLock::new(HashMap::default()),
@@ -228,7 +233,7 @@ impl LexCache {
             SharedLexCache::of(vocab).and_then(|c| Some((c, (self.shared_key(cfg, c, key)?, top))));
         let entry = match shared.as_ref().and_then(|(c, k)| c.get(k)) {
             Some(e) => {
-                self.represent(key, top);
+                self.represent(cfg, key, top);
                 e
             }
             // Every entry found for a shared key goes to the vocabulary's
@@ -245,7 +250,7 @@ impl LexCache {
                         Some(e) => share(shared, Arc::new(e)),
                         None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
                     };
-                    self.represent(key, top);
+                    self.represent(cfg, key, top);
                     e
                 }
             },
@@ -260,7 +265,7 @@ impl LexCache {
     /// its lexeme at `top` that later states are compared with (and copied
     /// from). Its entry goes to `map` unless the byte bound is reached; a
     /// representative without one is passed over.
-    fn represent(&self, key: &LexKey, top: u32) {
+    fn represent(&self, cfg: &Cfg, key: &LexKey, top: u32) {
         if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
             let mut reps = write(&self.representatives);
             let list = reps.entry((*l, top)).or_default();
@@ -268,6 +273,14 @@ impl LexCache {
                 list.remove(0);
             }
             list.push(*q);
+            drop(reps);
+            // A block state also stands for its place (`same_place`).
+            let dfa = cfg.lexemes[*l as usize].dfa.as_ref();
+            if let Some(place) = dfa.and_then(|d| d.block_place(*q)) {
+                if charge(&self.bytes, self.limit, 24) {
+                    write(&self.places).insert((*l, top, place), *q);
+                }
+            }
         }
     }
 
@@ -335,18 +348,25 @@ impl LexCache {
             // Equal residual automata may still differ in end conditions.
             return Equivalent::None;
         }
-        if read(&self.searches).get(&l).is_some_and(|s| s.hopeless()) {
-            return Equivalent::None;
-        }
-        let Some(reps) = read(&self.representatives).get(&(l, top)).cloned() else {
-            return Equivalent::None;
-        };
         let dfa = cfg.lexemes[l as usize]
             .dfa
             .as_ref()
             .expect("scans have DFAs");
         let height = trie.height(top as usize);
         let mut best = Equivalent::None;
+        match self.same_place(dfa, l, q, top, height) {
+            Some(Equivalent::Alike(e, d)) if trie.nodes_walked_below(d) > ALIKE_ENOUGH_NODES => {
+                best = Equivalent::Alike(e, d);
+            }
+            Some(found) => return found,
+            None => {}
+        }
+        if read(&self.searches).get(&l).is_some_and(|s| s.hopeless()) {
+            return best;
+        }
+        let Some(reps) = read(&self.representatives).get(&(l, top)).cloned() else {
+            return best;
+        };
         // The most recent first: the state of the token just read is the
         // likeliest to read on alike.
         for r in reps.into_iter().rev() {
@@ -399,6 +419,38 @@ impl LexCache {
             best = Equivalent::Alike(e, length);
         }
         best
+    }
+
+    /// For a state of a long count's block (`key`'s scan of lexeme `l` in
+    /// state `q`): the entry of the last state met at the same place of
+    /// another copy, which reads every string alike for as many bytes as
+    /// the later of the two has copies after it (`ByteDfa::alike_length`,
+    /// known without a search); `Same` past `height`. A `format` with a
+    /// `maxLength` (an email's, a URL's) moves to another place of its
+    /// automaton at nearly every token, so the recent states a search
+    /// compares with are at other places, and after three such failures
+    /// the lexeme is not searched again: each token walked the whole trie
+    /// (0.5 ms). None where no state met has the place, or it is alike for
+    /// too few bytes to copy from.
+    fn same_place(
+        &self,
+        dfa: &ByteDfa,
+        l: u32,
+        q: u32,
+        top: u32,
+        height: usize,
+    ) -> Option<Equivalent> {
+        let place = dfa.block_place(q)?;
+        let r = *read(&self.places).get(&(l, top, place))?;
+        let length = dfa.alike_length(r, q);
+        if r == q || length < MIN_ALIKE_DEPTH {
+            return None;
+        }
+        let e = read(&self.map).get(&(vec![(l, r)], top)).cloned()?;
+        Some(match length > height {
+            true => Equivalent::Same(e),
+            false => Equivalent::Alike(e, length),
+        })
     }
 
     /// The entry of a single scan copied from that of a recent state of its
@@ -697,6 +749,90 @@ mod tests {
         // Text goes on past the count: never counted.
         let ast = crate::cfg::gbnf::parse(r#"root ::= "<" [a-z ]{0,5} [ab]* ">""#).unwrap();
         assert_eq!(counted_states(&ast, &vocab, words), 0);
+    }
+
+    /// A `format` or `pattern` with a `maxLength` is a long count whose
+    /// copies each hold a place of the format's automaton: entries from
+    /// the same place of an earlier copy (`same_place`) and from the first
+    /// copy (`first_alike_copy`) equal the whole trie's walks, at every
+    /// state along texts that reach the limit, at the root and below it.
+    #[test]
+    fn entries_of_block_states_equal_full_walks() {
+        // (vocabulary alphabet, schema, the text's start, a piece repeated
+        // after it). Over `ab"` nearly every string of up to 8 bytes is a
+        // token, so a state near the limit that is told from another by a
+        // string that short meets a token that tells them apart.
+        let sources = [
+            (
+                &b"ab.@\"x-"[..],
+                r#"{"type": "string", "format": "email", "maxLength": 60}"#,
+                "\"ab.x-a@b",
+                ".ab-x",
+            ),
+            (
+                &b"ab\""[..],
+                r#"{"type": "string", "pattern": "^[ab]*$", "maxLength": 40}"#,
+                "\"",
+                "abb",
+            ),
+        ];
+        for (alphabet, source, start, unit) in sources {
+            let vocab = random_vocab(alphabet, 6000, 12, 17);
+            let words = vocab.vocab_size().div_ceil(32);
+            let trie = vocab.trie();
+            let cfg = lower(&schema::compile(source, &Default::default()).unwrap()).unwrap();
+            let cache = LexCache::new(usize::MAX);
+            let (mut block, mut placed, mut claims) = (0, 0, 0);
+            let mut places = std::collections::HashSet::new();
+            for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+                let Some(dfa) = lexeme.dfa.as_ref() else {
+                    continue;
+                };
+                // The states along the text, past the limit.
+                let text = format!("{start}{}", unit.repeat(20));
+                let mut q = dfa.start();
+                for &byte in text.as_bytes() {
+                    q = dfa.step(q, byte);
+                    if q == DEAD {
+                        break;
+                    }
+                    if let Some(place) = dfa.block_place(q) {
+                        block += 1;
+                        placed += !places.insert((l, place)) as usize;
+                    }
+                    let key = vec![(l as u32, q)];
+                    // What the same place of another copy claims, checked
+                    // on its own (a count's own rules may build the entry
+                    // another way): a copy from it to the claimed depth.
+                    let height = trie.height(0);
+                    if let Some(found) = cache.same_place(dfa, l as u32, q, 0, height) {
+                        let (e, depth) = match found {
+                            Equivalent::Same(e) => (e, height + 1),
+                            Equivalent::Alike(e, d) => (e, d),
+                            Equivalent::None => unreachable!(),
+                        };
+                        let copy = entry_from_alike(&cfg, trie, words, &e, (l as u32, q), 0, depth);
+                        assert_equals_walk(&copy, &cfg, trie, words, &key);
+                        claims += 1;
+                    }
+                    let entry = cache.get(&cfg, &vocab, words, &key, 0);
+                    assert_equals_walk(&entry, &cfg, trie, words, &key);
+                    // Below the root: a node one byte down.
+                    let node = trie.follow(b"a").0;
+                    let below = cache.get(&cfg, &vocab, words, &key, node as u32);
+                    let full = build(&cfg, trie, words, &key, node);
+                    let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
+                    below.apply(&mut a, true);
+                    full.apply(&mut b, true);
+                    assert_eq!(a, b, "{source}: state {q} below the root");
+                    assert_eq!(below.boundary, full.boundary, "{source}: state {q}");
+                }
+            }
+            assert!(
+                block > 20 && placed > 10 && claims >= 2,
+                "{source}: {block} block states, {placed} placed, {claims} claims"
+            );
+        }
     }
 
     /// The states of `ast`'s lexemes that take a counted entry, each

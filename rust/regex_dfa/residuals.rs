@@ -171,6 +171,15 @@ impl ByteDfa {
         Some((b.coords(q).0, b.copies()))
     }
 
+    /// For a state of a long counted repetition's block: its place in its
+    /// copy (states at one place of different copies step alike, see
+    /// `alike_length`). None for a table state.
+    pub fn block_place(&self, q: u32) -> Option<u32> {
+        let rows = self.accepting.len() as u32;
+        let b = self.periodic().filter(|_| q >= rows)?;
+        Some(b.coords(q).1)
+    }
+
     /// Block state `q`'s place in copy `copy` (below the number of copies).
     pub fn block_state_in(&self, q: u32, copy: u32) -> u32 {
         let b = self.block();
