@@ -17,7 +17,12 @@ on the language left, which the number changes):
   opening quote;
 * ``nearLimit``: ``{"type": "string", "maxLength": 24 + n}``, after the
   opening quote and 20 characters (4 to 4 + reps characters left: fewer
-  than the longest token has, so the limit shapes the mask).
+  than the longest token has, so the limit shapes the mask);
+* ``uriLimit``: ``{"type": "string", "format": "uri", "maxLength": 300 + n}``,
+  31 characters into a URL (a format with a long count: every token meets a
+  new copy of the count, and no text slice applies);
+* ``emailLimit``: ``{"type": "string", "format": "email", "maxLength":
+  100 + n}``, 14 characters into an address.
 
 Per engine and case, timed with ``time.perf_counter``: the compile (grammar
 and matcher), and the first fill of one row after the prefix (consumed
@@ -86,6 +91,16 @@ CASES: dict[str, tuple[dict[str, type], Callable[[int], str], str]] = {
         SCHEMA,
         lambda n: json.dumps({"type": "string", "maxLength": 24 + n}),
         '"Living room, unit 42',
+    ),
+    "uriLimit": (
+        SCHEMA,
+        lambda n: json.dumps({"type": "string", "format": "uri", "maxLength": 300 + n}),
+        '"https://docs.example.org/guide/',
+    ),
+    "emailLimit": (
+        SCHEMA,
+        lambda n: json.dumps({"type": "string", "format": "email", "maxLength": 100 + n}),
+        '"jane.doe.smith@',
     ),
 }
 
