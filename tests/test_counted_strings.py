@@ -64,6 +64,16 @@ def vocabulary(rng: random.Random) -> list[str]:
     return sorted(texts | closed)
 
 
+def compiled(schema: dict, rng: random.Random) -> tuple[list[str], int, maskpar.Grammar]:
+    """``schema`` compiled over a fresh ``vocabulary`` with an EOS token
+    last: the texts, the EOS id and the grammar."""
+    texts = vocabulary(rng)
+    vocab = [t.encode() for t in texts] + [b"<eos>"]
+    eos = len(vocab) - 1
+    tok = maskpar.Tokenizer.from_vocab(vocab, [eos])
+    return texts, eos, maskpar.compile_json_schema(tok, schema)
+
+
 @pytest.mark.parametrize(
     ("schema", "low", "high"),
     [
@@ -79,10 +89,7 @@ def vocabulary(rng: random.Random) -> list[str]:
 )
 def test_masks_of_strings_near_their_max_length_match_a_regex_oracle(schema, low, high):
     rng = random.Random(high)
-    texts = vocabulary(rng)
-    vocab = [t.encode() for t in texts] + [b"<eos>"]
-    eos = len(vocab) - 1
-    g = maskpar.compile_json_schema(maskpar.Tokenizer.from_vocab(vocab, [eos]), schema)
+    texts, eos, g = compiled(schema, rng)
     pattern = regex.compile(f'"{CHAR}{{{low},{high}}}"')
 
     chars = regex.compile(CHAR)
@@ -117,10 +124,7 @@ def test_masks_of_pattern_strings_with_a_long_max_length_match_a_regex_oracle(sc
     (``ByteDfa::first_alike_copy``), and its last copies each walk. Walks
     from the start to the limit, checked against ``regex``."""
     rng = random.Random(high)
-    texts = vocabulary(rng)
-    vocab = [t.encode() for t in texts] + [b"<eos>"]
-    eos = len(vocab) - 1
-    g = maskpar.compile_json_schema(maskpar.Tokenizer.from_vocab(vocab, [eos]), schema)
+    texts, eos, g = compiled(schema, rng)
     pattern = regex.compile(f'"[{chars}]{{0,{high}}}"')
     deepest = 0
 
