@@ -11,25 +11,26 @@
 //! The entries are `lexentry::LexEntry`s, built by the walks of `lexwalk`;
 //! this module keeps them per grammar (backed by the vocabulary's shared
 //! cache, `sharedlex`) and finds the cheapest way to a new one: a text
-//! slice's walk, an entry of an equivalent or a near state (`nearentry`),
-//! a divergent scan's (`divergent`), or a whole walk.
+//! slice's walk, an entry of an equivalent or a near state met before
+//! (`reuse`, `nearentry`), a divergent scan's (`divergent`), or a whole walk.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::divergent::{entry_from_divergent, DIVERGENCE_BUDGET};
 use super::earley::Scan;
 use super::lexentry::{BoundaryNode, LexEntry};
 use super::lexwalk::{build, build_beside, build_sliced};
 use super::lowered::Cfg;
-use super::nearentry::{entry_from_alike, MIN_ALIKE_DEPTH};
+use super::nearentry::entry_from_alike;
 use super::sharedlex::{SharedKey, SharedLexCache};
 use super::textreach::TextReach;
-use crate::regex_dfa::ByteDfa;
 use crate::slices::MIN_CUT;
 use crate::trie::TokenTrie;
 use crate::vocab::Vocab;
+
+mod reuse;
+use reuse::{Copies, Equivalent, Searches};
 
 /// `key`, a single scan far inside a long count, as the same place of the
 /// count's first copy (`ByteDfa::first_alike_copy`): no walk below `top`
@@ -112,16 +113,6 @@ pub struct LexCache {
     limit: usize,
 }
 
-/// What `LexCache::equivalent_entry` found for a new state.
-enum Equivalent {
-    /// The entry of a state no walk below the node tells from it.
-    Same(Arc<LexEntry>),
-    /// The entry of a state that no string shorter than this many bytes
-    /// tells from it (see `nearentry`).
-    Alike(Arc<LexEntry>, usize),
-    None,
-}
-
 /// An entry and its boundary without the ends no follower can read.
 type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<BoundaryNode>>);
 
@@ -130,55 +121,6 @@ type FilteredBoundary = (Arc<LexEntry>, Arc<Vec<BoundaryNode>>);
 /// how long two states agree (`ByteDfa::alike_length`), the length is that,
 /// a bound below the true one: every conclusion drawn from it holds.
 type Distinguished = (u32, u32);
-
-/// Bound on the pairs of states compared to tell two states apart (past it
-/// they count as different).
-const DISTINGUISH_PAIRS: usize = 2048;
-/// An entry alike to a depth below which at most this many trie nodes lie
-/// is copied without searching the other representatives (see
-/// `equivalent_entry`).
-const ALIKE_ENOUGH_NODES: usize = 4096;
-/// Representatives kept per (lexeme, trie node).
-const REPRESENTATIVES: usize = 2;
-/// Searches for an equivalent state of one lexeme that may all fail before
-/// its later states are no longer searched for (see `Searches`).
-const HOPELESS_SEARCHES: u32 = 3;
-
-/// How a lexeme's searches for an equivalent state went. A search that
-/// fails costs up to `DISTINGUISH_PAIRS` pairs and is then followed by the
-/// walk it was meant to save: a word count inside a `maxLength` string
-/// (`^(?:\S+\s+){0,49}\S+$`, 500 characters) has no two states that
-/// walk alike, and searching for each new one was a third of its fills'
-/// time. A lexeme whose first searches all fail is not searched for again;
-/// one whose searches ever succeed (a plain `maxLength` string, whose
-/// states far from the limit all walk alike) always is.
-#[derive(Clone, Copy, Debug, Default)]
-struct Searches {
-    found: bool,
-    failed: u32,
-}
-
-impl Searches {
-    fn hopeless(self) -> bool {
-        !self.found && self.failed >= HOPELESS_SEARCHES
-    }
-}
-
-/// How a lexeme's copies from states it differs from on few nodes went:
-/// a count's states differ on whole levels of the trie, and each try that
-/// fails costs up to `DIVERGENCE_BUDGET` nodes before the walk it was
-/// meant to save. A lexeme whose copies mostly fail is not tried again.
-#[derive(Clone, Copy, Debug, Default)]
-struct Copies {
-    made: u32,
-    failed: u32,
-}
-
-impl Copies {
-    fn hopeless(self) -> bool {
-        self.failed >= HOPELESS_SEARCHES && self.failed > 2 * self.made
-    }
-}
 
 impl LexCache {
     pub fn new(limit: usize) -> Self {
@@ -261,29 +203,6 @@ impl LexCache {
         write(&self.map).entry(map_key).or_insert(entry).clone()
     }
 
-    /// Makes `key`'s state, if a single scan, one of the recent states of
-    /// its lexeme at `top` that later states are compared with (and copied
-    /// from). Its entry goes to `map` unless the byte bound is reached; a
-    /// representative without one is passed over.
-    fn represent(&self, cfg: &Cfg, key: &LexKey, top: u32) {
-        if let ([(l, q)], true) = (&key[..], charge(&self.bytes, self.limit, 16)) {
-            let mut reps = write(&self.representatives);
-            let list = reps.entry((*l, top)).or_default();
-            if list.len() == REPRESENTATIVES {
-                list.remove(0);
-            }
-            list.push(*q);
-            drop(reps);
-            // A block state also stands for its place (`same_place`).
-            let dfa = cfg.lexemes[*l as usize].dfa.as_ref();
-            if let Some(place) = dfa.and_then(|d| d.block_place(*q)) {
-                if charge(&self.bytes, self.limit, 24) {
-                    write(&self.places).insert((*l, top, place), *q);
-                }
-            }
-        }
-    }
-
     /// Whether `key` is one scan that only one byte keeps going (and that
     /// cannot end there).
     fn on_one_path(&self, cfg: &Cfg, key: &LexKey) -> bool {
@@ -332,172 +251,6 @@ impl LexCache {
             write(&self.filtered).insert(memo_key, (entry.clone(), kept.clone()));
         }
         Some(kept)
-    }
-
-    /// The entry of a representative state equivalent to `key`'s (a single
-    /// scan) on every path below `top`: a counted repetition such as a JSON
-    /// string's `maxLength` gives a new DFA state per character, but states
-    /// with more characters left than the trie is deep walk alike. Else the
-    /// entry of the representative that walks alike to the greatest depth,
-    /// if that is at least `MIN_ALIKE_DEPTH` (see `nearentry`).
-    fn equivalent_entry(&self, cfg: &Cfg, trie: &TokenTrie, key: &LexKey, top: u32) -> Equivalent {
-        let [(l, q)] = key[..] else {
-            return Equivalent::None;
-        };
-        if cfg.lexemes[l as usize].end_forbid.is_some() {
-            // Equal residual automata may still differ in end conditions.
-            return Equivalent::None;
-        }
-        let dfa = cfg.lexemes[l as usize]
-            .dfa
-            .as_ref()
-            .expect("scans have DFAs");
-        let height = trie.height(top as usize);
-        let mut best = Equivalent::None;
-        match self.same_place(dfa, l, q, top, height) {
-            Some(Equivalent::Alike(e, d)) if trie.nodes_walked_below(d) > ALIKE_ENOUGH_NODES => {
-                best = Equivalent::Alike(e, d);
-            }
-            Some(found) => return found,
-            None => {}
-        }
-        if read(&self.searches).get(&l).is_some_and(|s| s.hopeless()) {
-            return best;
-        }
-        let Some(reps) = read(&self.representatives).get(&(l, top)).cloned() else {
-            return best;
-        };
-        // The most recent first: the state of the token just read is the
-        // likeliest to read on alike.
-        for r in reps.into_iter().rev() {
-            if let Equivalent::Alike(_, d) = best {
-                // A copy from it walks only the deepest nodes: another
-                // search (a long one, where a counted string's states part
-                // only near its minLength) would save less than it costs.
-                if trie.nodes_walked_below(d) <= ALIKE_ENOUGH_NODES {
-                    break;
-                }
-            }
-            // The search stops at this node's height: (length, limit), where
-            // a length past the limit means "longer than the limit".
-            let known = read(&self.distinguish).get(&(l, r, q)).copied();
-            let length = match known {
-                Some((n, limit)) if n <= limit || limit as usize >= height => n as usize,
-                _ => {
-                    // Near the end of a counted repetition a search is long
-                    // (a pair per place and copy): its block says enough.
-                    let n = match dfa.alike_length(r, q) {
-                        n if (MIN_ALIKE_DEPTH..=height).contains(&n) => n,
-                        _ => dfa.distinguishing_length(r, q, height, DISTINGUISH_PAIRS),
-                    };
-                    if charge(&self.bytes, self.limit, 48) {
-                        write(&self.distinguish).insert((l, r, q), (n as u32, height as u32));
-                        let mut searches = write(&self.searches);
-                        let record = searches.entry(l).or_default();
-                        match n > height || n >= MIN_ALIKE_DEPTH {
-                            true => record.found = true,
-                            false => record.failed += 1,
-                        }
-                    }
-                    n
-                }
-            };
-            let better = match best {
-                _ if length > height => true,
-                Equivalent::Alike(_, d) => length > d,
-                _ => length >= MIN_ALIKE_DEPTH,
-            };
-            if !better {
-                continue;
-            }
-            let Some(e) = read(&self.map).get(&(vec![(l, r)], top)).cloned() else {
-                continue;
-            };
-            if length > height {
-                return Equivalent::Same(e);
-            }
-            best = Equivalent::Alike(e, length);
-        }
-        best
-    }
-
-    /// For a state of a long count's block (`key`'s scan of lexeme `l` in
-    /// state `q`): the entry of the last state met at the same place of
-    /// another copy, which reads every string alike for as many bytes as
-    /// the later of the two has copies after it (`ByteDfa::alike_length`,
-    /// known without a search); `Same` past `height`. A `format` with a
-    /// `maxLength` (an email's, a URL's) moves to another place of its
-    /// automaton at nearly every token, so the recent states a search
-    /// compares with are at other places, and after three such failures
-    /// the lexeme is not searched again: each token walked the whole trie
-    /// (0.5 ms). None where no state met has the place, or it is alike for
-    /// too few bytes to copy from.
-    fn same_place(
-        &self,
-        dfa: &ByteDfa,
-        l: u32,
-        q: u32,
-        top: u32,
-        height: usize,
-    ) -> Option<Equivalent> {
-        let place = dfa.block_place(q)?;
-        let r = *read(&self.places).get(&(l, top, place))?;
-        let length = dfa.alike_length(r, q);
-        if r == q || length < MIN_ALIKE_DEPTH {
-            return None;
-        }
-        let e = read(&self.map).get(&(vec![(l, r)], top)).cloned()?;
-        Some(match length > height {
-            true => Equivalent::Same(e),
-            false => Equivalent::Alike(e, length),
-        })
-    }
-
-    /// The entry of a single scan copied from that of a recent state of its
-    /// lexeme that it differs from on few trie nodes (see `divergent`), or
-    /// None.
-    fn divergent(
-        &self,
-        cfg: &Cfg,
-        trie: &TokenTrie,
-        words: usize,
-        key: &LexKey,
-        top: u32,
-    ) -> Option<LexEntry> {
-        let [(l, q)] = key[..] else { return None };
-        if read(&self.copies).get(&l).is_some_and(|c| c.hopeless()) {
-            return None;
-        }
-        let reps = read(&self.representatives).get(&(l, top)).cloned()?;
-        // The most recent first: the states of a name read just before.
-        for &r in reps.iter().rev() {
-            let Some(near) = read(&self.map).get(&(vec![(l, r)], top)).cloned() else {
-                continue;
-            };
-            let copy = entry_from_divergent(
-                cfg,
-                trie,
-                words,
-                &near,
-                l,
-                (q, r),
-                top as usize,
-                DIVERGENCE_BUDGET,
-            );
-            if charge(&self.bytes, self.limit, 16) {
-                let mut copies = write(&self.copies);
-                let record = copies.entry(l).or_default();
-                if copy.is_some() {
-                    record.made += 1;
-                } else {
-                    record.failed += 1;
-                }
-            }
-            if copy.is_some() {
-                return copy;
-            }
-        }
-        None
     }
 
     /// The root entry of a single scan that survives every text token of
