@@ -340,6 +340,12 @@ impl ByteDfa {
         self.start
     }
 
+    /// Whether every state is a table row (no block of copies, no sparse
+    /// rows past the table).
+    pub fn is_table(&self) -> bool {
+        self.tail.is_none()
+    }
+
     pub fn num_states(&self) -> usize {
         self.accepting.len() + self.tail.as_ref().map_or(0, |t| t.states())
     }

@@ -14,10 +14,11 @@
 //! whether it splits, its longest-match rank). Each distinct signature gets a small
 //! id, and a shared key is the lexing mode, the sorted ids, and the trie
 //! node. A residual whose signature would pass `MAX_SIGNATURE_WORDS` words
-//! (a `format`'s automaton, a long counted string) is named by its automaton
-//! and state instead: equal only to itself, but while the process-wide
-//! cache of lexeme automata (`nodedfa`) keeps one, every grammar with that
-//! `format` meets the very same automaton and state.
+//! (a long counted string, a large `format`'s automaton; a small table
+//! automaton such as an email's may take `MAX_TABLE_SIGNATURE_WORDS`) is
+//! named by its automaton and state instead: equal only to itself, but while
+//! the process-wide cache of lexeme automata (`nodedfa`) keeps one, every
+//! grammar with that `format` meets the very same automaton and state.
 //!
 //! **Naming it cheaply.** A signature is a breadth-first pass over the
 //! residual, hashed whole. Since fresh grammars mostly scan the very same
@@ -52,6 +53,16 @@ use crate::vocab::Vocab;
 /// A residual signature is abandoned once past this many words: such a
 /// residual is named by its automaton and state instead.
 const MAX_SIGNATURE_WORDS: usize = 1 << 10;
+/// The bound for a state of a table automaton of at most
+/// `SIGNED_TABLE_STATES` states: a `format`'s (an email's host labels count
+/// to 63, so its residuals take 2,000-3,000 words), which fresh schemas
+/// combine with other lengths and keywords into automata of their own. Signed,
+/// such residuals are shared across those schemas (an email with a
+/// `minLength` walked in fresh grammars: 280 -> 130 us per fill); a long
+/// count's states (a block of copies) keep the small bound, where signing
+/// every new state cost more than sharing saved.
+const MAX_TABLE_SIGNATURE_WORDS: usize = 1 << 13;
+const SIGNED_TABLE_STATES: usize = 1024;
 /// Residual ids named by identity have this bit set; ids from signatures
 /// count up from 0 (far below it).
 const IDENTITY_IDS: u32 = 1 << 31;
@@ -202,7 +213,11 @@ impl SharedLexCache {
         if let Some(&id) = read(&self.by_scan).get(&key) {
             return id;
         }
-        let signature = dfa.residual_signature(q, MAX_SIGNATURE_WORDS);
+        let limit = match dfa.is_table() && dfa.num_states() <= SIGNED_TABLE_STATES {
+            true => MAX_TABLE_SIGNATURE_WORDS,
+            false => MAX_SIGNATURE_WORDS,
+        };
+        let signature = dfa.residual_signature(q, limit);
         let by_signature = signature.is_some();
         let id = match signature {
             Some(mut sig) => {
@@ -460,6 +475,37 @@ mod tests {
             dfa: Some(dfa.clone()),
             ..Lexeme::textless("test".into())
         }
+    }
+
+    #[test]
+    fn a_format_sized_table_residual_is_signed_and_shared() {
+        // Host labels that count to 63, as an email's do: after the `@`
+        // the residual is past the general bound but within the bound for a
+        // small table automaton, so two automata with that residual (one
+        // format beside two different other keywords) share its id.
+        let host = "[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?";
+        let a = Arc::new(ByteDfa::new(&format!("[a-z]+@{host}(?:\\.{host})*\"")).unwrap());
+        let b = Arc::new(ByteDfa::new(&format!("x[a-z]*@{host}(?:\\.{host})*\"")).unwrap());
+        let qa = a.step_bytes(a.start(), b"ab@");
+        let qb = b.step_bytes(b.start(), b"xb@");
+        assert!(a.is_table() && a.num_states() <= SIGNED_TABLE_STATES);
+        assert!(a.residual_signature(qa, MAX_SIGNATURE_WORDS).is_none());
+        assert!(a
+            .residual_signature(qa, MAX_TABLE_SIGNATURE_WORDS)
+            .is_some());
+        let cache = SharedLexCache::new(1 << 24);
+        let id = cache.residual_id_of(&lexeme(&a), qa);
+        assert!(
+            id.is_some_and(|id| id & IDENTITY_IDS == 0),
+            "signed: {id:?}"
+        );
+        assert_eq!(cache.residual_id_of(&lexeme(&b), qb), id);
+        // A block of copies keeps the small bound: named by identity.
+        let count = Arc::new(ByteDfa::new("\"[a-z]{0,3000}\"").unwrap());
+        assert!(!count.is_table(), "a block of copies");
+        let q = count.step_bytes(count.start(), b"\"ab");
+        let id = cache.residual_id_of(&lexeme(&count), q);
+        assert!(id.is_some_and(|id| id & IDENTITY_IDS != 0), "{id:?}");
     }
 
     #[test]
