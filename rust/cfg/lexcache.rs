@@ -411,12 +411,24 @@ mod tests {
         words: usize,
         key: &LexKey,
     ) {
-        let full = build(cfg, trie, words, key, 0);
+        assert_equals_walk_at(entry, cfg, trie, words, key, 0);
+    }
+
+    /// `assert_equals_walk` for an entry at trie node `top`.
+    fn assert_equals_walk_at(
+        entry: &LexEntry,
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        words: usize,
+        key: &LexKey,
+        top: usize,
+    ) {
+        let full = build(cfg, trie, words, key, top);
         let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
         entry.apply(&mut a, true);
         full.apply(&mut b, true);
-        assert_eq!(a, b, "scans {key:?}");
-        assert_eq!(entry.boundary, full.boundary, "scans {key:?}");
+        assert_eq!(a, b, "scans {key:?} at node {top}");
+        assert_eq!(entry.boundary, full.boundary, "scans {key:?} at node {top}");
     }
 
     /// A text slice's entry (the slice's bits, the rest walked) equals the
@@ -573,12 +585,7 @@ mod tests {
                     // Below the root: a node one byte down.
                     let node = trie.follow(b"a").0;
                     let below = cache.get(&cfg, &vocab, words, &key, node as u32);
-                    let full = build(&cfg, trie, words, &key, node);
-                    let (mut a, mut b) = (vec![0u32; words], vec![u32::MAX; words]);
-                    below.apply(&mut a, true);
-                    full.apply(&mut b, true);
-                    assert_eq!(a, b, "{source}: state {q} below the root");
-                    assert_eq!(below.boundary, full.boundary, "{source}: state {q}");
+                    assert_equals_walk_at(&below, &cfg, trie, words, &key, node);
                 }
             }
             assert!(

@@ -6,6 +6,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::periodic::Periodic;
 use super::{ByteDfa, ByteSet, DEAD};
 
 /// Pairs `distinguishing_length` makes room for before it starts.
@@ -156,18 +157,23 @@ impl ByteDfa {
     /// known without a search: for block states in the same place of their
     /// copies, `Periodic::alike_for`; else 0.
     pub fn alike_length(&self, p: u32, q: u32) -> usize {
-        let rows = self.accepting.len() as u32;
-        match self.periodic() {
-            Some(b) if p >= rows && q >= rows => b.alike_for(p, q),
+        match (self.block_of(p), self.block_of(q)) {
+            (Some(b), Some(_)) => b.alike_for(p, q),
             _ => 0,
         }
+    }
+
+    /// The block of copies `q` is a state of, if it is one (a state past
+    /// the table's rows of an automaton with a block).
+    fn block_of(&self, q: u32) -> Option<&Periodic> {
+        let rows = self.accepting.len() as u32;
+        self.periodic().filter(|_| q >= rows)
     }
 
     /// For a state of a long counted repetition's block: its copy and
     /// the number of copies. None for a table state.
     pub fn block_copy(&self, q: u32) -> Option<(u32, u32)> {
-        let rows = self.accepting.len() as u32;
-        let b = self.periodic().filter(|_| q >= rows)?;
+        let b = self.block_of(q)?;
         Some((b.coords(q).0, b.copies()))
     }
 
@@ -175,9 +181,7 @@ impl ByteDfa {
     /// copy (states at one place of different copies step alike, see
     /// `alike_length`). None for a table state.
     pub fn block_place(&self, q: u32) -> Option<u32> {
-        let rows = self.accepting.len() as u32;
-        let b = self.periodic().filter(|_| q >= rows)?;
-        Some(b.coords(q).1)
+        Some(self.block_of(q)?.coords(q).1)
     }
 
     /// Block state `q`'s place in copy `copy` (below the number of copies).
@@ -197,17 +201,11 @@ impl ByteDfa {
     /// slice covers) can share one walk's result instead of each making its
     /// own.
     pub fn first_alike_copy(&self, q: u32, depth: usize) -> u32 {
-        let rows = self.accepting.len() as u32;
-        match self.periodic() {
-            Some(b) if q >= rows => {
-                let (copy, place) = b.coords(q);
-                if (b.copies() - 1 - copy) as usize > depth {
-                    b.state_at(0, place)
-                } else {
-                    q
-                }
-            }
-            _ => q,
+        let Some(b) = self.block_of(q) else { return q };
+        let (copy, place) = b.coords(q);
+        match (b.copies() - 1 - copy) as usize > depth {
+            true => b.state_at(0, place),
+            false => q,
         }
     }
 

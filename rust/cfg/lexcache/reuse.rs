@@ -80,6 +80,14 @@ impl Copies {
     }
 }
 
+/// Whether a copy from an entry alike to depth `d` walks only the deepest
+/// nodes (`ALIKE_ENOUGH_NODES` or fewer): another search (a long one, where
+/// a counted string's states part only near its minLength) would save less
+/// than it costs.
+fn alike_enough(trie: &TokenTrie, d: usize) -> bool {
+    trie.nodes_walked_below(d) <= ALIKE_ENOUGH_NODES
+}
+
 impl LexCache {
     /// Makes `key`'s state, if a single scan, one of the recent states of
     /// its lexeme at `top` that later states are compared with (and copied
@@ -131,7 +139,7 @@ impl LexCache {
         let height = trie.height(top as usize);
         let mut best = Equivalent::None;
         match self.same_place(dfa, l, q, top, height) {
-            Some(Equivalent::Alike(e, d)) if trie.nodes_walked_below(d) > ALIKE_ENOUGH_NODES => {
+            Some(Equivalent::Alike(e, d)) if !alike_enough(trie, d) => {
                 best = Equivalent::Alike(e, d);
             }
             Some(found) => return found,
@@ -146,13 +154,8 @@ impl LexCache {
         // The most recent first: the state of the token just read is the
         // likeliest to read on alike.
         for r in reps.into_iter().rev() {
-            if let Equivalent::Alike(_, d) = best {
-                // A copy from it walks only the deepest nodes: another
-                // search (a long one, where a counted string's states part
-                // only near its minLength) would save less than it costs.
-                if trie.nodes_walked_below(d) <= ALIKE_ENOUGH_NODES {
-                    break;
-                }
+            if matches!(best, Equivalent::Alike(_, d) if alike_enough(trie, d)) {
+                break;
             }
             // The search stops at this node's height: (length, limit), where
             // a length past the limit means "longer than the limit".
