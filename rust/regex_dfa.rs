@@ -32,6 +32,7 @@ mod lazy;
 mod minimize;
 mod periodic;
 mod product;
+mod records;
 mod residuals;
 mod seqtrie;
 mod sequences;
@@ -44,6 +45,7 @@ pub use byteset::ByteSet;
 pub use compose::LARGE_REPEAT;
 use compose::{compose_parsed, hir_to_compose};
 pub use product::Op;
+pub use records::{records_dfa, Record, RecordGlue, Spelling, MAX_RECORD_MEMBERS};
 pub use sequences::{union_may_fit, union_of_sequences, SeqPart};
 use table::{class_bytes_of, own_classes, Table};
 use tail::Tail;
@@ -344,6 +346,13 @@ impl ByteDfa {
     /// rows past the table).
     pub fn is_table(&self) -> bool {
         self.tail.is_none()
+    }
+
+    /// Whether its states are computed from their numbers rather than
+    /// stored (an enum of records, `records`): the walks step it as any
+    /// automaton, but a pass over its states would never end.
+    pub fn is_computed(&self) -> bool {
+        matches!(self.tail.as_deref(), Some(Tail::Records(_)))
     }
 
     pub fn num_states(&self) -> usize {

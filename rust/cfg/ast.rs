@@ -2,7 +2,10 @@
 //! are regular expressions over terminals and rule references. `lower`
 //! turns it into the CFG the Earley engine runs.
 
+use std::sync::Arc;
+
 use super::members::{MemberRules, MemberSet};
+use crate::regex_dfa::ByteDfa;
 
 /// A position in the grammar source, for error messages (1-based).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -61,6 +64,28 @@ pub enum Node {
     /// it (see `tokenterm`). Not regular over bytes: its own lexeme, read
     /// only where a token starts.
     Tokens(TokenSet),
+    /// A regular language whose automaton the front end built (an `enum` of
+    /// records, `regex_dfa::records_dfa`): a lexeme of its own, never
+    /// joined with its neighbours (its states are not a table to combine).
+    Automaton(Prebuilt),
+}
+
+/// An automaton a front end built, compared by identity.
+#[derive(Clone)]
+pub struct Prebuilt(pub Arc<ByteDfa>);
+
+impl PartialEq for Prebuilt {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Prebuilt {}
+
+impl std::fmt::Debug for Prebuilt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prebuilt({:p})", Arc::as_ptr(&self.0))
+    }
 }
 
 /// A set of token ids for a token terminal (`Node::Tokens`): inclusive id
@@ -242,6 +267,7 @@ impl Node {
             | Node::Regex(_)
             | Node::Ref(..)
             | Node::DecimalMultiples(_)
+            | Node::Automaton(_)
             | Node::Tokens(_) => {}
         }
     }
@@ -414,7 +440,8 @@ impl Node {
                 | Node::Class { .. }
                 | Node::AnyChar
                 | Node::Regex(_)
-                | Node::DecimalMultiples(_) => {}
+                | Node::DecimalMultiples(_)
+                | Node::Automaton(_) => {}
             }
         }
         Ok(())

@@ -222,6 +222,7 @@ impl Lowerer<'_> {
                 | Node::Intersect(_)
                 | Node::Minus(..)
                 | Node::DecimalMultiples(_)
+                | Node::Automaton(_)
         );
         // With longest-match lexing each terminal is its own lexeme (ignored
         // text may sit between them), so only leaves become lexemes.

@@ -35,6 +35,7 @@ pub mod valueunion;
 pub mod walk;
 pub mod wordgroups;
 
+pub use nodedfa::regular_dfa;
 pub use sharedlex::SharedLexStats;
 
 /// What the lexer-only cache shared by `vocab`'s grammars holds (made

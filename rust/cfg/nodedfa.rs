@@ -41,6 +41,7 @@ pub(super) fn is_regular(n: &Node) -> bool {
         | Node::Intersect(_)
         | Node::Minus(..)
         | Node::DecimalMultiples(_)
+        | Node::Automaton(_)
         | Node::Tokens(_) => false,
         Node::Seq(v) | Node::Alt(v) => v.iter().all(is_regular),
         Node::Repeat { node, .. } => is_regular(node),
@@ -97,6 +98,7 @@ fn to_regex(n: &Node, out: &mut String) {
         | Node::Intersect(_)
         | Node::Minus(..)
         | Node::DecimalMultiples(_)
+        | Node::Automaton(_)
         | Node::Tokens(_) => unreachable!("to_regex is only called on regular nodes"),
         Node::Seq(v) => {
             out.push_str("(?:");
@@ -152,6 +154,13 @@ fn operand(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
     }))
 }
 
+/// The full-match DFA of regular node `n` (None: it matches no string),
+/// through the process-wide cache: for front ends that build automata of
+/// their own around such nodes (`schema`'s enums of records).
+pub fn regular_dfa(n: &Node) -> Result<Option<Arc<ByteDfa>>> {
+    dfa_of(n, DFA_CACHE_ENTRY_BYTES)
+}
+
 /// The full-match DFA of a regular node, intersections and differences
 /// included (None: it matches no string); `keep` as in `cached`.
 pub(super) fn dfa_of(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
@@ -159,6 +168,8 @@ pub(super) fn dfa_of(n: &Node, keep: usize) -> Result<Option<Arc<ByteDfa>>> {
         // Products are cached whole: schemas repeat the same `format` with
         // the same length bounds, and each product costs milliseconds.
         Node::Intersect(_) | Node::Minus(..) => cached(n, keep, |_| product_of(n)),
+        // Built whole by the front end, and held by the node.
+        Node::Automaton(p) => Ok(Some(p.0.clone())),
         Node::DecimalMultiples(divisor) => cached(n, keep, |_| {
             crate::schema::decimals::multiples_dfa(divisor)
                 .map(|d| Some(Arc::new(d)))
@@ -417,6 +428,9 @@ pub(super) fn cache_key(n: &Node, out: &mut String) {
         Node::Intersect(parts) => composite("and", &parts.iter().collect::<Vec<_>>()),
         Node::Minus(a, b) => composite("minus", &[a, b]),
         Node::DecimalMultiples(d) => out.push_str(&format!("\u{0}multiples of {d}")),
+        // Only within one grammar, which holds the automaton (never a key
+        // of the process-wide cache: `dfa_of` takes it from the node).
+        Node::Automaton(p) => out.push_str(&format!("\u{0}automaton {:p}", Arc::as_ptr(&p.0))),
         _ => to_regex(n, out),
     }
 }

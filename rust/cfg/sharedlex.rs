@@ -201,6 +201,12 @@ impl SharedLexCache {
             return None;
         }
         let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+        if dfa.is_computed() {
+            // An enum's own automaton (`regex_dfa::records`), built per
+            // grammar: no other grammar holds it, and signing its residuals
+            // steps hundreds of thousands of computed states.
+            return None;
+        }
         let extra = [
             lexeme.greedy as u32 | (lexeme.alone as u32) << 1 | (lexeme.splits() as u32) << 2,
             // Longest-match walks stop where ranks differ.

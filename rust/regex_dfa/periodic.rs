@@ -284,6 +284,8 @@ impl ByteDfa {
         let used_states = match tail {
             Tail::Periodic(block) => block.used_states(),
             Tail::Sparse(s) => s.len(),
+            // Far more than any table holds: refused below.
+            Tail::Records(_) => usize::MAX / 2,
         };
         check_size(self.accepting.len() + used_states, self.stride)?;
         let mut trans = Vec::with_capacity(n * self.stride);

@@ -1,8 +1,12 @@
 //! States past a DFA's table rows: a block of shared copies (`Periodic`,
-//! long counted repetitions) or sparse rows (`SparseRows`), in far less
-//! memory than rows would take.
+//! long counted repetitions), sparse rows (`SparseRows`), or states that
+//! are computed, not stored (`Records`, an enum of objects in any order),
+//! in far less memory than rows would take.
+
+use std::sync::Arc;
 
 use super::periodic::Periodic;
+use super::records::Records;
 use super::sparse::SparseRows;
 use super::ByteDfa;
 
@@ -36,6 +40,8 @@ impl ByteDfa {
         match self.tail() {
             Tail::Periodic(p) => p.target(state, class, self.stride),
             Tail::Sparse(s) => s.target(state, class),
+            // Its classes are its bytes.
+            Tail::Records(r) => r.target(state, class as u8),
         }
     }
 }
@@ -49,6 +55,8 @@ pub(super) enum Tail {
     Periodic(Periodic),
     /// States with a few live transitions each, as lists (`sparse`).
     Sparse(SparseRows),
+    /// States decoded from their numbers (`records`).
+    Records(Arc<Records>),
 }
 
 impl Tail {
@@ -57,6 +65,7 @@ impl Tail {
         match self {
             Tail::Periodic(p) => p.states(),
             Tail::Sparse(s) => s.len(),
+            Tail::Records(r) => r.states(),
         }
     }
 
@@ -65,7 +74,7 @@ impl Tail {
     pub(super) fn is_state(&self, q: u32) -> bool {
         match self {
             Tail::Periodic(p) => p.is_state(q),
-            Tail::Sparse(_) => true,
+            Tail::Sparse(_) | Tail::Records(_) => true,
         }
     }
 
@@ -73,6 +82,7 @@ impl Tail {
         match self {
             Tail::Periodic(p) => p.is_accepting(q),
             Tail::Sparse(s) => s.is_accepting(q),
+            Tail::Records(r) => r.is_accepting(q),
         }
     }
 
@@ -80,6 +90,7 @@ impl Tail {
         match self {
             Tail::Periodic(p) => p.forced_byte(q),
             Tail::Sparse(s) => s.forced_byte(q),
+            Tail::Records(r) => r.forced_byte(q),
         }
     }
 
@@ -88,6 +99,8 @@ impl Tail {
         match self {
             Tail::Periodic(p) => p.targets(q),
             Tail::Sparse(s) => s.targets(q),
+            // Only the dead state is a table row.
+            Tail::Records(_) => q == super::DEAD,
         }
     }
 
@@ -97,6 +110,7 @@ impl Tail {
         match self {
             Tail::Periodic(p) => Box::new(p.accepting_states()),
             Tail::Sparse(s) => Box::new(s.accepting_states()),
+            Tail::Records(r) => Box::new(r.accepting_states()),
         }
     }
 
@@ -104,6 +118,7 @@ impl Tail {
         match self {
             Tail::Periodic(p) => p.memory_bytes(),
             Tail::Sparse(s) => s.memory_bytes(),
+            Tail::Records(r) => r.memory_bytes(),
         }
     }
 }

@@ -17,7 +17,7 @@
 
 use super::keywords::pinned_values;
 use super::objects::MemberCounts;
-use super::{check, lit, re, refuse, strings, Compiler, KeyOrder};
+use super::{check, lit, re, records, refuse, strings, Compiler, KeyOrder};
 use crate::cfg::ast::Node;
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;
@@ -44,6 +44,8 @@ impl<'a> Compiler<'a> {
         // Integral numbers share one node, so a large numeric enum is one
         // trie of int texts followed by the optional float tail.
         let mut ints = Vec::new();
+        // Flat objects in any order may be one automaton (`records`).
+        let mut records = Vec::new();
         for v in values {
             crate::budget::charge(1)?;
             if check::satisfies(v, &rest, ptr, self.opts.assert_formats)? {
@@ -54,7 +56,25 @@ impl<'a> Compiler<'a> {
                             None => alts.push(self.literal(v, ptr)?),
                         }
                     }
+                    Value::Object(o)
+                        if self.opts.key_order == KeyOrder::Any && records::is_record(o) =>
+                    {
+                        records.push(o)
+                    }
                     _ => alts.push(self.literal(v, ptr)?),
+                }
+            }
+        }
+        let as_one = match records.len() >= records::MIN_RECORDS {
+            true => self.records(&records)?,
+            false => None,
+        };
+        match as_one {
+            Some(node) => alts.push(node),
+            None => {
+                for o in records {
+                    // Cloned back into a value only where spelled out.
+                    alts.push(self.literal(&Value::Object(o.clone()), ptr)?);
                 }
             }
         }
@@ -184,7 +204,7 @@ fn number_literal(n: &serde_json::Number) -> Node {
 }
 
 /// The int texts of `n` if it is integral (`-0` too for zero), else None.
-fn integral_words(n: &serde_json::Number) -> Option<Vec<String>> {
+pub(super) fn integral_words(n: &serde_json::Number) -> Option<Vec<String>> {
     let f = n.as_f64().unwrap_or(f64::NAN);
     let int_text = if n.is_i64() || n.is_u64() {
         n.to_string()
@@ -209,7 +229,7 @@ fn integral_forms(words: Vec<String>) -> Node {
 }
 
 /// The text Python's json.dumps writes for a number from the schema.
-fn python_number(n: &serde_json::Number) -> String {
+pub(super) fn python_number(n: &serde_json::Number) -> String {
     if n.is_i64() || n.is_u64() {
         return n.to_string();
     }

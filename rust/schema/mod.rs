@@ -36,6 +36,7 @@ mod negate;
 mod negations;
 mod numbers;
 mod objects;
+mod records;
 mod refs;
 mod scalars;
 pub mod strings;

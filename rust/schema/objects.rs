@@ -338,22 +338,33 @@ impl<'a> Compiler<'a> {
         if members.is_empty() {
             return Node::seq(vec![lit("{"), self.ws(), lit("}")]);
         }
+        let glue = self.member_glue();
+        let mut items = vec![glue.open];
+        for (i, (k, v)) in members.iter().enumerate() {
+            if i > 0 {
+                items.push(glue.item_sep.clone());
+            }
+            items.push(lit(&key_text(k)));
+            items.push(glue.key_sep.clone());
+            items.push(v.clone());
+        }
+        items.push(glue.close);
+        Node::seq(items)
+    }
+
+    /// The text around the members of a non-empty object, as the layout
+    /// writes it.
+    pub(super) fn member_glue(&self) -> MemberGlue {
         let (open, close) = match self.item_lines() {
             Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
             None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
         };
-        let ksep = self.key_sep();
-        let mut items = vec![lit("{"), self.ws(), open];
-        for (i, (k, v)) in members.iter().enumerate() {
-            if i > 0 {
-                items.push(self.item_sep());
-            }
-            items.push(lit(&format!("\"{}\"", strings::encode(k))));
-            items.push(ksep.clone());
-            items.push(v.clone());
+        MemberGlue {
+            open: Node::seq(vec![lit("{"), self.ws(), open]),
+            key_sep: self.key_sep(),
+            item_sep: self.item_sep(),
+            close,
         }
-        items.push(close);
-        Node::seq(items)
     }
 
     /// `{ ... }` with the listed members in their order (required ones
@@ -486,4 +497,18 @@ fn unlisted_schemas<'a>(
         (Some(a), true) => Some(vec![a.clone()]),
         (None, true) => None,
     }
+}
+
+/// The text around an object's members: from `{` to the first key, between
+/// a key and its value, between members, and from the last value to `}`.
+pub(super) struct MemberGlue {
+    pub open: Node,
+    pub key_sep: Node,
+    pub item_sep: Node,
+    pub close: Node,
+}
+
+/// A member's key as written: quoted, as json.dumps encodes it.
+pub(super) fn key_text(k: &str) -> String {
+    format!("\"{}\"", strings::encode(k))
 }

@@ -39,7 +39,7 @@ impl Lowerer<'_> {
         };
         let boolean = matches!(
             n,
-            Node::Intersect(_) | Node::Minus(..) | Node::DecimalMultiples(_)
+            Node::Intersect(_) | Node::Minus(..) | Node::DecimalMultiples(_) | Node::Automaton(_)
         );
         let mut re = String::new();
         cache_key(n, &mut re);

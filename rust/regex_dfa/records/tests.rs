@@ -1,0 +1,289 @@
+//! The record automaton against the union of every order of every record,
+//! spelled as a regex and determinized by regex-automata: the two must
+//! accept the same strings (a walk over pairs of their states compares
+//! acceptance and deadness after every byte).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::*;
+
+const WS: &str = "[ \\t\\n\\r]*";
+
+#[derive(Clone, Copy, Debug)]
+enum V {
+    Str(&'static str),
+    Int(i64),
+    Float(&'static str),
+}
+
+fn regex(re: &str) -> Arc<ByteDfa> {
+    Arc::new(ByteDfa::new(re).expect("a test regex"))
+}
+
+fn glue_with(ws: &str) -> RecordGlue {
+    RecordGlue {
+        open: regex(&format!("\\{{{ws}")),
+        key_sep: regex(&format!("{ws}:{ws}")),
+        item_sep: regex(&format!("{ws},{ws}")),
+        close: regex(&format!("{ws}\\}}")),
+    }
+}
+
+fn spellings(v: V) -> Vec<Spelling> {
+    let plain = |t: &str, zeros| Spelling {
+        text: t.as_bytes().to_vec(),
+        zeros,
+    };
+    match v {
+        V::Str(s) => vec![plain(&format!("\"{s}\""), false)],
+        V::Int(0) => vec![plain("0", true), plain("-0", true)],
+        V::Int(n) => vec![plain(&n.to_string(), true)],
+        V::Float(f) => vec![plain(f, false)],
+    }
+}
+
+fn record(members: &[(&str, V)]) -> Record {
+    Record {
+        members: members
+            .iter()
+            .map(|(k, v)| (format!("\"{k}\"").into_bytes(), spellings(*v)))
+            .collect(),
+    }
+}
+
+fn value_regex(v: V) -> String {
+    match v {
+        V::Str(s) => regex_syntax::escape(&format!("\"{s}\"")),
+        V::Int(0) => "-?0(?:\\.0+)?".into(),
+        V::Int(n) => format!("{}(?:\\.0+)?", regex_syntax::escape(&n.to_string())),
+        V::Float(f) => regex_syntax::escape(f),
+    }
+}
+
+/// Every order of every record, as one regex.
+fn orders_regex(records: &[Vec<(&str, V)>], ws: &str) -> String {
+    let mut alts = Vec::new();
+    for r in records {
+        let mut orders = vec![vec![]];
+        for i in 0..r.len() {
+            orders = orders
+                .into_iter()
+                .flat_map(|o: Vec<usize>| {
+                    (0..=o.len()).map(move |at| {
+                        let mut o = o.clone();
+                        o.insert(at, i);
+                        o
+                    })
+                })
+                .collect();
+        }
+        for o in orders {
+            let members: Vec<String> = o
+                .iter()
+                .map(|&i| {
+                    let (k, v) = r[i];
+                    format!("\"{}\"{ws}:{ws}{}", regex_syntax::escape(k), value_regex(v))
+                })
+                .collect();
+            alts.push(format!(
+                "\\{{{ws}{}{ws}\\}}",
+                members.join(&format!("{ws},{ws}"))
+            ));
+        }
+    }
+    format!("(?:{})", alts.join("|"))
+}
+
+fn assert_same_language(want: &ByteDfa, got: &ByteDfa) {
+    let mut seen = HashSet::new();
+    let mut stack = vec![(want.start(), got.start(), Vec::new())];
+    while let Some((p, q, text)) = stack.pop() {
+        let shown = String::from_utf8_lossy(&text).into_owned();
+        assert_eq!(want.is_accepting(p), got.is_accepting(q), "after {shown:?}");
+        for b in 0..=255u8 {
+            let (p2, q2) = (want.step(p, b), got.step(q, b));
+            assert_eq!(p2 == DEAD, q2 == DEAD, "after {shown:?} + {:?}", b as char);
+            if p2 != DEAD && seen.insert((p2, q2)) {
+                let mut longer = text.clone();
+                longer.push(b);
+                stack.push((p2, q2, longer));
+            }
+        }
+    }
+    assert!(seen.len() < 200_000, "a small test");
+}
+
+fn check(records: &[Vec<(&str, V)>], ws: &str) {
+    let built: Vec<Record> = records.iter().map(|r| record(r)).collect();
+    let got = records_dfa(&built, &glue_with(ws))
+        .expect("within budget")
+        .expect("the glue is clear");
+    let want = ByteDfa::new(&orders_regex(records, ws)).expect("the orders' regex");
+    assert_same_language(&want, &got);
+    assert!(got.bytes_after_accepting().is_empty());
+    assert_eq!(got.forced_byte(got.start()), Some(b'{'));
+}
+
+#[test]
+fn one_record_in_every_order() {
+    check(
+        &[vec![
+            ("a", V::Int(1)),
+            ("b", V::Str("x")),
+            ("c", V::Float("2.5")),
+        ]],
+        WS,
+    );
+}
+
+#[test]
+fn records_sharing_members_fit_shared_contexts() {
+    // "t": 1 is shared by three records (a shared context after it), and
+    // {"t": 2} is a subset of another record: it may close or go on.
+    check(
+        &[
+            vec![("t", V::Int(1)), ("a", V::Str("x"))],
+            vec![("t", V::Int(1)), ("a", V::Str("y")), ("b", V::Int(0))],
+            vec![("t", V::Int(1)), ("b", V::Int(0))],
+            vec![("t", V::Int(2))],
+            vec![("t", V::Int(2)), ("a", V::Str("x"))],
+        ],
+        WS,
+    );
+}
+
+#[test]
+fn integral_numbers_run_zeros_beside_decimals() {
+    check(
+        &[
+            vec![("n", V::Int(2)), ("m", V::Int(0))],
+            vec![("n", V::Float("2.005")), ("m", V::Int(20))],
+            vec![("n", V::Float("2.5")), ("m", V::Float("-0.5"))],
+        ],
+        WS,
+    );
+}
+
+#[test]
+fn keys_that_prefix_each_other_and_compact_glue() {
+    let records = [
+        vec![("a", V::Int(1)), ("ab", V::Int(2))],
+        vec![("ab", V::Int(1)), ("abc", V::Str(""))],
+        vec![("a", V::Int(1)), ("abc", V::Str("a\\\"b"))],
+    ];
+    check(&records, WS);
+    check(&records, "");
+    check(&records, " ?");
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+#[test]
+fn random_record_sets_equal_their_orders() {
+    const KEYS: [&str; 5] = ["a", "b", "ab", "c", "ba"];
+    const VALUES: [V; 9] = [
+        V::Int(0),
+        V::Int(2),
+        V::Int(20),
+        V::Int(-1),
+        V::Float("2.05"),
+        V::Float("2.5"),
+        V::Str(""),
+        V::Str("x"),
+        V::Str("xy"),
+    ];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..60 {
+        let count = 1 + rng.below(7);
+        let records: Vec<Vec<(&str, V)>> = (0..count)
+            .map(|_| {
+                let mut keys = KEYS.to_vec();
+                let m = 1 + rng.below(3);
+                (0..m)
+                    .map(|_| {
+                        let k = keys.remove(rng.below(keys.len()));
+                        (k, VALUES[rng.below(VALUES.len())])
+                    })
+                    .collect()
+            })
+            .collect();
+        check(&records, WS);
+    }
+}
+
+#[test]
+fn what_does_not_apply_is_refused() {
+    let one = [record(&[("a", V::Int(1))])];
+    // The item separator may read a quote after accepting.
+    let mut glue = glue_with(WS);
+    glue.item_sep = regex("\"?,\"?");
+    assert!(records_dfa(&one, &glue).unwrap().is_none());
+    // No members; a key twice.
+    let glue = glue_with(WS);
+    assert!(records_dfa(&[record(&[])], &glue).unwrap().is_none());
+    let twice = record(&[("a", V::Int(1)), ("a", V::Int(2))]);
+    assert!(records_dfa(&[twice], &glue).unwrap().is_none());
+    // Too many members for a mask of used ones.
+    let many: Vec<(String, V)> = (0..=MAX_RECORD_MEMBERS)
+        .map(|i| (format!("k{i}"), V::Int(1)))
+        .collect();
+    let many: Vec<(&str, V)> = many.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert!(records_dfa(&[record(&many)], &glue).unwrap().is_none());
+}
+
+#[test]
+fn ten_thousand_records_of_six_members_take_few_bytes() {
+    let keys = ["id", "name", "kind", "size", "live", "code"];
+    let records: Vec<Record> = (0..10_000)
+        .map(|i| Record {
+            members: keys
+                .iter()
+                .enumerate()
+                .map(|(j, k)| {
+                    let v = match j {
+                        0 => V::Int(i),
+                        2 => V::Str(["a", "b", "c"][(i % 3) as usize]),
+                        4 => V::Int(i % 2),
+                        _ => V::Int(i * 7 + j as i64),
+                    };
+                    (format!("\"{k}\"").into_bytes(), spellings(v))
+                })
+                .collect(),
+        })
+        .collect();
+    let d = records_dfa(&records, &glue_with(WS)).unwrap().unwrap();
+    assert!(d.memory_bytes() < 16 << 20, "{}", d.memory_bytes());
+    // Record 1234 in one order, then with its keys reversed.
+    for order in [[0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0]] {
+        let i = 1234i64;
+        let text: Vec<String> = order
+            .iter()
+            .map(|&j| {
+                let v = match j {
+                    0 => i.to_string(),
+                    2 => "\"b\"".into(),
+                    4 => "0".into(),
+                    _ => (i * 7 + j as i64).to_string(),
+                };
+                format!("\"{}\": {v}", keys[j])
+            })
+            .collect();
+        let text = format!("{{{}}}", text.join(", "));
+        let q = d.step_bytes(d.start(), text.as_bytes());
+        assert!(q != DEAD && d.is_accepting(q), "{text}");
+        let wrong = text.replace("\"b\"", "\"c\"");
+        let q = d.step_bytes(d.start(), wrong.as_bytes());
+        assert!(q == DEAD || !d.is_accepting(q), "{wrong}");
+    }
+}
