@@ -18,7 +18,8 @@
 //!   all do; after `"type": "A"` shared by many). They are found at
 //!   compile time, breadth first from the start: each lists its keys and,
 //!   per key, the member values still possible and the context each leads
-//!   to. Each has `places` numbers, one per place anywhere in the text;
+//!   to. Each owns a range of numbers: one per place anywhere in the text,
+//!   or where that is fewer, its records' blocks of places (`contexts`);
 //! - a *record* context: one value `i` is left, with a mask of its used
 //!   members. These are the N x 2^m, and none is stored: value `i`'s
 //!   contexts own a range of numbers, `2^m` blocks of its own places only
@@ -41,12 +42,14 @@
 //! whitespace never does), and gives None when it could, so the caller
 //! spells the values out instead.
 
+mod after;
 mod contexts;
 mod step;
 mod trie;
 
 use std::sync::Arc;
 
+use self::after::After;
 use self::contexts::Context;
 use self::trie::{Interner, LabeledTrie, NONE, ROOT};
 use super::{ByteDfa, ByteSet, Minimality, DEAD};
@@ -82,9 +85,11 @@ pub struct RecordGlue {
 /// Members per record: a record context's used members are a 64-bit mask.
 pub const MAX_RECORD_MEMBERS: usize = 16;
 
-/// States the glue after a value may take (the item separator and the
-/// close read side by side).
-const MAX_AFTER_STATES: usize = 4096;
+/// Key and value text a record automaton takes (about 14 bytes of
+/// automaton per byte: 100,000 six-member rows of integers, 6 MiB of text,
+/// take 82 MiB); past it the values are spelled out, under that way's
+/// bounds.
+pub const MAX_RECORD_TEXT: usize = 16 << 20;
 
 /// The automaton: the glue, the tries, the records and the shared contexts.
 pub(super) struct Records {
@@ -98,8 +103,8 @@ pub(super) struct Records {
     /// Per key: where its value trie's nodes start among the places.
     value_base: Vec<u32>,
     member_key: Vec<u32>,
-    /// Per member: its place among the runs of zeros, or `NONE`; and the
-    /// member of each run.
+    /// Per integral member: its index among them (its dot and zeros places
+    /// are two per index), or `NONE`; and the member of each index.
     zero_index: Vec<u32>,
     zero_members: Vec<u32>,
     /// Record `i`'s members (by key id) are `rec_key` / `rec_member` at
@@ -148,97 +153,20 @@ enum Place {
     KeySep(u32, u32),
     /// Inside a value of key `.0` (a node of its value trie).
     Value(u32, u32),
+    /// After the dot of integral member `.0`'s float form, past the trie.
+    Dot(u32),
     /// In the run of zeros of integral member `.0`, past the trie.
     Zeros(u32),
     /// In the glue after a value (a state of `After`).
     After(u32),
 }
 
-/// The item separator and the close read side by side: each state a pair
-/// of their states (either may be dead), numbered from 0, with its row.
-struct After {
-    rows: Vec<u32>,
-    sep_accepting: Vec<bool>,
-    close_accepting: Vec<bool>,
-    /// From a value's end: both, the separator alone, the close alone.
-    starts: [u32; 3],
-}
-
-impl After {
-    fn new(sep: &ByteDfa, close: &ByteDfa) -> Result<Option<After>> {
-        let mut ids: Interner<(u32, u32)> = Interner::new();
-        let mut pairs = Vec::new();
-        let starts_at = [
-            (sep.start(), close.start()),
-            (sep.start(), DEAD),
-            (DEAD, close.start()),
-        ];
-        let mut starts = [0; 3];
-        for (s, &pair) in starts.iter_mut().zip(&starts_at) {
-            let (id, new) = ids.id(pair);
-            if new {
-                pairs.push(pair);
-            }
-            *s = id;
-        }
-        let mut rows = Vec::new();
-        let mut next = 0;
-        while next < pairs.len() {
-            crate::budget::charge_n(256 * crate::budget::HASHED_TRANSITION)?;
-            let (s, c) = pairs[next];
-            for b in 0..=255u8 {
-                let s2 = if s == DEAD { DEAD } else { sep.step(s, b) };
-                let c2 = if c == DEAD { DEAD } else { close.step(c, b) };
-                if s2 == DEAD && c2 == DEAD {
-                    rows.push(NONE);
-                    continue;
-                }
-                let (id, new) = ids.id((s2, c2));
-                if new {
-                    if pairs.len() >= MAX_AFTER_STATES {
-                        return Ok(None);
-                    }
-                    pairs.push((s2, c2));
-                }
-                rows.push(id);
-            }
-            next += 1;
-        }
-        let accepting = |d: &ByteDfa, q: u32| q != DEAD && d.is_accepting(q);
-        Ok(Some(After {
-            rows,
-            sep_accepting: pairs.iter().map(|&(s, _)| accepting(sep, s)).collect(),
-            close_accepting: pairs.iter().map(|&(_, c)| accepting(close, c)).collect(),
-            starts,
-        }))
-    }
-
-    fn len(&self) -> u32 {
-        self.sep_accepting.len() as u32
-    }
-
-    /// Where state `a` goes on `byte` (`NONE`: nowhere).
-    fn step(&self, a: u32, byte: u8) -> u32 {
-        self.rows[a as usize * 256 + byte as usize]
-    }
-
-    /// The bytes state `a` reads on.
-    fn live_bytes(&self, a: u32) -> ByteSet {
-        let mut out = ByteSet::default();
-        for b in 0..=255u8 {
-            if self.step(a, b) != NONE {
-                out.insert(b);
-            }
-        }
-        out
-    }
-}
-
 /// The automaton of `records` (each an object whose members may come in
 /// any order) between `glue`, or None where it does not apply: a record
-/// without members or with more than `MAX_RECORD_MEMBERS`, glue that reads
-/// on with a byte that starts what follows it, or more states than a
-/// state number holds. Equal records are one.
+/// without members or with more than `MAX_RECORD_MEMBERS`, more than
+/// `MAX_RECORD_TEXT` of text, glue that reads on with a byte that starts
+/// what follows it, or more states than a state number holds. Equal
+/// records are one.
 pub fn records_dfa(records: &[Record], glue: &RecordGlue) -> Result<Option<ByteDfa>> {
     let Some(after) = After::new(&glue.item_sep, &glue.close)? else {
         return Ok(None);
@@ -280,6 +208,14 @@ impl Records {
         let mut member_key = Vec::new();
         let mut value_strings: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
         let mut zero_runs: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
+        let text: usize = records
+            .iter()
+            .flat_map(|r| &r.members)
+            .map(|(k, v)| k.len() + v.iter().map(|s| s.text.len()).sum::<usize>())
+            .sum();
+        if text > MAX_RECORD_TEXT {
+            return Ok(None);
+        }
         let mut rows: Vec<Vec<(u32, u32)>> = Vec::with_capacity(records.len());
         for r in records {
             if r.members.is_empty() || r.members.len() > MAX_RECORD_MEMBERS {
@@ -305,10 +241,7 @@ impl Records {
                     for s in &spellings {
                         value_strings[k as usize].push((s.text.clone(), m));
                         if s.zeros {
-                            let mut float = s.text.clone();
-                            float.extend_from_slice(b".0");
-                            value_strings[k as usize].push((float.clone(), m));
-                            zero_runs[k as usize].push((float, m));
+                            zero_runs[k as usize].push((s.text.clone(), m));
                         }
                     }
                 }
@@ -337,10 +270,13 @@ impl Records {
         let mut zero_index = vec![NONE; members];
         let mut zero_members = Vec::new();
         for &(_, m) in zero_runs.iter().flatten() {
-            zero_index[m as usize] = zero_members.len() as u32;
-            zero_members.push(m);
+            if zero_index[m as usize] == NONE {
+                zero_index[m as usize] = zero_members.len() as u32;
+                zero_members.push(m);
+            }
         }
-        let zeros = zero_members.len() as u32;
+        // Two places per integral number: its dot and its zeros.
+        let zeros = 2 * zero_members.len() as u32;
         let key_nodes = keys.nodes() as u32;
         let key_sep_states = glue.key_sep.num_states() as u32;
         let mut value_base = vec![0u32];
@@ -390,7 +326,7 @@ impl Records {
                 built.rec_member.push(m);
                 built.rec_block.push(at);
                 let value_path = built.values[k as usize].path(m).len() as u32;
-                let zeros = u32::from(built.zero_index[m as usize] != NONE);
+                let zeros = 2 * u32::from(built.zero_index[m as usize] != NONE);
                 at = at.saturating_add(
                     built.keys.path(k).len() as u32 + key_sep_states + value_path + zeros,
                 );
@@ -415,12 +351,16 @@ impl Records {
                 .iter()
                 .for_each(|&b| value_first.insert(b));
             for node in 0..t.nodes() as u32 {
-                if t.label(node) != NONE {
+                let m = t.label(node);
+                if m != NONE {
                     t.child_bytes(node)
                         .iter()
                         .for_each(|&b| value_next.insert(b));
+                    if t.is_int_end(node) {
+                        value_next.insert(b'.');
+                    }
                 }
-                if t.loop_zeros(node) != NONE {
+                if t.run(node) != NONE {
                     value_next.insert(b'0');
                 }
             }
@@ -473,7 +413,7 @@ impl Records {
                 .iter()
                 .map(LabeledTrie::memory_bytes)
                 .sum::<usize>()
-            + self.after.rows.len() * 4
+            + self.after.memory_bytes()
             + (self.rec_key.len() * 3 + self.rec_start.len() * 2 + self.member_key.len() * 2) * 4
             + self.owners.memory_bytes()
             + contexts

@@ -7,13 +7,14 @@
 //! Python's text for them (`python_number`); since JSON compares numbers by
 //! value, an integral one also takes its int and float forms (`2`, `2.0`,
 //! `-0` for zero). Arrays are written item by item. An object's members may
-//! come in any order (equal objects list their keys differently): while that
-//! makes at most `PERMUTED_ORDERS` texts, every order is written out (a
-//! regular node, so an enum of many objects is one lexeme); past it the
-//! object goes through the
-//! same `members` as object schemas, with every member required, and has at
-//! most `MAX_MEMBERS` keys. In schema key order an object is written in its
-//! own order, as json.dumps writes it.
+//! come in any order (equal objects list their keys differently): 16 or
+//! more flat objects of one enum are one record automaton (`records`);
+//! otherwise, while that makes at most `PERMUTED_ORDERS` texts, every order
+//! is written out (a regular node, so an enum of many objects is one
+//! lexeme); past it the object goes through the same `members` as object
+//! schemas, with every member required, and has at most `MAX_MEMBERS` keys.
+//! In schema key order an object is written in its own order, as json.dumps
+//! writes it.
 
 use super::keywords::pinned_values;
 use super::objects::MemberCounts;

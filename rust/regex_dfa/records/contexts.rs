@@ -9,21 +9,18 @@
 //!
 //! **Numbers.** Each context owns a range: the start, and any context that
 //! many records fit, one number per place anywhere in the text (the
-//! `Layout`); a context that at most `MAX_LISTED` records fit, the glue
-//! after a value and then each fitting record's block of places, a place
-//! numbered in the first block it is on (a product table with a column of
-//! a thousand sizes each shared by ten rows makes thousands of such
-//! contexts: with a number per place anywhere, they passed 2^32); a
-//! record's own contexts, a block per mask of used members. `Owners` finds
+//! `Layout`); a context whose records' blocks of places take fewer, the
+//! glue after a value and then each fitting record's block, a place
+//! numbered in the block of the record that has the smallest key or member
+//! through it (a product table with a column of a thousand sizes each
+//! shared by ten rows makes thousands of such contexts: with a number per
+//! place anywhere, they passed 2^32); a record's own contexts, a block per
+//! mask of used members. `Owners` finds
 //! the range a number is in through buckets of about one range each.
 
 use super::trie::Interner;
 use super::{Ctx, Records};
 use crate::error::Result;
-
-/// A shared context that at most this many records fit numbers its places
-/// through their blocks.
-const MAX_LISTED: usize = 64;
 
 /// Members the search for shared contexts may list, per member of the
 /// records, and beside that: a table with a column of 1,000 sizes shared by
@@ -49,23 +46,28 @@ pub(super) struct Context {
     pub(super) children: Vec<Ctx>,
     /// The keys used, sorted.
     pub(super) used: Vec<u32>,
-    /// With few records: they, and where each one's block starts in the
-    /// context's range (after the glue's places).
+    /// Where its records' blocks take fewer numbers than the layout: they.
     pub(super) listed: Option<Listed>,
 }
 
+/// The records of a context numbered through their blocks.
 #[derive(Debug, Default)]
 pub(super) struct Listed {
+    /// The records, sorted, and where each one's block starts in the
+    /// context's range (after the glue's places; one start more).
     pub(super) records: Vec<u32>,
     pub(super) starts: Vec<u32>,
+    /// Beside the context's `keys` and `members`: the first record (an
+    /// index in `records`) that has each.
+    pub(super) key_first: Vec<u32>,
+    pub(super) member_first: Vec<u32>,
 }
 
 impl Context {
     pub(super) fn memory_bytes(&self) -> usize {
-        let listed = self
-            .listed
-            .as_ref()
-            .map_or(0, |l| (l.records.len() + l.starts.len()) * 4);
+        let listed = self.listed.as_ref().map_or(0, |l| {
+            (l.records.len() + l.starts.len() + l.key_first.len() + l.member_first.len()) * 4
+        });
         (self.keys.len() + self.key_start.len() + self.members.len() + self.used.len()) * 4
             + self.children.len() * 16
             + listed
@@ -182,6 +184,16 @@ impl Records {
                 if ctx.keys.last() != Some(&k) {
                     ctx.keys.push(k);
                     ctx.key_start.push(ctx.members.len() as u32);
+                    if let Some(l) = &mut ctx.listed {
+                        l.key_first.push(u32::MAX);
+                    }
+                }
+                if let Some(l) = &mut ctx.listed {
+                    // Rows of a member come by record: `i` is its first.
+                    let first = l.records.binary_search(&i).expect("a fitting record") as u32;
+                    l.member_first.push(first);
+                    let key_first = l.key_first.last_mut().expect("pushed with the key");
+                    *key_first = (*key_first).min(first);
                 }
                 let mut now_used = used.clone();
                 let at = now_used.binary_search(&k).unwrap_err();
@@ -234,7 +246,7 @@ impl Records {
             has_more |= hi - lo > used.len();
         }
         let after = self.after.len();
-        let listed = (!start && fit.len() <= MAX_LISTED).then(|| {
+        let listed = (!start).then(|| {
             let mut starts = vec![after];
             for &i in fit {
                 let last = *starts.last().expect("starts with the glue's");
@@ -243,6 +255,7 @@ impl Records {
             Listed {
                 records: fit.to_vec(),
                 starts,
+                ..Listed::default()
             }
         });
         // Listed only where that takes fewer numbers than the layout.

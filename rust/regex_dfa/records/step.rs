@@ -92,7 +92,11 @@ impl Records {
             let k = self.value_base.partition_point(|&b| b <= v) - 1;
             Place::Value(k as u32, v - self.value_base[k])
         } else if p < l.after {
-            Place::Zeros(self.zero_members[(p - l.zeros) as usize])
+            let m = self.zero_members[((p - l.zeros) / 2) as usize];
+            match (p - l.zeros) % 2 {
+                0 => Place::Dot(m),
+                _ => Place::Zeros(m),
+            }
         } else {
             Place::After(p - l.after)
         }
@@ -114,8 +118,10 @@ impl Records {
             return Place::KeySep(k, off);
         }
         off -= key_sep;
-        match self.values[k as usize].path(m).get(off as usize) {
+        let path = self.values[k as usize].path(m);
+        match path.get(off as usize) {
             Some(&node) => Place::Value(k, node),
+            None if off as usize == path.len() => Place::Dot(m),
             None => Place::Zeros(m),
         }
     }
@@ -133,14 +139,14 @@ impl Records {
                 if let Place::After(a) = place {
                     return base + a;
                 }
-                let after = self.after.len();
-                for (x, &i) in listed.records.iter().enumerate() {
-                    let unused = |y: usize| context.used.binary_search(&self.rec_key[y]).is_err();
-                    if let Some(p) = self.block_number(i, unused, place) {
-                        return base + listed.starts[x] + p - after;
-                    }
+                let Some(x) = self.first_record(c, place) else {
+                    return DEAD;
+                };
+                let unused = |y: usize| context.used.binary_search(&self.rec_key[y]).is_err();
+                match self.block_number(listed.records[x], unused, place) {
+                    Some(p) => base + listed.starts[x] + p - self.after.len(),
+                    None => DEAD,
                 }
-                DEAD
             }
             Ctx::Record(i, mask) => {
                 let places = self.rec_places[i as usize];
@@ -158,6 +164,43 @@ impl Records {
         }
     }
 
+    /// The record of listed context `c` whose block numbers `place` (an
+    /// index in its records): the first with the smallest key through a key
+    /// node, with the key of a separator, or with the smallest member value
+    /// through a value node (or whose run it is), so each state has one
+    /// number.
+    fn first_record(&self, c: u32, place: Place) -> Option<usize> {
+        let context = &self.contexts[c as usize];
+        let listed = context.listed.as_ref()?;
+        let member_at = |k: u32, m: u32| {
+            let x = context.keys.binary_search(&k).ok()?;
+            let (lo, hi) = (
+                context.key_start[x] as usize,
+                context.key_start[x + 1] as usize,
+            );
+            let y = context.members[lo..hi].binary_search(&m).ok()?;
+            Some(listed.member_first[lo + y] as usize)
+        };
+        match place {
+            Place::Key(t) => {
+                let k = smallest_common(self.keys.below(t), &context.keys)?;
+                let x = context.keys.binary_search(&k).ok()?;
+                Some(listed.key_first[x] as usize)
+            }
+            Place::KeySep(k, _) => {
+                let x = context.keys.binary_search(&k).ok()?;
+                Some(listed.key_first[x] as usize)
+            }
+            Place::Value(k, node) => {
+                let members = self.members_of(Ctx::Shared(c), k)?;
+                let m = smallest_common(self.values[k as usize].below(node), members)?;
+                member_at(k, m)
+            }
+            Place::Dot(m) | Place::Zeros(m) => member_at(self.member_key[m as usize], m),
+            Place::Open(_) | Place::After(_) => None,
+        }
+    }
+
     /// Where `place` is among a context's places numbered by the layout.
     fn layout_number(&self, place: Place) -> u32 {
         let l = &self.layout;
@@ -166,7 +209,8 @@ impl Records {
             Place::Key(t) => l.key + t,
             Place::KeySep(k, s) => l.key_sep + k * self.key_sep.num_states() as u32 + s,
             Place::Value(k, node) => l.value + self.value_base[k as usize] + node,
-            Place::Zeros(m) => l.zeros + self.zero_index[m as usize],
+            Place::Dot(m) => l.zeros + 2 * self.zero_index[m as usize],
+            Place::Zeros(m) => l.zeros + 2 * self.zero_index[m as usize] + 1,
             Place::After(a) => l.after + a,
         }
     }
@@ -196,10 +240,12 @@ impl Records {
                 let at = path.binary_search(&node).ok()?;
                 Some(self.value_start(x) + at as u32)
             }
-            Place::Zeros(m) => {
+            Place::Dot(m) | Place::Zeros(m) => {
                 let x = member_of(self.member_key[m as usize])?;
+                let past = u32::from(matches!(place, Place::Zeros(_)));
                 (self.rec_member[x] == m).then(|| {
-                    self.value_start(x) + self.values[self.rec_key[x] as usize].path(m).len() as u32
+                    let path = self.values[self.rec_key[x] as usize].path(m);
+                    self.value_start(x) + path.len() as u32 + past
                 })
             }
             // Only the start is in the open glue; the glue after a value is
@@ -247,17 +293,25 @@ impl Records {
                 if node != NONE && self.value_possible(ctx, k, node) {
                     return Some((ctx, Place::Value(k, node)));
                 }
-                let run = values.loop_zeros(t);
-                if byte == b'0' && node == NONE && run != NONE && self.member_possible(ctx, k, run)
+                let (m, run) = (values.label(t), values.run(t));
+                if node == NONE
+                    && byte == b'.'
+                    && values.is_int_end(t)
+                    && self.member_possible(ctx, k, m)
+                {
+                    // Its float form, past the trie.
+                    return Some((ctx, Place::Dot(m)));
+                }
+                if node == NONE && byte == b'0' && run != NONE && self.member_possible(ctx, k, run)
                 {
                     return Some((ctx, Place::Zeros(run)));
                 }
-                let m = values.label(t);
                 if m != NONE && self.member_possible(ctx, k, m) {
                     return self.value_end(ctx, k, m, byte);
                 }
                 None
             }
+            Place::Dot(m) => (byte == b'0').then_some((ctx, Place::Zeros(m))),
             Place::Zeros(m) => {
                 if byte == b'0' {
                     return Some((ctx, Place::Zeros(m)));
@@ -397,4 +451,13 @@ impl Records {
             Some(members) => members.binary_search(&m).is_ok(),
         }
     }
+}
+
+/// The smallest element two sorted lists share.
+fn smallest_common(a: &[u32], b: &[u32]) -> Option<u32> {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short
+        .iter()
+        .copied()
+        .find(|x| long.binary_search(x).is_ok())
 }

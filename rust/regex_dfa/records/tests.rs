@@ -15,6 +15,8 @@ enum V {
     Str(&'static str),
     Int(i64),
     Float(&'static str),
+    /// 1e20: an int text with its float forms, and Python's repr.
+    Big,
 }
 
 fn regex(re: &str) -> Arc<ByteDfa> {
@@ -40,6 +42,7 @@ fn spellings(v: V) -> Vec<Spelling> {
         V::Int(0) => vec![plain("0", true), plain("-0", true)],
         V::Int(n) => vec![plain(&n.to_string(), true)],
         V::Float(f) => vec![plain(f, false)],
+        V::Big => vec![plain("100000000000000000000", true), plain("1e+20", false)],
     }
 }
 
@@ -58,6 +61,7 @@ fn value_regex(v: V) -> String {
         V::Int(0) => "-?0(?:\\.0+)?".into(),
         V::Int(n) => format!("{}(?:\\.0+)?", regex_syntax::escape(&n.to_string())),
         V::Float(f) => regex_syntax::escape(f),
+        V::Big => "(?:100000000000000000000(?:\\.0+)?|1e\\+20)".into(),
     }
 }
 
@@ -192,19 +196,23 @@ impl Rng {
 #[test]
 fn random_record_sets_equal_their_orders() {
     const KEYS: [&str; 5] = ["a", "b", "ab", "c", "ba"];
-    const VALUES: [V; 9] = [
+    const VALUES: [V; 13] = [
+        V::Big,
         V::Int(0),
         V::Int(2),
         V::Int(20),
         V::Int(-1),
         V::Float("2.05"),
+        V::Float("2.005"),
         V::Float("2.5"),
+        V::Float("0.5"),
+        V::Float("-0.25"),
         V::Str(""),
         V::Str("x"),
         V::Str("xy"),
     ];
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    for _ in 0..60 {
+    for _ in 0..100 {
         let count = 1 + rng.below(7);
         let records: Vec<Vec<(&str, V)>> = (0..count)
             .map(|_| {
@@ -240,6 +248,17 @@ fn what_does_not_apply_is_refused() {
         .collect();
     let many: Vec<(&str, V)> = many.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert!(records_dfa(&[record(&many)], &glue).unwrap().is_none());
+    // More text than the bound.
+    let long = Record {
+        members: vec![(
+            b"\"a\"".to_vec(),
+            vec![Spelling {
+                text: vec![b'1'; MAX_RECORD_TEXT],
+                zeros: false,
+            }],
+        )],
+    };
+    assert!(records_dfa(&[long], &glue).unwrap().is_none());
 }
 
 #[test]

@@ -7,11 +7,16 @@
 //! be read from here?" is an intersection of two sorted lists. The inverse,
 //! each label's path (`path`), numbers the nodes one record may be at.
 //!
-//! A number member that is integral may also be written as a float with any
-//! count of zeros (`2`, `2.0`, `2.00`, ...): its strings are `2` and `2.0`,
-//! and `loop_zeros` marks the node of `2.0` and every node of `2.00...`
-//! that other strings made as its: the zeros may go on there, and past the
-//! last such node the automaton keeps a state of its own for the run.
+//! **Runs of zeros.** An integral number may also be written as a float with
+//! any count of zeros (`2`, `2.0`, `2.00`, ...). Its string is only `2`;
+//! the nodes other strings made for `2.`, `2.0`, `2.00`, ... are marked as
+//! its run (`run`), and the automaton keeps places of its own for the dot
+//! and the zeros past the last such node. Spelled into the trie, the float
+//! form doubled the nodes of a table of integers.
+//!
+//! Nodes are numbered breadth first, so a node's children are consecutive:
+//! a child is found among the bytes into them, and each node costs four
+//! numbers and a byte.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -23,11 +28,10 @@ pub(in crate::regex_dfa) const ROOT: u32 = 0;
 /// A trie of labelled byte strings, children by byte.
 #[derive(Debug, Default)]
 pub(in crate::regex_dfa) struct LabeledTrie {
-    /// Node `t`'s children are `child_byte` / `child_node` at
-    /// `first_child[t]..first_child[t + 1]`, by byte.
+    /// Node `t`'s children are nodes `first_child[t]..first_child[t + 1]`,
+    /// in the order of `byte_in`, the byte into each node.
     first_child: Vec<u32>,
-    child_byte: Vec<u8>,
-    child_node: Vec<u32>,
+    byte_in: Vec<u8>,
     /// The label of the string that ends at each node (`NONE`: none does).
     label: Vec<u32>,
     /// The labels of the strings through each node, sorted:
@@ -37,18 +41,23 @@ pub(in crate::regex_dfa) struct LabeledTrie {
     /// Per label, the nodes its strings pass through (root left out), sorted.
     path_start: Vec<u32>,
     path: Vec<u32>,
-    /// The integral number whose run of zeros may go on at each node.
-    loop_zeros: Vec<u32>,
+    /// The nodes on an integral number's run past its string (`2.`, `2.0`,
+    /// ...), sorted, with the number.
+    run: Vec<(u32, u32)>,
+    /// The nodes where an integral number's int text ends (its run starts
+    /// there; its other strings, `1e+20`, take no dot), sorted.
+    int_end: Vec<u32>,
 }
 
 impl LabeledTrie {
-    /// The trie of `strings` (text, label), labels below `labels`; `zero_runs`
-    /// lists the labels whose string `text.0` may take more zeros (it is in
-    /// `strings`). None when one string carries two labels.
+    /// The trie of `strings` (text, label), labels below `labels`; `runs`
+    /// lists the labels of integral numbers (their string is in `strings`).
+    /// None when one string carries two labels, or a run passes through the
+    /// end of another label's string.
     pub(in crate::regex_dfa) fn new(
         mut strings: Vec<(Vec<u8>, u32)>,
         labels: usize,
-        zero_runs: &[(Vec<u8>, u32)],
+        runs: &[(Vec<u8>, u32)],
     ) -> Option<LabeledTrie> {
         strings.sort_unstable();
         strings.dedup();
@@ -84,52 +93,65 @@ impl LabeledTrie {
             }
             previous = text;
         }
-        let mut loop_zeros = vec![NONE; children.len()];
-        for (text, l) in zero_runs {
-            // From the node of `text`, through every node of more zeros.
+        let mut run = Vec::new();
+        let mut int_end = Vec::new();
+        for (text, l) in runs {
             let mut node = ROOT;
             for &b in text.iter() {
                 node = find_child(&children[node as usize], b)?;
             }
-            let mut on = vec![];
-            loop {
-                if label[node as usize] != *l && label[node as usize] != NONE {
-                    return None;
+            int_end.push(node);
+            // The dot, then each zero, while another string made the node.
+            let mut want = b'.';
+            while let Some(next) = find_child(&children[node as usize], want) {
+                node = next;
+                if want == b'0' {
+                    if label[node as usize] != NONE && label[node as usize] != *l {
+                        return None;
+                    }
+                    label[node as usize] = *l;
                 }
-                label[node as usize] = *l;
-                loop_zeros[node as usize] = *l;
-                on.push(node);
-                match find_child(&children[node as usize], b'0') {
-                    Some(next) => node = next,
-                    None => break,
-                }
-            }
-            for node in on {
                 below[node as usize].push(*l);
+                run.push((node, *l));
+                want = b'0';
             }
         }
-        let mut trie = LabeledTrie {
-            loop_zeros,
-            label,
-            ..LabeledTrie::default()
-        };
-        for kids in &children {
-            trie.first_child.push(trie.child_byte.len() as u32);
-            trie.child_byte.extend(kids.iter().map(|k| k.0));
-            trie.child_node.extend(kids.iter().map(|k| k.1));
+        // Breadth first: `order[new] = old`.
+        let mut order = vec![ROOT];
+        let mut next = 0;
+        while next < order.len() {
+            order.extend(children[order[next] as usize].iter().map(|c| c.1));
+            next += 1;
         }
-        trie.first_child.push(trie.child_byte.len() as u32);
+        let mut renumber = vec![0u32; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumber[old as usize] = new as u32;
+        }
+        let mut trie = LabeledTrie::default();
+        let mut first = 1u32;
+        for &old in &order {
+            trie.first_child.push(first);
+            first += children[old as usize].len() as u32;
+            trie.label.push(label[old as usize]);
+        }
+        trie.first_child.push(first);
+        trie.byte_in.push(0);
+        for &old in &order {
+            trie.byte_in
+                .extend(children[old as usize].iter().map(|c| c.0));
+        }
         let mut paths: Vec<Vec<u32>> = vec![Vec::new(); labels];
-        for (node, mut ls) in below.into_iter().enumerate() {
+        for (new, &old) in order.iter().enumerate() {
+            let ls = &mut below[old as usize];
             ls.sort_unstable();
             ls.dedup();
             trie.below_start.push(trie.below.len() as u32);
-            if node as u32 != ROOT {
-                for &l in &ls {
-                    paths.get_mut(l as usize)?.push(node as u32);
+            if new as u32 != ROOT {
+                for &l in ls.iter() {
+                    paths.get_mut(l as usize)?.push(new as u32);
                 }
             }
-            trie.below.extend(ls);
+            trie.below.extend_from_slice(ls);
         }
         trie.below_start.push(trie.below.len() as u32);
         for p in paths {
@@ -137,6 +159,16 @@ impl LabeledTrie {
             trie.path.extend(p);
         }
         trie.path_start.push(trie.path.len() as u32);
+        trie.run = run
+            .into_iter()
+            .map(|(node, l)| (renumber[node as usize], l))
+            .collect();
+        trie.run.sort_unstable();
+        trie.int_end = int_end
+            .into_iter()
+            .map(|node| renumber[node as usize])
+            .collect();
+        trie.int_end.sort_unstable();
         Some(trie)
     }
 
@@ -146,23 +178,24 @@ impl LabeledTrie {
 
     /// The child of `node` by `byte`, or `NONE`.
     pub(in crate::regex_dfa) fn child(&self, node: u32, byte: u8) -> u32 {
-        let (lo, hi) = (
-            self.first_child[node as usize] as usize,
-            self.first_child[node as usize + 1] as usize,
-        );
-        match self.child_byte[lo..hi].binary_search(&byte) {
-            Ok(i) => self.child_node[lo + i],
+        let (lo, hi) = self.children(node);
+        match self.byte_in[lo as usize..hi as usize].binary_search(&byte) {
+            Ok(i) => lo + i as u32,
             Err(_) => NONE,
         }
     }
 
+    fn children(&self, node: u32) -> (u32, u32) {
+        (
+            self.first_child[node as usize],
+            self.first_child[node as usize + 1],
+        )
+    }
+
     /// The bytes `node` has children by.
     pub(in crate::regex_dfa) fn child_bytes(&self, node: u32) -> &[u8] {
-        let (lo, hi) = (
-            self.first_child[node as usize] as usize,
-            self.first_child[node as usize + 1] as usize,
-        );
-        &self.child_byte[lo..hi]
+        let (lo, hi) = self.children(node);
+        &self.byte_in[lo as usize..hi as usize]
     }
 
     /// The label of the string ending at `node` (`NONE`: none).
@@ -170,9 +203,20 @@ impl LabeledTrie {
         self.label[node as usize]
     }
 
-    /// The integral number whose zeros may go on at `node` (`NONE`: none).
-    pub(in crate::regex_dfa) fn loop_zeros(&self, node: u32) -> u32 {
-        self.loop_zeros[node as usize]
+    /// The integral number whose run (`.`, `.0`, `.00`, ...) `node` is on
+    /// (`NONE`: none). The dot's node has no label; a zero's has the
+    /// number's.
+    pub(in crate::regex_dfa) fn run(&self, node: u32) -> u32 {
+        match self.run.binary_search_by_key(&node, |r| r.0) {
+            Ok(i) => self.run[i].1,
+            Err(_) => NONE,
+        }
+    }
+
+    /// Whether an integral number's int text ends at `node` (a dot may
+    /// follow).
+    pub(in crate::regex_dfa) fn is_int_end(&self, node: u32) -> bool {
+        self.int_end.binary_search(&node).is_ok()
     }
 
     /// The labels of the strings through `node`, sorted.
@@ -189,15 +233,15 @@ impl LabeledTrie {
 
     pub(in crate::regex_dfa) fn memory_bytes(&self) -> usize {
         (self.first_child.len()
-            + self.child_node.len()
             + self.label.len()
             + self.below_start.len()
             + self.below.len()
             + self.path_start.len()
             + self.path.len()
-            + self.loop_zeros.len())
+            + self.run.len() * 2
+            + self.int_end.len())
             * 4
-            + self.child_byte.len()
+            + self.byte_in.len()
     }
 }
 
@@ -245,12 +289,12 @@ impl<K: std::hash::Hash + Eq> Interner<K> {
 mod tests {
     use super::*;
 
-    fn trie(words: &[(&str, u32)], zeros: &[(&str, u32)]) -> LabeledTrie {
+    fn trie(words: &[(&str, u32)], runs: &[(&str, u32)]) -> LabeledTrie {
         let strings = words
             .iter()
             .map(|(w, l)| (w.as_bytes().to_vec(), *l))
             .collect();
-        let runs: Vec<(Vec<u8>, u32)> = zeros
+        let runs: Vec<(Vec<u8>, u32)> = runs
             .iter()
             .map(|(w, l)| (w.as_bytes().to_vec(), *l))
             .collect();
@@ -270,7 +314,9 @@ mod tests {
         assert_eq!(t.label(walk(&t, "ab")), 0);
         assert_eq!(t.label(walk(&t, "a")), NONE);
         assert_eq!(t.child_bytes(walk(&t, "a")), b"bc");
+        assert_eq!(t.child_bytes(ROOT), b"ab");
         assert_eq!(walk(&t, "ad"), NONE);
+        assert_eq!(t.nodes(), 6);
         let path3: Vec<u32> = ["a", "ab", "abd"].iter().map(|w| walk(&t, w)).collect();
         assert_eq!(t.path(3), &path3[..]);
         assert!(intersects(t.below(walk(&t, "ab")), &[3, 7]));
@@ -278,22 +324,32 @@ mod tests {
     }
 
     #[test]
-    fn zero_runs_take_over_the_nodes_of_more_zeros() {
-        // 2 (2, 2.0, 2.00, ...) beside 2.005, which made the node of 2.00.
-        let t = trie(&[("2", 0), ("2.0", 0), ("2.005", 1)], &[("2.0", 0)]);
+    fn runs_of_zeros_take_over_the_nodes_other_strings_made() {
+        // 2 (2, 2.0, 2.00, ...) beside 2.005, which made 2., 2.0 and 2.00.
+        let t = trie(&[("2", 0), ("2.005", 1), ("3", 2)], &[("2", 0), ("3", 2)]);
+        assert_eq!(t.run(walk(&t, "2.")), 0);
+        assert_eq!(t.label(walk(&t, "2.")), NONE);
         for w in ["2.0", "2.00"] {
-            assert_eq!(t.loop_zeros(walk(&t, w)), 0, "{w}");
+            assert_eq!(t.run(walk(&t, w)), 0, "{w}");
             assert_eq!(t.label(walk(&t, w)), 0, "{w}");
             assert_eq!(t.below(walk(&t, w)), &[0, 1], "{w}");
         }
-        assert_eq!(t.loop_zeros(walk(&t, "2.005")), NONE);
+        assert_eq!(t.run(walk(&t, "2.005")), NONE);
         assert_eq!(t.below(walk(&t, "2.005")), &[1]);
-        assert_eq!(t.loop_zeros(walk(&t, "2")), NONE);
+        assert_eq!(t.run(walk(&t, "2")), NONE);
+        assert!(t.is_int_end(walk(&t, "2")) && t.is_int_end(walk(&t, "3")));
+        assert!(!t.is_int_end(walk(&t, "2.0")) && !t.is_int_end(walk(&t, "2.005")));
+        // No other string made 3.: its run has no nodes.
+        assert_eq!(walk(&t, "3."), NONE);
+        assert_eq!(t.path(2), &[walk(&t, "3")]);
     }
 
     #[test]
     fn a_string_with_two_labels_is_refused() {
         let strings = vec![(b"a".to_vec(), 0), (b"a".to_vec(), 1)];
         assert!(LabeledTrie::new(strings, 2, &[]).is_none());
+        // Nor a run through another number's end (no JSON text does that).
+        let strings = vec![(b"2".to_vec(), 0), (b"2.0".to_vec(), 1)];
+        assert!(LabeledTrie::new(strings, 2, &[(b"2".to_vec(), 0)]).is_none());
     }
 }
