@@ -246,21 +246,24 @@ impl Records {
             has_more |= hi - lo > used.len();
         }
         let after = self.after.len();
-        let listed = (!start).then(|| {
-            let mut starts = vec![after];
-            for &i in fit {
-                let last = *starts.last().expect("starts with the glue's");
-                starts.push(last + self.rec_places[i as usize] - after);
-            }
-            Listed {
-                records: fit.to_vec(),
-                starts,
-                ..Listed::default()
-            }
-        });
         // Listed only where that takes fewer numbers than the layout.
+        let blocks: u64 = fit
+            .iter()
+            .map(|&i| u64::from(self.rec_places[i as usize] - after))
+            .sum();
         let listed =
-            listed.filter(|l| *l.starts.last().expect("one more start") < self.layout.places);
+            (!start && u64::from(after) + blocks < u64::from(self.layout.places)).then(|| {
+                let mut starts = vec![after];
+                for &i in fit {
+                    let last = *starts.last().expect("starts with the glue's");
+                    starts.push(last + self.rec_places[i as usize] - after);
+                }
+                Listed {
+                    records: fit.to_vec(),
+                    starts,
+                    ..Listed::default()
+                }
+            });
         Context {
             all: start,
             can_close,
