@@ -45,7 +45,9 @@ pub use byteset::ByteSet;
 pub use compose::LARGE_REPEAT;
 use compose::{compose_parsed, hir_to_compose};
 pub use product::Op;
-pub use records::{records_dfa, Record, RecordGlue, Spelling, MAX_RECORD_MEMBERS, MAX_RECORD_TEXT};
+pub use records::{
+    records_dfa, Part, Record, RecordGlue, Spelling, MAX_RECORD_MEMBERS, MAX_RECORD_TEXT,
+};
 pub use sequences::{union_may_fit, union_of_sequences, SeqPart};
 use table::{class_bytes_of, own_classes, Table};
 use tail::Tail;

@@ -35,6 +35,8 @@ from conftest import EOS, accepts, allowed_ids, new_bitmask, walk_checking_rows
 
 KEYS = ["a", "b", "ab", "c", "é"]
 SCALARS = [0, 2, 20, -1, 2.0, 2.5, 2.05, 1e20, -0.5, "", "x", "xy", 'q"\\', True, False, None]
+# Values with whitespace runs inside: arrays, and objects (in any order).
+NESTED = [[], [2], [2, "x"], [2.5, [0]], {}, {"a": 2}, {"a": [1], "b": None}]
 WS = "[ \\t\\n\\r]*"
 
 # Single characters of JSON text, and tokens that cross its parts.
@@ -47,7 +49,10 @@ TOKENS = sorted(
 
 def record_strategy(max_members: int) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(
-        st.sampled_from(KEYS), st.sampled_from(SCALARS), min_size=1, max_size=max_members
+        st.sampled_from(KEYS),
+        st.sampled_from(SCALARS + NESTED),
+        min_size=1,
+        max_size=max_members,
     )
 
 
@@ -55,6 +60,15 @@ def value_regex(v: Any) -> str:
     """The texts json.dumps may write for scalar ``v``: an integral number as
     an int or a float with any number of zeros (and its repr if that has an
     exponent), anything else as json.dumps writes it."""
+    if isinstance(v, list):
+        if not v:
+            return f"\\[{WS}\\]"
+        return f"\\[{WS}" + f"{WS},{WS}".join(value_regex(x) for x in v) + f"{WS}\\]"
+    if isinstance(v, dict):
+        if not v:
+            return f"\\{{{WS}\\}}"
+        orders = itertools.permutations(v.items())
+        return "(?:" + "|".join(object_regex(order) for order in orders) + ")"
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return regex.escape(json.dumps(v, ensure_ascii=False))
     if float(v).is_integer() and abs(v) < 1e300:
@@ -66,15 +80,17 @@ def value_regex(v: Any) -> str:
     return regex.escape(json.dumps(v))
 
 
+def object_regex(order: tuple[tuple[str, Any], ...]) -> str:
+    """One order of an object's members, with flexible whitespace."""
+    members = [
+        f"{regex.escape(json.dumps(k, ensure_ascii=False))}{WS}:{WS}{value_regex(v)}"
+        for k, v in order
+    ]
+    return f"\\{{{WS}" + f"{WS},{WS}".join(members) + f"{WS}\\}}"
+
+
 def orders_pattern(records: list[dict[str, Any]]) -> Any:
-    alts = []
-    for r in records:
-        for order in itertools.permutations(r.items()):
-            members = [
-                f"{regex.escape(json.dumps(k, ensure_ascii=False))}{WS}:{WS}{value_regex(v)}"
-                for k, v in order
-            ]
-            alts.append(f"\\{{{WS}" + f"{WS},{WS}".join(members) + f"{WS}\\}}")
+    alts = [object_regex(order) for r in records for order in itertools.permutations(r.items())]
     return regex.compile("(?:" + "|".join(alts) + ")")
 
 
@@ -161,6 +177,54 @@ def shuffled_text(r: dict[str, Any], rng: random.Random) -> str:
     rng.shuffle(items)
     seps = rng.choice([(", ", ": "), (",", ":"), (" ,\n", " :  ")])
     return json.dumps(dict(items), ensure_ascii=False, separators=seps)
+
+
+def nested_table(count: int) -> list[dict[str, Any]]:
+    """Rows whose members hold arrays and objects (their members in any
+    order too)."""
+    return [
+        {
+            "id": i,
+            "tags": ["a", i % 5],
+            "size": {"w": i % 7, "h": 2.5},
+            "name": f"n{i}",
+            "ok": i % 2 == 0,
+            "dims": [[i % 3], []],
+        }
+        for i in range(count)
+    ]
+
+
+def reordered(x: Any, rng: random.Random) -> Any:
+    """``x`` with every object's members shuffled."""
+    if isinstance(x, dict):
+        items = [(k, reordered(v, rng)) for k, v in x.items()]
+        rng.shuffle(items)
+        return dict(items)
+    if isinstance(x, list):
+        return [reordered(v, rng) for v in x]
+    return x
+
+
+def test_records_holding_arrays_and_objects_scale(llama3):
+    """Members that are arrays or objects are texts with whitespace runs
+    inside: 20,000 such rows are one records automaton too."""
+    enc, tok = llama3
+    records = nested_table(20_000)
+    start = time.perf_counter()
+    g = maskpar.compile_json_schema(tok, {"enum": records})
+    assert time.perf_counter() - start < 10
+    assert g.num_states < 10
+    rng = random.Random(5)
+    for i in rng.sample(range(len(records)), 15):
+        text = json.dumps(reordered(records[i], rng), indent=rng.choice([None, 1]))
+        assert accepts_tokens(g, enc.encode(text)), text
+        changed = json.loads(json.dumps(records[i]))
+        changed["size"]["h"] = 3
+        assert not accepts_tokens(g, enc.encode(json.dumps(changed))), changed
+        changed = json.loads(json.dumps(records[i]))
+        changed["dims"] = [[i % 3]]
+        assert not accepts_tokens(g, enc.encode(json.dumps(changed))), changed
 
 
 def table(count: int, fields: int) -> list[dict[str, Any]]:

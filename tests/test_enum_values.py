@@ -174,9 +174,9 @@ def test_many_container_values_compile_and_mask(byte_tok, count, key_order, make
 
 
 def test_past_the_automaton_bound_an_enum_is_refused_clearly(byte_tok):
-    """100,000 objects in any order holding arrays need more than the 64 MiB
-    automaton bound (``docs/limits.md``): a ValueError that says so, not a
-    rule per value. (Flat objects are records, ``test_enum_records.py``.)"""
-    values = [{"k": i, "v": [str(i)]} for i in range(100_000)]
+    """100,000 three-item arrays need more than the 64 MiB automaton bound
+    (``docs/limits.md``): a ValueError that says so, not a rule per value.
+    (Objects in any order are records, ``test_enum_records.py``.)"""
+    values = [[i, str(i), {"a": i}] for i in range(100_000)]
     with pytest.raises(ValueError, match="64 MiB bound"):
         maskpar.compile_json_schema(byte_tok, {"enum": values})

@@ -27,8 +27,10 @@
 //!
 //! So a state number is decoded arithmetically into (context, place), a
 //! byte steps the place through the glue automata and the key and value
-//! tries (`trie`), and a value read to its end moves to the context its
-//! member leads to. A trie node is entered only while some string through
+//! tries (`trie`; a value's text is bytes, runs of flexible whitespace
+//! between the tokens of an array or object, read by an automaton beside
+//! the trie, and int ends, where a number's float forms may follow), and a
+//! value read to its end moves to the context its member leads to. A trie node is entered only while some string through
 //! it belongs to the context (a key not used yet, a member value some
 //! possible record has), so every state can still reach the end: nothing
 //! needs pruning, as the table automata's dead-state merge requires.
@@ -37,13 +39,16 @@
 //! automata (`RecordGlue`: `{` and the space after it, the key separator,
 //! the item separator, and the space and `}` at the end). A place leaves
 //! the glue for a key or value on a byte the glue cannot read on, and a
-//! value ends on a byte it cannot read on: `records_dfa` checks that the
-//! glue never reads on with a byte that would start what follows (JSON's
-//! whitespace never does), and gives None when it could, so the caller
+//! value ends on a byte it cannot read on, and likewise a whitespace run
+//! inside a value: `records_dfa` checks (`build`) that the glue and the
+//! runs never read on with a byte that would start what follows (JSON's
+//! whitespace never does), and gives None when they could, so the caller
 //! spells the values out instead.
 
 mod after;
+mod build;
 mod contexts;
+mod numbers;
 mod step;
 mod trie;
 
@@ -51,17 +56,25 @@ use std::sync::Arc;
 
 use self::after::After;
 use self::contexts::Context;
-use self::trie::{Interner, LabeledTrie, NONE, ROOT};
-use super::{ByteDfa, ByteSet, Minimality, DEAD};
+use self::trie::LabeledTrie;
+use super::{ByteDfa, Minimality, DEAD};
 use crate::error::Result;
 
-/// One member value's texts: `text` itself, and when `zeros`, also `text`
-/// followed by `.` and one or more `0` (an integral number as a float).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Spelling {
-    pub text: Vec<u8>,
-    pub zeros: bool,
+/// A piece of a member value's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    Byte(u8),
+    /// A run of the layout's flexible whitespace (`RecordGlue::space`),
+    /// between the tokens of an array or object value.
+    Space,
+    /// An integral number's int text ends here: `.` and one or more `0`
+    /// may follow (its float forms, `2.0`, `2.00`, ...).
+    IntEnd,
 }
+
+/// One of the texts of a member's value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Spelling(pub Vec<Part>);
 
 /// One object: its members' key texts (quoted, as written) and the
 /// spellings of their values.
@@ -80,6 +93,9 @@ pub struct RecordGlue {
     pub item_sep: Arc<ByteDfa>,
     /// From the last value to the end (`}` included).
     pub close: Arc<ByteDfa>,
+    /// A run of flexible whitespace inside array and object values (None:
+    /// the layout has none).
+    pub space: Option<Arc<ByteDfa>>,
 }
 
 /// Members per record: a record context's used members are a 64-bit mask.
@@ -96,17 +112,14 @@ pub(super) struct Records {
     open: Arc<ByteDfa>,
     key_sep: Arc<ByteDfa>,
     after: After,
+    /// The whitespace run inside values, and its states' count (0: none).
+    space: Option<Arc<ByteDfa>>,
+    space_states: u32,
     /// Quoted key texts labelled by key id.
     keys: LabeledTrie,
-    /// Per key: its members' value spellings labelled by member id.
-    values: Vec<LabeledTrie>,
-    /// Per key: where its value trie's nodes start among the places.
-    value_base: Vec<u32>,
+    /// Per key: its members' values.
+    values: Vec<KeyValues>,
     member_key: Vec<u32>,
-    /// Per integral member: its index among them (its dot and zeros places
-    /// are two per index), or `NONE`; and the member of each index.
-    zero_index: Vec<u32>,
-    zero_members: Vec<u32>,
     /// Record `i`'s members (by key id) are `rec_key` / `rec_member` at
     /// `rec_start[i]..rec_start[i + 1]`; `rec_block` is each member's first
     /// place in the record's block.
@@ -129,9 +142,29 @@ struct Layout {
     key: u32,
     key_sep: u32,
     value: u32,
-    zeros: u32,
     after: u32,
     places: u32,
+}
+
+/// One key's member values: their trie, and the nodes with places beside
+/// their own: where a whitespace run ends (a place per run state), and the
+/// int ends (a dot and a run of zeros each).
+struct KeyValues {
+    trie: LabeledTrie,
+    spaces: Vec<u32>,
+    ends: Vec<u32>,
+    /// Where its places start among a shared context's value places.
+    base: u32,
+}
+
+impl KeyValues {
+    /// Its places in a shared context numbered by the layout: each node,
+    /// then the whitespace runs, then the dots and zeros.
+    fn places(&self, space_states: u32) -> u32 {
+        (self.trie.nodes() as u32)
+            .saturating_add((self.spaces.len() as u32).saturating_mul(space_states))
+            .saturating_add(2 * self.ends.len() as u32)
+    }
 }
 
 /// What the values read so far leave possible.
@@ -153,10 +186,14 @@ enum Place {
     KeySep(u32, u32),
     /// Inside a value of key `.0` (a node of its value trie).
     Value(u32, u32),
-    /// After the dot of integral member `.0`'s float form, past the trie.
-    Dot(u32),
-    /// In the run of zeros of integral member `.0`, past the trie.
-    Zeros(u32),
+    /// Inside a value of key `.0`, in a whitespace run (state `.2`) that
+    /// ends at node `.1`.
+    Space(u32, u32, u32),
+    /// Inside a value of key `.0`, after the dot of a float form of the int
+    /// text ending at node `.1`, past the trie's nodes.
+    Dot(u32, u32),
+    /// ... and in its run of zeros, past the trie's nodes.
+    Zeros(u32, u32),
     /// In the glue after a value (a state of `After`).
     After(u32),
 }
@@ -199,199 +236,6 @@ pub fn records_dfa(records: &[Record], glue: &RecordGlue) -> Result<Option<ByteD
 }
 
 impl Records {
-    /// The tries and records of `records` (no contexts yet).
-    fn new(records: &[Record], glue: &RecordGlue, after: After) -> Result<Option<Records>> {
-        // Keys by id, members by (key, spellings).
-        let mut key_ids: Interner<Vec<u8>> = Interner::new();
-        let mut key_texts = Vec::new();
-        let mut member_ids: Interner<(u32, Vec<Spelling>)> = Interner::new();
-        let mut member_key = Vec::new();
-        let mut value_strings: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
-        let mut zero_runs: Vec<Vec<(Vec<u8>, u32)>> = Vec::new();
-        let text: usize = records
-            .iter()
-            .flat_map(|r| &r.members)
-            .map(|(k, v)| k.len() + v.iter().map(|s| s.text.len()).sum::<usize>())
-            .sum();
-        if text > MAX_RECORD_TEXT {
-            return Ok(None);
-        }
-        let mut rows: Vec<Vec<(u32, u32)>> = Vec::with_capacity(records.len());
-        for r in records {
-            if r.members.is_empty() || r.members.len() > MAX_RECORD_MEMBERS {
-                return Ok(None);
-            }
-            let mut row = Vec::with_capacity(r.members.len());
-            for (key, spellings) in &r.members {
-                crate::budget::charge_n(
-                    key.len() + spellings.iter().map(|s| s.text.len()).sum::<usize>(),
-                )?;
-                let (k, new) = key_ids.id(key.clone());
-                if new {
-                    key_texts.push((key.clone(), k));
-                    value_strings.push(Vec::new());
-                    zero_runs.push(Vec::new());
-                }
-                let mut spellings = spellings.clone();
-                spellings.sort_unstable();
-                spellings.dedup();
-                let (m, new) = member_ids.id((k, spellings.clone()));
-                if new {
-                    member_key.push(k);
-                    for s in &spellings {
-                        value_strings[k as usize].push((s.text.clone(), m));
-                        if s.zeros {
-                            zero_runs[k as usize].push((s.text.clone(), m));
-                        }
-                    }
-                }
-                row.push((k, m));
-            }
-            row.sort_unstable();
-            if row.windows(2).any(|w| w[0].0 == w[1].0) {
-                return Ok(None); // a key twice
-            }
-            rows.push(row);
-        }
-        rows.sort_unstable();
-        rows.dedup();
-        let members = member_ids.len();
-        let Some(keys) = LabeledTrie::new(key_texts, key_ids.len(), &[]) else {
-            return Ok(None);
-        };
-        let mut values = Vec::with_capacity(value_strings.len());
-        for (strings, runs) in value_strings.into_iter().zip(&zero_runs) {
-            crate::budget::charge_n(strings.iter().map(|s| s.0.len()).sum::<usize>())?;
-            match LabeledTrie::new(strings, members, runs) {
-                Some(t) => values.push(t),
-                None => return Ok(None),
-            }
-        }
-        let mut zero_index = vec![NONE; members];
-        let mut zero_members = Vec::new();
-        for &(_, m) in zero_runs.iter().flatten() {
-            if zero_index[m as usize] == NONE {
-                zero_index[m as usize] = zero_members.len() as u32;
-                zero_members.push(m);
-            }
-        }
-        // Two places per integral number: its dot and its zeros.
-        let zeros = 2 * zero_members.len() as u32;
-        let key_nodes = keys.nodes() as u32;
-        let key_sep_states = glue.key_sep.num_states() as u32;
-        let mut value_base = vec![0u32];
-        for t in &values {
-            let last = *value_base.last().expect("starts with 0");
-            value_base.push(last.saturating_add(t.nodes() as u32));
-        }
-        let total_values = *value_base.last().expect("starts with 0");
-        let key = glue.open.num_states() as u32;
-        let key_sep = key + key_nodes;
-        let value = key_sep.saturating_add((values.len() as u32).saturating_mul(key_sep_states));
-        let zeros_at = value.saturating_add(total_values);
-        let after_at = zeros_at.saturating_add(zeros);
-        let layout = Layout {
-            key,
-            key_sep,
-            value,
-            zeros: zeros_at,
-            after: after_at,
-            places: after_at.saturating_add(after.len()),
-        };
-        let mut built = Records {
-            open: glue.open.clone(),
-            key_sep: glue.key_sep.clone(),
-            after,
-            keys,
-            values,
-            value_base,
-            member_key,
-            zero_index,
-            zero_members,
-            rec_start: vec![0],
-            rec_key: Vec::new(),
-            rec_member: Vec::new(),
-            rec_block: Vec::new(),
-            rec_places: Vec::new(),
-            contexts: Vec::new(),
-            layout,
-            owners: contexts::Owners::default(),
-        };
-        for row in rows {
-            // Each member's block: its key's path, the key separator, its
-            // value's path, and a run of zeros if it has one.
-            let mut at = built.after.len();
-            for (k, m) in row {
-                built.rec_key.push(k);
-                built.rec_member.push(m);
-                built.rec_block.push(at);
-                let value_path = built.values[k as usize].path(m).len() as u32;
-                let zeros = 2 * u32::from(built.zero_index[m as usize] != NONE);
-                at = at.saturating_add(
-                    built.keys.path(k).len() as u32 + key_sep_states + value_path + zeros,
-                );
-            }
-            built.rec_start.push(built.rec_key.len() as u32);
-            built.rec_places.push(at);
-        }
-        Ok(Some(built))
-    }
-
-    /// Whether the glue never reads on with a byte that starts what follows
-    /// it (see the module doc), and every key ends where its text does.
-    fn glue_is_clear(&self, glue: &RecordGlue) -> bool {
-        let quote = |set: ByteSet| !set.contains(b'"');
-        if !quote(glue.open.bytes_after_accepting()) {
-            return false;
-        }
-        let mut value_first = ByteSet::default();
-        let mut value_next = ByteSet::default();
-        for t in &self.values {
-            t.child_bytes(ROOT)
-                .iter()
-                .for_each(|&b| value_first.insert(b));
-            for node in 0..t.nodes() as u32 {
-                let m = t.label(node);
-                if m != NONE {
-                    t.child_bytes(node)
-                        .iter()
-                        .for_each(|&b| value_next.insert(b));
-                    if t.is_int_end(node) {
-                        value_next.insert(b'.');
-                    }
-                }
-                if t.run(node) != NONE {
-                    value_next.insert(b'0');
-                }
-            }
-        }
-        if glue
-            .key_sep
-            .bytes_after_accepting()
-            .intersects(&value_first)
-        {
-            return false;
-        }
-        let mut after_first = ByteSet::default();
-        for &s in &self.after.starts {
-            after_first.union_with(&self.after.live_bytes(s));
-        }
-        if after_first.intersects(&value_next) {
-            return false;
-        }
-        for a in 0..self.after.len() {
-            let (sep, close) = (
-                self.after.sep_accepting[a as usize],
-                self.after.close_accepting[a as usize],
-            );
-            if sep && (close || self.after.step(a, b'"') != NONE) {
-                return false;
-            }
-        }
-        (0..self.keys.nodes() as u32)
-            .all(|t| self.keys.label(t) == NONE || self.keys.child_bytes(t).is_empty())
-    }
-
     /// State numbers past the dead state's row.
     pub(super) fn states(&self) -> usize {
         self.owners.states() as usize - 1
@@ -411,7 +255,7 @@ impl Records {
             + self
                 .values
                 .iter()
-                .map(LabeledTrie::memory_bytes)
+                .map(|v| v.trie.memory_bytes() + (v.spaces.len() + v.ends.len()) * 4)
                 .sum::<usize>()
             + self.after.memory_bytes()
             + (self.rec_key.len() * 3 + self.rec_start.len() * 2 + self.member_key.len() * 2) * 4

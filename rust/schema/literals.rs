@@ -8,7 +8,7 @@
 //! value, an integral one also takes its int and float forms (`2`, `2.0`,
 //! `-0` for zero). Arrays are written item by item. An object's members may
 //! come in any order (equal objects list their keys differently): 16 or
-//! more flat objects of one enum are one record automaton (`records`);
+//! more objects of one enum are one record automaton (`records`);
 //! otherwise, while that makes at most `PERMUTED_ORDERS` texts, every order
 //! is written out (a regular node, so an enum of many objects is one
 //! lexeme); past it the object goes through the same `members` as object
@@ -58,7 +58,7 @@ impl<'a> Compiler<'a> {
                         }
                     }
                     Value::Object(o)
-                        if self.opts.key_order == KeyOrder::Any && records::is_record(o) =>
+                        if self.opts.key_order == KeyOrder::Any && records::may_be_record(o) =>
                     {
                         records.push(o)
                     }
@@ -66,18 +66,13 @@ impl<'a> Compiler<'a> {
                 }
             }
         }
-        let as_one = match records.len() >= records::MIN_RECORDS {
-            true => self.records(&records)?,
-            false => None,
+        let spelled = match records.len() >= records::MIN_RECORDS {
+            true => self.records(records, ptr, &mut alts)?,
+            false => records,
         };
-        match as_one {
-            Some(node) => alts.push(node),
-            None => {
-                for o in records {
-                    // Cloned back into a value only where spelled out.
-                    alts.push(self.literal(&Value::Object(o.clone()), ptr)?);
-                }
-            }
+        for o in spelled {
+            // Cloned back into a value only where spelled out.
+            alts.push(self.literal(&Value::Object(o.clone()), ptr)?);
         }
         if !ints.is_empty() {
             ints.sort_unstable();
@@ -92,7 +87,7 @@ impl<'a> Compiler<'a> {
 
     /// The text of one JSON value, as json.dumps writes it (object keys in
     /// the order given).
-    fn literal(&mut self, v: &Value, ptr: &str) -> Result<Node> {
+    pub(super) fn literal(&mut self, v: &Value, ptr: &str) -> Result<Node> {
         Ok(match v {
             Value::Null => lit("null"),
             Value::Bool(b) => lit(if *b { "true" } else { "false" }),
@@ -222,11 +217,15 @@ pub(super) fn integral_words(n: &serde_json::Number) -> Option<Vec<String>> {
     })
 }
 
+/// What may follow an integral number's int text: its float forms' `.0`,
+/// `.00`, ... (`records` reads this node as an int end).
+pub(super) const FLOAT_ZEROS: &str = "(?:\\.0+)?";
+
 /// Integral values written as ints or as floats: the words, then an
 /// optional `.0`, `.00`, ... (a trie of the words when there are many).
 fn integral_forms(words: Vec<String>) -> Node {
     let words = Node::alt(words.into_iter().map(Node::Literal).collect());
-    Node::seq(vec![words, re("(?:\\.0+)?")])
+    Node::seq(vec![words, re(FLOAT_ZEROS)])
 }
 
 /// The text Python's json.dumps writes for a number from the schema.

@@ -1,110 +1,178 @@
-//! `enum` values that are flat objects ("records": every member a string,
-//! number, boolean or null), with members in any order, as one automaton
-//! (`regex_dfa::records_dfa`) whose size grows with the text of the
-//! records, not with their orders.
+//! `enum` values that are objects ("records") with members in any order, as
+//! one automaton (`regex_dfa::records_dfa`) whose size grows with the text
+//! of the records, not with their orders.
 //!
 //! Spelling every order of each object (`literals`) makes 24 texts of a
 //! four-member object and a rule of member sets per object past that: a
 //! product catalogue of 10,000 six-field rows was refused. Here each
-//! member's key is its quoted text and its value the texts json.dumps may
-//! write for it (an integral number also as a float with any count of
-//! zeros), and the glue between members is the layout's own.
+//! member's key is its quoted text and its value the texts `literals`
+//! writes for it, read as bytes, runs of the layout's flexible whitespace
+//! (between the tokens of an array or object value) and int ends (where an
+//! integral number's float forms may follow); the glue between members is
+//! the layout's own.
 //!
-//! Where the records automaton does not apply (glue that reads on with a
-//! byte that starts a key or ends a value, a `whitespace_pattern` that
-//! reads a quote, say, or more states than a state number holds) the
-//! values are spelled out as before.
+//! A value that is not such a finite set of texts (an object of more than
+//! four members in any order inside it, which `literals` writes with member
+//! sets; more than `MAX_SPELLINGS` texts) leaves its record spelled out, as
+//! does everything where the records automaton does not apply (glue that
+//! reads on with a byte that starts a key or ends a value, more states than
+//! a state number holds).
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::literals::{integral_words, python_number};
+use super::literals::FLOAT_ZEROS;
 use super::objects::key_text;
-use super::{strings, Compiler};
+use super::{re, Compiler};
 use crate::cfg::ast::{Node, Prebuilt};
 use crate::cfg::regular_dfa;
 use crate::error::Result;
-use crate::regex_dfa::{records_dfa, Record, RecordGlue, Spelling, MAX_RECORD_MEMBERS};
+use crate::regex_dfa::{
+    records_dfa, ByteDfa, Part, Record, RecordGlue, Spelling, MAX_RECORD_MEMBERS,
+};
 
 /// An `enum` needs at least this many records for them to become one
 /// automaton: fewer are spelled out (cheap, and the spelled union is a
 /// table the rest of the grammar may join with).
 pub(super) const MIN_RECORDS: usize = 16;
 
-/// Whether `o` may be a record: non-empty, at most `MAX_RECORD_MEMBERS`
-/// members, each a scalar.
-pub(super) fn is_record(o: &Map<String, Value>) -> bool {
-    !o.is_empty() && o.len() <= MAX_RECORD_MEMBERS && o.values().all(|v| spellings(v).is_some())
+/// Texts one member value may have (its nested objects' orders multiplied
+/// out): past it the record is spelled out.
+const MAX_SPELLINGS: usize = 64;
+
+/// Whether `o` may be a record: non-empty, with at most
+/// `MAX_RECORD_MEMBERS` members (whether its values can be read as texts
+/// is known once they are written, in `records`).
+pub(super) fn may_be_record(o: &Map<String, Value>) -> bool {
+    !o.is_empty() && o.len() <= MAX_RECORD_MEMBERS
 }
 
-impl Compiler<'_> {
-    /// The automaton of `records` (objects for which `is_record` holds) in
-    /// any key order, one level deeper than the enum, or None where it does
-    /// not apply.
-    pub(super) fn records(&mut self, records: &[&Map<String, Value>]) -> Result<Option<Node>> {
-        self.nested(|c| {
-            let glue = c.member_glue();
-            let part =
-                |n: &Node| -> Result<Option<Arc<crate::regex_dfa::ByteDfa>>> { regular_dfa(n) };
-            let (Some(open), Some(key_sep), Some(item_sep), Some(close)) = (
-                part(&glue.open)?,
-                part(&glue.key_sep)?,
-                part(&glue.item_sep)?,
-                part(&glue.close)?,
-            ) else {
+impl<'a> Compiler<'a> {
+    /// `objects` (for which `may_be_record` holds) in any key order: those
+    /// whose values are finite sets of texts become one records automaton,
+    /// pushed to `alts` when there are at least `MIN_RECORDS` and it
+    /// applies; the rest are returned, to be spelled out.
+    pub(super) fn records(
+        &mut self,
+        objects: Vec<&'a Map<String, Value>>,
+        ptr: &str,
+        alts: &mut Vec<Node>,
+    ) -> Result<Vec<&'a Map<String, Value>>> {
+        let mut records = Vec::with_capacity(objects.len());
+        let mut rest = Vec::new();
+        let glue = self.nested(|c| {
+            for o in &objects {
+                match c.record(o, ptr)? {
+                    Some(r) => records.push(r),
+                    None => rest.push(*o),
+                }
+            }
+            c.record_glue()
+        })?;
+        if records.len() < MIN_RECORDS {
+            return Ok(objects);
+        }
+        let Some(glue) = glue else {
+            return Ok(objects);
+        };
+        match records_dfa(&records, &glue)? {
+            Some(dfa) => {
+                alts.push(Node::Automaton(Prebuilt(Arc::new(dfa))));
+                Ok(rest)
+            }
+            None => Ok(objects),
+        }
+    }
+
+    /// The record of object `o` (one level down), or None where a value is
+    /// not a finite set of texts.
+    fn record(&mut self, o: &Map<String, Value>, ptr: &str) -> Result<Option<Record>> {
+        let ws = self.ws();
+        let mut members = Vec::with_capacity(o.len());
+        for (k, v) in o {
+            let node = self.literal(v, ptr)?;
+            let Some(texts) = spellings(&node, &ws) else {
                 return Ok(None);
             };
-            let glue = RecordGlue {
-                open,
-                key_sep,
-                item_sep,
-                close,
-            };
-            let records: Vec<Record> = records
-                .iter()
-                .map(|o| Record {
-                    members: o
-                        .iter()
-                        .map(|(k, v)| {
-                            let texts = spellings(v).expect("records hold scalars");
-                            (key_text(k).into_bytes(), texts)
-                        })
-                        .collect(),
-                })
-                .collect();
-            let dfa = records_dfa(&records, &glue)?;
-            Ok(dfa.map(|d| Node::Automaton(Prebuilt(Arc::new(d)))))
-        })
+            members.push((key_text(k).into_bytes(), texts));
+        }
+        Ok(Some(Record { members }))
+    }
+
+    /// The automata of the layout's glue around members (one level down),
+    /// or None where one matches nothing.
+    fn record_glue(&self) -> Result<Option<RecordGlue>> {
+        let glue = self.member_glue();
+        let part = |n: &Node| -> Result<Option<Arc<ByteDfa>>> { regular_dfa(n) };
+        let (Some(open), Some(key_sep), Some(item_sep), Some(close)) = (
+            part(&glue.open)?,
+            part(&glue.key_sep)?,
+            part(&glue.item_sep)?,
+            part(&glue.close)?,
+        ) else {
+            return Ok(None);
+        };
+        let ws = self.ws();
+        let space = match ws {
+            Node::Empty => None,
+            ws => part(&ws)?,
+        };
+        Ok(Some(RecordGlue {
+            open,
+            key_sep,
+            item_sep,
+            close,
+            space,
+        }))
     }
 }
 
-/// The texts json.dumps may write for scalar `v` (None: not a scalar), as
-/// `literals` writes them: an integral number as its int text, also as a
-/// float with any count of zeros, and in Python's exponent form if that is
-/// its repr.
-fn spellings(v: &Value) -> Option<Vec<Spelling>> {
-    let one = |text: String, zeros| Spelling {
-        text: text.into_bytes(),
-        zeros,
+/// The texts of value node `n` as `literals` writes it, with `ws` (the
+/// layout's flexible whitespace) a run and the float zeros after an
+/// integral number an int end; None where `n` is not such a finite set.
+fn spellings(n: &Node, ws: &Node) -> Option<Vec<Spelling>> {
+    let mut out = vec![Vec::new()];
+    spell_into(n, ws, &mut out)?;
+    Some(out.into_iter().map(Spelling).collect())
+}
+
+/// Each text of `out` followed by each text of `n`.
+fn spell_into(n: &Node, ws: &Node, out: &mut Vec<Vec<Part>>) -> Option<()> {
+    let append = |out: &mut Vec<Vec<Part>>, parts: &[Part]| {
+        out.iter_mut().for_each(|s| s.extend_from_slice(parts));
     };
-    Some(match v {
-        Value::Null => vec![one("null".into(), false)],
-        Value::Bool(b) => vec![one(b.to_string(), false)],
-        Value::String(s) => vec![one(format!("\"{}\"", strings::encode(s)), false)],
-        Value::Number(n) => {
-            let repr = python_number(n);
-            match integral_words(n) {
-                None => vec![one(repr, false)],
-                Some(words) => {
-                    let mut out: Vec<Spelling> = words.into_iter().map(|w| one(w, true)).collect();
-                    if repr.contains('e') {
-                        out.push(one(repr, false));
-                    }
-                    out
+    if *ws != Node::Empty && n == ws {
+        append(out, &[Part::Space]);
+        return Some(());
+    }
+    if *n == re(FLOAT_ZEROS) {
+        append(out, &[Part::IntEnd]);
+        return Some(());
+    }
+    match n {
+        Node::Empty => {}
+        Node::Literal(s) => {
+            let bytes: Vec<Part> = s.bytes().map(Part::Byte).collect();
+            append(out, &bytes);
+        }
+        Node::Seq(items) => {
+            for item in items {
+                spell_into(item, ws, out)?;
+            }
+        }
+        Node::Alt(alts) => {
+            let heads = std::mem::take(out);
+            for a in alts {
+                let mut spelled = heads.clone();
+                spell_into(a, ws, &mut spelled)?;
+                out.append(&mut spelled);
+                if out.len() > MAX_SPELLINGS {
+                    return None;
                 }
             }
         }
-        Value::Array(_) | Value::Object(_) => return None,
-    })
+        _ => return None,
+    }
+    Some(())
 }

@@ -1,16 +1,10 @@
 //! Reading a byte in the record automaton: a state number decoded into its
-//! context and place, the place stepped, the result numbered again.
-//!
-//! Numbers (see `contexts`): 0 is dead; a shared context owns a number per
-//! place anywhere (`Layout`), or the glue after a value and its records'
-//! blocks; a record owns a block per mask of its used members. A record's
-//! block holds the glue after a value, then for each member its key's trie
-//! path, the key separator's states, its value's trie path and its run of
-//! zeros. A place on a key path is numbered in the block of the first
-//! unused member whose key passes through that node (and in a listed
-//! context, the first record's), so each state has one number.
+//! context and place (`numbers`), the place stepped through the glue, the
+//! key trie and the key's value trie (with its whitespace runs and int
+//! ends), the result numbered again. A place is entered only while some
+//! record of its context can still go through it.
 
-use super::trie::{intersects, NONE, ROOT};
+use super::trie::{intersects, NONE, ROOT, SPACE};
 use super::{Ctx, Place, Records};
 use crate::regex_dfa::DEAD;
 
@@ -50,231 +44,20 @@ impl Records {
         }
     }
 
-    /// The context and place state `q` stands for.
-    pub(super) fn decode(&self, q: u32) -> (Ctx, Place) {
-        let after = self.after.len();
-        match self.owners.owner_of(q) {
-            (Ctx::Shared(c), rel) => {
-                let place = match &self.contexts[c as usize].listed {
-                    Some(_) if rel < after => Place::After(rel),
-                    Some(l) => {
-                        let x = l.starts.partition_point(|&s| s <= rel) - 1;
-                        self.block_place(l.records[x], rel - l.starts[x] + after)
-                    }
-                    None => self.layout_place(rel),
-                };
-                (Ctx::Shared(c), place)
-            }
-            (Ctx::Record(i, _), rel) => {
-                let places = self.rec_places[i as usize];
-                let (mask, p) = (rel / places, rel % places);
-                let place = match p < after {
-                    true => Place::After(p),
-                    false => self.block_place(i, p),
-                };
-                (Ctx::Record(i, u64::from(mask)), place)
-            }
-        }
-    }
-
-    /// Place `p` of a context numbered by the layout.
-    fn layout_place(&self, p: u32) -> Place {
-        let l = &self.layout;
-        if p < l.key {
-            Place::Open(p)
-        } else if p < l.key_sep {
-            Place::Key(p - l.key)
-        } else if p < l.value {
-            let s = self.key_sep.num_states() as u32;
-            Place::KeySep((p - l.key_sep) / s, (p - l.key_sep) % s)
-        } else if p < l.zeros {
-            let v = p - l.value;
-            let k = self.value_base.partition_point(|&b| b <= v) - 1;
-            Place::Value(k as u32, v - self.value_base[k])
-        } else if p < l.after {
-            let m = self.zero_members[((p - l.zeros) / 2) as usize];
-            match (p - l.zeros) % 2 {
-                0 => Place::Dot(m),
-                _ => Place::Zeros(m),
-            }
-        } else {
-            Place::After(p - l.after)
-        }
-    }
-
-    /// Place `p` (past the glue's) of record `i`'s block.
-    fn block_place(&self, i: u32, p: u32) -> Place {
-        let (lo, hi) = self.rec_range(i);
-        let x = lo + self.rec_block[lo..hi].partition_point(|&b| b <= p) - 1;
-        let (k, m) = (self.rec_key[x], self.rec_member[x]);
-        let mut off = p - self.rec_block[x];
-        let key_path = self.keys.path(k);
-        if (off as usize) < key_path.len() {
-            return Place::Key(key_path[off as usize]);
-        }
-        off -= key_path.len() as u32;
-        let key_sep = self.key_sep.num_states() as u32;
-        if off < key_sep {
-            return Place::KeySep(k, off);
-        }
-        off -= key_sep;
-        let path = self.values[k as usize].path(m);
-        match path.get(off as usize) {
-            Some(&node) => Place::Value(k, node),
-            None if off as usize == path.len() => Place::Dot(m),
-            None => Place::Zeros(m),
-        }
-    }
-
-    /// The number of state (`ctx`, `place`), or DEAD where no record of the
-    /// context has that place among its unused members.
-    pub(super) fn encode(&self, ctx: Ctx, place: Place) -> u32 {
-        match ctx {
-            Ctx::Shared(c) => {
-                let base = self.owners.shared_base(c);
-                let context = &self.contexts[c as usize];
-                let Some(listed) = &context.listed else {
-                    return base + self.layout_number(place);
-                };
-                if let Place::After(a) = place {
-                    return base + a;
-                }
-                let Some(x) = self.first_record(c, place) else {
-                    return DEAD;
-                };
-                let unused = |y: usize| context.used.binary_search(&self.rec_key[y]).is_err();
-                match self.block_number(listed.records[x], unused, place) {
-                    Some(p) => base + listed.starts[x] + p - self.after.len(),
-                    None => DEAD,
-                }
-            }
-            Ctx::Record(i, mask) => {
-                let places = self.rec_places[i as usize];
-                let block = self.owners.record_base(i) + mask as u32 * places;
-                if let Place::After(a) = place {
-                    return block + a;
-                }
-                let lo = self.rec_range(i).0;
-                let unused = |y: usize| mask & 1 << (y - lo) == 0;
-                match self.block_number(i, unused, place) {
-                    Some(p) => block + p,
-                    None => DEAD,
-                }
-            }
-        }
-    }
-
-    /// The record of listed context `c` whose block numbers `place` (an
-    /// index in its records): the first with the smallest key through a key
-    /// node, with the key of a separator, or with the smallest member value
-    /// through a value node (or whose run it is), so each state has one
-    /// number.
-    fn first_record(&self, c: u32, place: Place) -> Option<usize> {
-        let context = &self.contexts[c as usize];
-        let listed = context.listed.as_ref()?;
-        let member_at = |k: u32, m: u32| {
-            let x = context.keys.binary_search(&k).ok()?;
-            let (lo, hi) = (
-                context.key_start[x] as usize,
-                context.key_start[x + 1] as usize,
-            );
-            let y = context.members[lo..hi].binary_search(&m).ok()?;
-            Some(listed.member_first[lo + y] as usize)
-        };
-        match place {
-            Place::Key(t) => {
-                let k = smallest_common(self.keys.below(t), &context.keys)?;
-                let x = context.keys.binary_search(&k).ok()?;
-                Some(listed.key_first[x] as usize)
-            }
-            Place::KeySep(k, _) => {
-                let x = context.keys.binary_search(&k).ok()?;
-                Some(listed.key_first[x] as usize)
-            }
-            Place::Value(k, node) => {
-                let members = self.members_of(Ctx::Shared(c), k)?;
-                let m = smallest_common(self.values[k as usize].below(node), members)?;
-                member_at(k, m)
-            }
-            Place::Dot(m) | Place::Zeros(m) => member_at(self.member_key[m as usize], m),
-            Place::Open(_) | Place::After(_) => None,
-        }
-    }
-
-    /// Where `place` is among a context's places numbered by the layout.
-    fn layout_number(&self, place: Place) -> u32 {
-        let l = &self.layout;
-        match place {
-            Place::Open(s) => s,
-            Place::Key(t) => l.key + t,
-            Place::KeySep(k, s) => l.key_sep + k * self.key_sep.num_states() as u32 + s,
-            Place::Value(k, node) => l.value + self.value_base[k as usize] + node,
-            Place::Dot(m) => l.zeros + 2 * self.zero_index[m as usize],
-            Place::Zeros(m) => l.zeros + 2 * self.zero_index[m as usize] + 1,
-            Place::After(a) => l.after + a,
-        }
-    }
-
-    /// Where `place` (not the glue after a value) is in record `i`'s block,
-    /// on one of its members `unused` holds: on a key trie node, the first
-    /// such member whose key passes through it, so each state has one
-    /// number. None where no such member has the place.
-    fn block_number(&self, i: u32, unused: impl Fn(usize) -> bool, place: Place) -> Option<u32> {
-        let (lo, hi) = self.rec_range(i);
-        let member_of = |k: u32| {
-            let x = lo + self.rec_key[lo..hi].binary_search(&k).ok()?;
-            unused(x).then_some(x)
-        };
-        match place {
-            Place::Key(t) => (lo..hi).find_map(|x| {
-                let at = self.keys.path(self.rec_key[x]).binary_search(&t).ok()?;
-                unused(x).then_some(self.rec_block[x] + at as u32)
-            }),
-            Place::KeySep(k, s) => {
-                let x = member_of(k)?;
-                Some(self.rec_block[x] + self.keys.path(k).len() as u32 + s)
-            }
-            Place::Value(k, node) => {
-                let x = member_of(k)?;
-                let path = self.values[k as usize].path(self.rec_member[x]);
-                let at = path.binary_search(&node).ok()?;
-                Some(self.value_start(x) + at as u32)
-            }
-            Place::Dot(m) | Place::Zeros(m) => {
-                let x = member_of(self.member_key[m as usize])?;
-                let past = u32::from(matches!(place, Place::Zeros(_)));
-                (self.rec_member[x] == m).then(|| {
-                    let path = self.values[self.rec_key[x] as usize].path(m);
-                    self.value_start(x) + path.len() as u32 + past
-                })
-            }
-            // Only the start is in the open glue; the glue after a value is
-            // numbered before the blocks.
-            Place::Open(_) | Place::After(_) => None,
-        }
-    }
-
-    /// Where member `x`'s value path starts in its record's block.
-    fn value_start(&self, x: usize) -> u32 {
-        self.rec_block[x]
-            + self.keys.path(self.rec_key[x]).len() as u32
-            + self.key_sep.num_states() as u32
-    }
-
     /// The context and place after `byte`, or None.
-    fn next(&self, ctx: Ctx, place: Place, byte: u8) -> Option<(Ctx, Place)> {
+    pub(super) fn next(&self, ctx: Ctx, place: Place, byte: u8) -> Option<(Ctx, Place)> {
         match place {
             Place::Open(s) => {
                 let s2 = self.open.step(s, byte);
                 if s2 != DEAD {
                     Some((ctx, Place::Open(s2)))
                 } else if self.open.is_accepting(s) {
-                    self.key_place(ctx, self.keys.child(ROOT, byte))
+                    self.key_place(ctx, self.keys.child(ROOT, u16::from(byte)))
                 } else {
                     None
                 }
             }
-            Place::Key(t) => self.key_place(ctx, self.keys.child(t, byte)),
+            Place::Key(t) => self.key_place(ctx, self.keys.child(t, u16::from(byte))),
             Place::KeySep(k, s) => {
                 let s2 = self.key_sep.step(s, byte);
                 if s2 != DEAD {
@@ -283,51 +66,113 @@ impl Records {
                 if !self.key_sep.is_accepting(s) {
                     return None;
                 }
-                let node = self.values[k as usize].child(ROOT, byte);
-                (node != NONE && self.value_possible(ctx, k, node))
-                    .then_some((ctx, Place::Value(k, node)))
+                self.value_step(ctx, k, ROOT, byte)
             }
-            Place::Value(k, t) => {
-                let values = &self.values[k as usize];
-                let node = values.child(t, byte);
-                if node != NONE && self.value_possible(ctx, k, node) {
-                    return Some((ctx, Place::Value(k, node)));
+            Place::Value(k, t) => self.value_step(ctx, k, t, byte),
+            Place::Space(k, t, w) => {
+                let space = self
+                    .space
+                    .as_ref()
+                    .expect("runs in values have an automaton");
+                let w2 = space.step(w, byte);
+                if w2 != DEAD {
+                    Some((ctx, Place::Space(k, t, w2)))
+                } else if space.is_accepting(w) {
+                    self.value_step(ctx, k, t, byte)
+                } else {
+                    None
                 }
-                let (m, run) = (values.label(t), values.run(t));
-                if node == NONE
-                    && byte == b'.'
-                    && values.is_int_end(t)
-                    && self.member_possible(ctx, k, m)
-                {
-                    // Its float form, past the trie.
-                    return Some((ctx, Place::Dot(m)));
-                }
-                if node == NONE && byte == b'0' && run != NONE && self.member_possible(ctx, k, run)
-                {
-                    return Some((ctx, Place::Zeros(run)));
-                }
-                if m != NONE && self.member_possible(ctx, k, m) {
-                    return self.value_end(ctx, k, m, byte);
-                }
-                None
             }
-            Place::Dot(m) => (byte == b'0').then_some((ctx, Place::Zeros(m))),
-            Place::Zeros(m) => {
+            Place::Dot(k, e) => (byte == b'0').then_some((ctx, Place::Zeros(k, e))),
+            Place::Zeros(k, e) => {
                 if byte == b'0' {
-                    return Some((ctx, Place::Zeros(m)));
+                    return Some((ctx, Place::Zeros(k, e)));
                 }
-                self.value_end(ctx, self.member_key[m as usize], m, byte)
+                self.after_number(ctx, k, e, byte)
             }
             Place::After(a) => {
                 let a2 = self.after.step(a, byte);
                 if a2 != NONE {
                     Some((ctx, Place::After(a2)))
                 } else if self.after.sep_accepting[a as usize] {
-                    self.key_place(ctx, self.keys.child(ROOT, byte))
+                    self.key_place(ctx, self.keys.child(ROOT, u16::from(byte)))
                 } else {
                     None
                 }
             }
+        }
+    }
+
+    /// The place after `byte` at node `t` of key `k`'s values: a child,
+    /// a whitespace run (or what follows an empty one), the dot of an int
+    /// end's float form, the zeros of its run, on as after the number from
+    /// the run's last zero, or the value's end.
+    fn value_step(&self, ctx: Ctx, k: u32, t: u32, byte: u8) -> Option<(Ctx, Place)> {
+        let trie = &self.values[k as usize].trie;
+        let child = trie.child(t, u16::from(byte));
+        if child != NONE {
+            // Every string through the child, an int end's run included,
+            // is in its `below`.
+            return self
+                .value_possible(ctx, k, child)
+                .then_some((ctx, Place::Value(k, child)));
+        }
+        if byte == b'.' && self.run_possible(ctx, k, t) {
+            return Some((ctx, Place::Dot(k, t)));
+        }
+        let end = trie.run(t);
+        if end != NONE {
+            if byte == b'0' {
+                return self
+                    .run_possible(ctx, k, end)
+                    .then_some((ctx, Place::Zeros(k, end)));
+            }
+            // Past a zero the number may end; past the dot it may not.
+            return match trie.symbol_in(t) == u16::from(b'0') {
+                true => self.after_number(ctx, k, end, byte),
+                false => None,
+            };
+        }
+        let run = trie.child(t, SPACE);
+        if run != NONE && self.value_possible(ctx, k, run) {
+            let space = self
+                .space
+                .as_ref()
+                .expect("runs in values have an automaton");
+            let w = space.step(space.start(), byte);
+            if w != DEAD {
+                return Some((ctx, Place::Space(k, run, w)));
+            }
+            if space.is_accepting(space.start()) {
+                // An empty run: no two runs meet (`build`), and no value
+                // ends before one.
+                return self.value_step(ctx, k, run, byte);
+            }
+        }
+        let m = trie.label(t);
+        if m != NONE && self.member_possible(ctx, k, m) {
+            return self.value_end(ctx, k, m, byte);
+        }
+        None
+    }
+
+    /// `byte` after a float form's zeros, as after the int end `e` it
+    /// extends: what follows the number (never more of it).
+    fn after_number(&self, ctx: Ctx, k: u32, e: u32, byte: u8) -> Option<(Ctx, Place)> {
+        if matches!(byte, b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-') {
+            return None;
+        }
+        self.value_step(ctx, k, e, byte)
+    }
+
+    /// Whether some member still possible has an int end at node `e`.
+    fn run_possible(&self, ctx: Ctx, k: u32, e: u32) -> bool {
+        let trie = &self.values[k as usize].trie;
+        match self.members_of(ctx, k) {
+            None => trie.is_int_end(e),
+            Some(members) => trie
+                .int_end_labels(e)
+                .any(|m| members.binary_search(&m).is_ok()),
         }
     }
 
@@ -410,7 +255,7 @@ impl Records {
 
     /// The member values of key `k` still possible in `ctx`, sorted (None:
     /// every one; none where the key is used or no record has it).
-    fn members_of(&self, ctx: Ctx, k: u32) -> Option<&[u32]> {
+    pub(super) fn members_of(&self, ctx: Ctx, k: u32) -> Option<&[u32]> {
         match ctx {
             Ctx::Shared(c) => {
                 let c = &self.contexts[c as usize];
@@ -437,7 +282,7 @@ impl Records {
 
     /// Whether some value of key `k` still possible passes through `node`.
     fn value_possible(&self, ctx: Ctx, k: u32, node: u32) -> bool {
-        let below = self.values[k as usize].below(node);
+        let below = self.values[k as usize].trie.below(node);
         match self.members_of(ctx, k) {
             None => !below.is_empty(),
             Some(members) => intersects(below, members),
@@ -451,13 +296,4 @@ impl Records {
             Some(members) => members.binary_search(&m).is_ok(),
         }
     }
-}
-
-/// The smallest element two sorted lists share.
-fn smallest_common(a: &[u32], b: &[u32]) -> Option<u32> {
-    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    short
-        .iter()
-        .copied()
-        .find(|x| long.binary_search(x).is_ok())
 }

@@ -17,6 +17,8 @@ enum V {
     Float(&'static str),
     /// 1e20: an int text with its float forms, and Python's repr.
     Big,
+    /// An array of these, with whitespace runs between its tokens.
+    List(&'static [V]),
 }
 
 fn regex(re: &str) -> Arc<ByteDfa> {
@@ -29,39 +31,74 @@ fn glue_with(ws: &str) -> RecordGlue {
         key_sep: regex(&format!("{ws}:{ws}")),
         item_sep: regex(&format!("{ws},{ws}")),
         close: regex(&format!("{ws}\\}}")),
+        space: (!ws.is_empty()).then(|| regex(ws)),
     }
 }
 
-fn spellings(v: V) -> Vec<Spelling> {
-    let plain = |t: &str, zeros| Spelling {
-        text: t.as_bytes().to_vec(),
-        zeros,
+fn bytes(t: &str) -> Vec<Part> {
+    t.bytes().map(Part::Byte).collect()
+}
+
+/// The texts of `v`, with whitespace runs inside arrays when `spaced`.
+fn spellings(v: V, spaced: bool) -> Vec<Spelling> {
+    let int = |t: &str| {
+        let mut s = bytes(t);
+        s.push(Part::IntEnd);
+        s
     };
-    match v {
-        V::Str(s) => vec![plain(&format!("\"{s}\""), false)],
-        V::Int(0) => vec![plain("0", true), plain("-0", true)],
-        V::Int(n) => vec![plain(&n.to_string(), true)],
-        V::Float(f) => vec![plain(f, false)],
-        V::Big => vec![plain("100000000000000000000", true), plain("1e+20", false)],
-    }
+    let texts: Vec<Vec<Part>> = match v {
+        V::Str(s) => vec![bytes(&format!("\"{s}\""))],
+        V::Int(0) => vec![int("0"), int("-0")],
+        V::Int(n) => vec![int(&n.to_string())],
+        V::Float(f) => vec![bytes(f)],
+        V::Big => vec![int("100000000000000000000"), bytes("1e+20")],
+        V::List(items) => {
+            let space: Vec<Part> = if spaced { vec![Part::Space] } else { vec![] };
+            let mut out = vec![bytes("[")];
+            for (i, item) in items.iter().enumerate() {
+                let sep = if i == 0 {
+                    space.clone()
+                } else {
+                    [space.clone(), bytes(","), space.clone()].concat()
+                };
+                let mut longer = Vec::new();
+                for head in &out {
+                    for t in spellings(*item, spaced) {
+                        longer.push([head.clone(), sep.clone(), t.0].concat());
+                    }
+                }
+                out = longer;
+            }
+            let close = [space, bytes("]")].concat();
+            out.into_iter()
+                .map(|t| [t, close.clone()].concat())
+                .collect()
+        }
+    };
+    texts.into_iter().map(Spelling).collect()
 }
 
-fn record(members: &[(&str, V)]) -> Record {
+fn record(members: &[(&str, V)], spaced: bool) -> Record {
     Record {
         members: members
             .iter()
-            .map(|(k, v)| (format!("\"{k}\"").into_bytes(), spellings(*v)))
+            .map(|(k, v)| (format!("\"{k}\"").into_bytes(), spellings(*v, spaced)))
             .collect(),
     }
 }
 
-fn value_regex(v: V) -> String {
+fn value_regex(v: V, ws: &str) -> String {
     match v {
         V::Str(s) => regex_syntax::escape(&format!("\"{s}\"")),
         V::Int(0) => "-?0(?:\\.0+)?".into(),
         V::Int(n) => format!("{}(?:\\.0+)?", regex_syntax::escape(&n.to_string())),
         V::Float(f) => regex_syntax::escape(f),
         V::Big => "(?:100000000000000000000(?:\\.0+)?|1e\\+20)".into(),
+        V::List(&[]) => format!("\\[{ws}\\]"),
+        V::List(items) => {
+            let items: Vec<String> = items.iter().map(|x| value_regex(*x, ws)).collect();
+            format!("\\[{ws}{}{ws}\\]", items.join(&format!("{ws},{ws}")))
+        }
     }
 }
 
@@ -87,7 +124,11 @@ fn orders_regex(records: &[Vec<(&str, V)>], ws: &str) -> String {
                 .iter()
                 .map(|&i| {
                     let (k, v) = r[i];
-                    format!("\"{}\"{ws}:{ws}{}", regex_syntax::escape(k), value_regex(v))
+                    format!(
+                        "\"{}\"{ws}:{ws}{}",
+                        regex_syntax::escape(k),
+                        value_regex(v, ws)
+                    )
                 })
                 .collect();
             alts.push(format!(
@@ -119,7 +160,7 @@ fn assert_same_language(want: &ByteDfa, got: &ByteDfa) {
 }
 
 fn check(records: &[Vec<(&str, V)>], ws: &str) {
-    let built: Vec<Record> = records.iter().map(|r| record(r)).collect();
+    let built: Vec<Record> = records.iter().map(|r| record(r, !ws.is_empty())).collect();
     let got = records_dfa(&built, &glue_with(ws))
         .expect("within budget")
         .expect("the glue is clear");
@@ -175,6 +216,10 @@ fn keys_that_prefix_each_other_and_compact_glue() {
         vec![("a", V::Int(1)), ("ab", V::Int(2))],
         vec![("ab", V::Int(1)), ("abc", V::Str(""))],
         vec![("a", V::Int(1)), ("abc", V::Str("a\\\"b"))],
+        vec![
+            ("a", V::List(&[V::Int(3), V::List(&[])])),
+            ("ab", V::List(&[V::Int(3)])),
+        ],
     ];
     check(&records, WS);
     check(&records, "");
@@ -196,7 +241,11 @@ impl Rng {
 #[test]
 fn random_record_sets_equal_their_orders() {
     const KEYS: [&str; 5] = ["a", "b", "ab", "c", "ba"];
-    const VALUES: [V; 13] = [
+    const VALUES: [V; 17] = [
+        V::List(&[]),
+        V::List(&[V::Int(2), V::Str("x")]),
+        V::List(&[V::Int(2), V::Float("2.5")]),
+        V::List(&[V::List(&[V::Int(0)]), V::Int(20)]),
         V::Big,
         V::Int(0),
         V::Int(2),
@@ -232,30 +281,29 @@ fn random_record_sets_equal_their_orders() {
 
 #[test]
 fn what_does_not_apply_is_refused() {
-    let one = [record(&[("a", V::Int(1))])];
+    let one = [record(&[("a", V::Int(1))], true)];
     // The item separator may read a quote after accepting.
     let mut glue = glue_with(WS);
     glue.item_sep = regex("\"?,\"?");
     assert!(records_dfa(&one, &glue).unwrap().is_none());
     // No members; a key twice.
     let glue = glue_with(WS);
-    assert!(records_dfa(&[record(&[])], &glue).unwrap().is_none());
-    let twice = record(&[("a", V::Int(1)), ("a", V::Int(2))]);
+    assert!(records_dfa(&[record(&[], true)], &glue).unwrap().is_none());
+    let twice = record(&[("a", V::Int(1)), ("a", V::Int(2))], true);
     assert!(records_dfa(&[twice], &glue).unwrap().is_none());
     // Too many members for a mask of used ones.
     let many: Vec<(String, V)> = (0..=MAX_RECORD_MEMBERS)
         .map(|i| (format!("k{i}"), V::Int(1)))
         .collect();
     let many: Vec<(&str, V)> = many.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    assert!(records_dfa(&[record(&many)], &glue).unwrap().is_none());
+    assert!(records_dfa(&[record(&many, true)], &glue)
+        .unwrap()
+        .is_none());
     // More text than the bound.
     let long = Record {
         members: vec![(
             b"\"a\"".to_vec(),
-            vec![Spelling {
-                text: vec![b'1'; MAX_RECORD_TEXT],
-                zeros: false,
-            }],
+            vec![Spelling(vec![Part::Byte(b'1'); MAX_RECORD_TEXT])],
         )],
     };
     assert!(records_dfa(&[long], &glue).unwrap().is_none());
@@ -276,7 +324,7 @@ fn ten_thousand_records_of_six_members_take_few_bytes() {
                         4 => V::Int(i % 2),
                         _ => V::Int(i * 7 + j as i64),
                     };
-                    (format!("\"{k}\"").into_bytes(), spellings(v))
+                    (format!("\"{k}\"").into_bytes(), spellings(v, true))
                 })
                 .collect(),
         })

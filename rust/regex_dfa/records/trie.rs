@@ -1,4 +1,4 @@
-//! A byte trie of labelled strings, as the record automaton reads keys and
+//! A trie of labelled strings, as the record automaton reads keys and
 //! values through it.
 //!
 //! Each string carries a label (a key's id, a member's id); a node knows the
@@ -7,16 +7,22 @@
 //! be read from here?" is an intersection of two sorted lists. The inverse,
 //! each label's path (`path`), numbers the nodes one record may be at.
 //!
+//! A string is bytes and `SPACE`s: a run of the layout's flexible
+//! whitespace between the tokens of an array or object value, read by the
+//! automaton beside the trie (a node reached by a `SPACE` is where the run
+//! ends).
+//!
 //! **Runs of zeros.** An integral number may also be written as a float with
-//! any count of zeros (`2`, `2.0`, `2.00`, ...). Its string is only `2`;
-//! the nodes other strings made for `2.`, `2.0`, `2.00`, ... are marked as
-//! its run (`run`), and the automaton keeps places of its own for the dot
-//! and the zeros past the last such node. Spelled into the trie, the float
-//! form doubled the nodes of a table of integers.
+//! any count of zeros (`2`, `2.0`, `2.00`, ...). Its string holds only `2`,
+//! and the node after it is an *int end*; the nodes other strings made for
+//! `2.`, `2.0`, `2.00`, ... are marked as that end's run (`run`), and the
+//! automaton keeps places of its own for the dot and the zeros past the
+//! last such node, then reads on as from the int end. Spelled into the
+//! trie, the float form doubled the nodes of a table of integers.
 //!
 //! Nodes are numbered breadth first, so a node's children are consecutive:
-//! a child is found among the bytes into them, and each node costs four
-//! numbers and a byte.
+//! a child is found among the symbols into them, and each node costs four
+//! numbers and a symbol.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -24,14 +30,16 @@ use rustc_hash::FxHashMap as HashMap;
 pub(in crate::regex_dfa) const NONE: u32 = u32::MAX;
 /// The root of every trie.
 pub(in crate::regex_dfa) const ROOT: u32 = 0;
+/// The symbol of a whitespace run in a string (bytes are 0..=255).
+pub(in crate::regex_dfa) const SPACE: u16 = 256;
 
-/// A trie of labelled byte strings, children by byte.
+/// A trie of labelled strings of symbols, children by symbol.
 #[derive(Debug, Default)]
 pub(in crate::regex_dfa) struct LabeledTrie {
     /// Node `t`'s children are nodes `first_child[t]..first_child[t + 1]`,
-    /// in the order of `byte_in`, the byte into each node.
+    /// in the order of `symbol_in`, the symbol into each node.
     first_child: Vec<u32>,
-    byte_in: Vec<u8>,
+    symbol_in: Vec<u16>,
     /// The label of the string that ends at each node (`NONE`: none does).
     label: Vec<u32>,
     /// The labels of the strings through each node, sorted:
@@ -41,32 +49,33 @@ pub(in crate::regex_dfa) struct LabeledTrie {
     /// Per label, the nodes its strings pass through (root left out), sorted.
     path_start: Vec<u32>,
     path: Vec<u32>,
-    /// The nodes on an integral number's run past its string (`2.`, `2.0`,
-    /// ...), sorted, with the number.
+    /// The nodes on an int end's run (`2.`, `2.0`, ...), sorted, each with
+    /// its int end.
     run: Vec<(u32, u32)>,
-    /// The nodes where an integral number's int text ends (its run starts
-    /// there; its other strings, `1e+20`, take no dot), sorted.
-    int_end: Vec<u32>,
+    /// The int ends (where an integral number's int text ends: its run
+    /// starts there; its other strings, `1e+20`, take no dot), sorted, each
+    /// with a label whose string has it (one pair per label).
+    int_end: Vec<(u32, u32)>,
 }
 
 impl LabeledTrie {
-    /// The trie of `strings` (text, label), labels below `labels`; `runs`
-    /// lists the labels of integral numbers (their string is in `strings`).
-    /// None when one string carries two labels, or a run passes through the
-    /// end of another label's string.
+    /// The trie of `strings` (symbols, label), labels below `labels`;
+    /// `int_ends` lists where integral numbers' int texts end, as the
+    /// prefix of a string of the label. None when one string carries two
+    /// labels, or a run passes through the end of a string.
     pub(in crate::regex_dfa) fn new(
-        mut strings: Vec<(Vec<u8>, u32)>,
+        mut strings: Vec<(Vec<u16>, u32)>,
         labels: usize,
-        runs: &[(Vec<u8>, u32)],
+        int_ends: &[(Vec<u16>, u32)],
     ) -> Option<LabeledTrie> {
         strings.sort_unstable();
         strings.dedup();
-        let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
+        let mut children: Vec<Vec<(u16, u32)>> = vec![Vec::new()];
         let mut label = vec![NONE];
         let mut below: Vec<Vec<u32>> = vec![Vec::new()];
         // The nodes along the previous string, root first.
         let mut path: Vec<u32> = vec![ROOT];
-        let mut previous: &[u8] = &[];
+        let mut previous: &[u16] = &[];
         for (text, l) in &strings {
             let shared = previous
                 .iter()
@@ -93,28 +102,33 @@ impl LabeledTrie {
             }
             previous = text;
         }
-        let mut run = Vec::new();
-        let mut int_end = Vec::new();
-        for (text, l) in runs {
+        let mut ends: Vec<(u32, u32)> = Vec::with_capacity(int_ends.len());
+        for (prefix, l) in int_ends {
             let mut node = ROOT;
-            for &b in text.iter() {
+            for &b in prefix.iter() {
                 node = find_child(&children[node as usize], b)?;
             }
-            int_end.push(node);
+            ends.push((node, *l));
+        }
+        ends.sort_unstable();
+        ends.dedup();
+        let mut run = Vec::new();
+        let mut x = 0;
+        while x < ends.len() {
+            let end = ends[x].0;
+            let same = ends[x..].iter().take_while(|e| e.0 == end).count();
             // The dot, then each zero, while another string made the node.
-            let mut want = b'.';
+            let (mut node, mut want) = (end, u16::from(b'.'));
             while let Some(next) = find_child(&children[node as usize], want) {
                 node = next;
-                if want == b'0' {
-                    if label[node as usize] != NONE && label[node as usize] != *l {
-                        return None;
-                    }
-                    label[node as usize] = *l;
+                if label[node as usize] != NONE {
+                    return None;
                 }
-                below[node as usize].push(*l);
-                run.push((node, *l));
-                want = b'0';
+                below[node as usize].extend(ends[x..x + same].iter().map(|e| e.1));
+                run.push((node, end));
+                want = u16::from(b'0');
             }
+            x += same;
         }
         // Breadth first: `order[new] = old`.
         let mut order = vec![ROOT];
@@ -135,9 +149,9 @@ impl LabeledTrie {
             trie.label.push(label[old as usize]);
         }
         trie.first_child.push(first);
-        trie.byte_in.push(0);
+        trie.symbol_in.push(0);
         for &old in &order {
-            trie.byte_in
+            trie.symbol_in
                 .extend(children[old as usize].iter().map(|c| c.0));
         }
         let mut paths: Vec<Vec<u32>> = vec![Vec::new(); labels];
@@ -159,16 +173,19 @@ impl LabeledTrie {
             trie.path.extend(p);
         }
         trie.path_start.push(trie.path.len() as u32);
-        trie.run = run
-            .into_iter()
-            .map(|(node, l)| (renumber[node as usize], l))
-            .collect();
-        trie.run.sort_unstable();
-        trie.int_end = int_end
-            .into_iter()
-            .map(|node| renumber[node as usize])
-            .collect();
-        trie.int_end.sort_unstable();
+        let renumbered = |pairs: Vec<(u32, u32)>, both: bool| {
+            let mut out: Vec<(u32, u32)> = pairs
+                .into_iter()
+                .map(|(node, x)| {
+                    let x = if both { renumber[x as usize] } else { x };
+                    (renumber[node as usize], x)
+                })
+                .collect();
+            out.sort_unstable();
+            out
+        };
+        trie.run = renumbered(run, true);
+        trie.int_end = renumbered(ends, false);
         Some(trie)
     }
 
@@ -176,10 +193,10 @@ impl LabeledTrie {
         self.label.len()
     }
 
-    /// The child of `node` by `byte`, or `NONE`.
-    pub(in crate::regex_dfa) fn child(&self, node: u32, byte: u8) -> u32 {
+    /// The child of `node` by `symbol`, or `NONE`.
+    pub(in crate::regex_dfa) fn child(&self, node: u32, symbol: u16) -> u32 {
         let (lo, hi) = self.children(node);
-        match self.byte_in[lo as usize..hi as usize].binary_search(&byte) {
+        match self.symbol_in[lo as usize..hi as usize].binary_search(&symbol) {
             Ok(i) => lo + i as u32,
             Err(_) => NONE,
         }
@@ -192,10 +209,15 @@ impl LabeledTrie {
         )
     }
 
-    /// The bytes `node` has children by.
-    pub(in crate::regex_dfa) fn child_bytes(&self, node: u32) -> &[u8] {
+    /// The symbols `node` has children by, in order (`SPACE` last).
+    pub(in crate::regex_dfa) fn child_symbols(&self, node: u32) -> &[u16] {
         let (lo, hi) = self.children(node);
-        &self.byte_in[lo as usize..hi as usize]
+        &self.symbol_in[lo as usize..hi as usize]
+    }
+
+    /// The symbol into `node` (the root's is 0).
+    pub(in crate::regex_dfa) fn symbol_in(&self, node: u32) -> u16 {
+        self.symbol_in[node as usize]
     }
 
     /// The label of the string ending at `node` (`NONE`: none).
@@ -203,9 +225,8 @@ impl LabeledTrie {
         self.label[node as usize]
     }
 
-    /// The integral number whose run (`.`, `.0`, `.00`, ...) `node` is on
-    /// (`NONE`: none). The dot's node has no label; a zero's has the
-    /// number's.
+    /// The int end whose run (`.`, `.0`, `.00`, ...) `node` is on (`NONE`:
+    /// none).
     pub(in crate::regex_dfa) fn run(&self, node: u32) -> u32 {
         match self.run.binary_search_by_key(&node, |r| r.0) {
             Ok(i) => self.run[i].1,
@@ -213,10 +234,18 @@ impl LabeledTrie {
         }
     }
 
-    /// Whether an integral number's int text ends at `node` (a dot may
-    /// follow).
+    /// The labels whose strings have an int end at `node` (sorted; none:
+    /// not an int end).
+    pub(in crate::regex_dfa) fn int_end_labels(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+        let lo = self.int_end.partition_point(|e| e.0 < node);
+        self.int_end[lo..]
+            .iter()
+            .take_while(move |e| e.0 == node)
+            .map(|e| e.1)
+    }
+
     pub(in crate::regex_dfa) fn is_int_end(&self, node: u32) -> bool {
-        self.int_end.binary_search(&node).is_ok()
+        self.int_end_labels(node).next().is_some()
     }
 
     /// The labels of the strings through `node`, sorted.
@@ -239,14 +268,14 @@ impl LabeledTrie {
             + self.path_start.len()
             + self.path.len()
             + self.run.len() * 2
-            + self.int_end.len())
+            + self.int_end.len() * 2)
             * 4
-            + self.byte_in.len()
+            + self.symbol_in.len() * 2
     }
 }
 
-fn find_child(kids: &[(u8, u32)], byte: u8) -> Option<u32> {
-    kids.iter().find(|k| k.0 == byte).map(|k| k.1)
+fn find_child(kids: &[(u16, u32)], symbol: u16) -> Option<u32> {
+    kids.iter().find(|k| k.0 == symbol).map(|k| k.1)
 }
 
 /// Whether two sorted lists share an element: the shorter one's elements
@@ -289,20 +318,22 @@ impl<K: std::hash::Hash + Eq> Interner<K> {
 mod tests {
     use super::*;
 
-    fn trie(words: &[(&str, u32)], runs: &[(&str, u32)]) -> LabeledTrie {
-        let strings = words
-            .iter()
-            .map(|(w, l)| (w.as_bytes().to_vec(), *l))
-            .collect();
-        let runs: Vec<(Vec<u8>, u32)> = runs
-            .iter()
-            .map(|(w, l)| (w.as_bytes().to_vec(), *l))
-            .collect();
-        LabeledTrie::new(strings, 4, &runs).expect("labels do not clash")
+    fn symbols(w: &str) -> Vec<u16> {
+        // `_` stands for a whitespace run.
+        w.bytes()
+            .map(|b| if b == b'_' { SPACE } else { u16::from(b) })
+            .collect()
+    }
+
+    fn trie(words: &[(&str, u32)], ends: &[(&str, u32)]) -> LabeledTrie {
+        let strings = words.iter().map(|(w, l)| (symbols(w), *l)).collect();
+        let ends: Vec<(Vec<u16>, u32)> = ends.iter().map(|(w, l)| (symbols(w), *l)).collect();
+        LabeledTrie::new(strings, 4, &ends).expect("labels do not clash")
     }
 
     fn walk(t: &LabeledTrie, text: &str) -> u32 {
-        text.bytes()
+        symbols(text)
+            .into_iter()
             .fold(ROOT, |n, b| if n == NONE { NONE } else { t.child(n, b) })
     }
 
@@ -313,8 +344,8 @@ mod tests {
         assert_eq!(t.below(walk(&t, "a")), &[0, 1, 3]);
         assert_eq!(t.label(walk(&t, "ab")), 0);
         assert_eq!(t.label(walk(&t, "a")), NONE);
-        assert_eq!(t.child_bytes(walk(&t, "a")), b"bc");
-        assert_eq!(t.child_bytes(ROOT), b"ab");
+        assert_eq!(t.child_symbols(walk(&t, "a")), [b'b' as u16, b'c' as u16]);
+        assert_eq!(t.symbol_in(walk(&t, "ac")), b'c' as u16);
         assert_eq!(walk(&t, "ad"), NONE);
         assert_eq!(t.nodes(), 6);
         let path3: Vec<u32> = ["a", "ab", "abd"].iter().map(|w| walk(&t, w)).collect();
@@ -325,31 +356,42 @@ mod tests {
 
     #[test]
     fn runs_of_zeros_take_over_the_nodes_other_strings_made() {
-        // 2 (2, 2.0, 2.00, ...) beside 2.005, which made 2., 2.0 and 2.00.
-        let t = trie(&[("2", 0), ("2.005", 1), ("3", 2)], &[("2", 0), ("3", 2)]);
-        assert_eq!(t.run(walk(&t, "2.")), 0);
-        assert_eq!(t.label(walk(&t, "2.")), NONE);
-        for w in ["2.0", "2.00"] {
-            assert_eq!(t.run(walk(&t, w)), 0, "{w}");
-            assert_eq!(t.label(walk(&t, w)), 0, "{w}");
+        // 2 (2, 2.0, 2.00, ...) beside 2.005, which made 2., 2.0 and 2.00;
+        // and [2_] whose 2 ends an int too, inside an array.
+        let t = trie(
+            &[("2", 0), ("2.005", 1), ("3", 2), ("[2_]", 3), ("[2.5_]", 1)],
+            &[("2", 0), ("3", 2), ("[2", 3)],
+        );
+        let two = walk(&t, "2");
+        for w in ["2.", "2.0", "2.00"] {
+            assert_eq!(t.run(walk(&t, w)), two, "{w}");
+            assert_eq!(t.label(walk(&t, w)), NONE, "{w}");
             assert_eq!(t.below(walk(&t, w)), &[0, 1], "{w}");
         }
         assert_eq!(t.run(walk(&t, "2.005")), NONE);
         assert_eq!(t.below(walk(&t, "2.005")), &[1]);
-        assert_eq!(t.run(walk(&t, "2")), NONE);
-        assert!(t.is_int_end(walk(&t, "2")) && t.is_int_end(walk(&t, "3")));
+        assert_eq!(t.run(two), NONE);
+        assert!(t.is_int_end(two) && t.is_int_end(walk(&t, "3")));
         assert!(!t.is_int_end(walk(&t, "2.0")) && !t.is_int_end(walk(&t, "2.005")));
         // No other string made 3.: its run has no nodes.
         assert_eq!(walk(&t, "3."), NONE);
         assert_eq!(t.path(2), &[walk(&t, "3")]);
+        // Inside the array: the end at [2, whose run takes [2. (made by
+        // [2.5_]); a whitespace run's symbol into its node.
+        let inner = walk(&t, "[2");
+        assert_eq!(t.int_end_labels(inner).collect::<Vec<_>>(), [3]);
+        assert_eq!(t.run(walk(&t, "[2.")), inner);
+        assert_eq!(t.below(walk(&t, "[2.")), &[1, 3]);
+        assert_eq!(t.symbol_in(walk(&t, "[2_")), SPACE);
+        assert_eq!(t.child_symbols(inner), [b'.' as u16, SPACE]);
     }
 
     #[test]
     fn a_string_with_two_labels_is_refused() {
-        let strings = vec![(b"a".to_vec(), 0), (b"a".to_vec(), 1)];
+        let strings = vec![(symbols("a"), 0), (symbols("a"), 1)];
         assert!(LabeledTrie::new(strings, 2, &[]).is_none());
-        // Nor a run through another number's end (no JSON text does that).
-        let strings = vec![(b"2".to_vec(), 0), (b"2.0".to_vec(), 1)];
-        assert!(LabeledTrie::new(strings, 2, &[(b"2".to_vec(), 0)]).is_none());
+        // Nor a run through another string's end (no JSON text does that).
+        let strings = vec![(symbols("2"), 0), (symbols("2.0"), 1)];
+        assert!(LabeledTrie::new(strings, 2, &[(symbols("2"), 0)]).is_none());
     }
 }
