@@ -61,6 +61,15 @@ KINDS = {
         "price": round(i * 0.25 + 0.1, 2),
         "city": ["Paris", "Lyon", "Nice"][i % 3],
     },
+    # Rows holding arrays and objects (whitespace runs inside the values).
+    "nested6": lambda i: {
+        "id": i,
+        "tags": ["a", i % 5],
+        "size": {"w": i % 7, "h": 2.5},
+        "name": f"n{i}",
+        "ok": i % 2 == 0,
+        "dims": [[i % 3], []],
+    },
 }
 
 # (name, kind, count scale, engines, maskpar key order)
@@ -83,6 +92,9 @@ CASES = [
     ("records8", "records8", 0.1, ("maskpar", "llguidance", "xgrammar"), "schema"),
     ("records8 any order", "records8", 0.1, ("maskpar",), "any"),
     ("records8 any order", "records8", 1.0, ("maskpar",), "any"),
+    ("nested6", "nested6", 0.1, ("maskpar", "llguidance", "xgrammar"), "schema"),
+    ("nested6 any order", "nested6", 0.1, ("maskpar",), "any"),
+    ("nested6 any order", "nested6", 1.0, ("maskpar",), "any"),
 ]
 
 

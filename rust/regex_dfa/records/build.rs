@@ -58,31 +58,41 @@ impl Records {
                 crate::budget::charge_n(
                     key.len() + spellings.iter().map(|s| s.0.len()).sum::<usize>(),
                 )?;
-                let (k, new) = key_ids.id(key.clone());
+                let (k, new) = match key_ids.get(key) {
+                    Some(k) => (k, false),
+                    None => key_ids.id(key.clone()),
+                };
                 if new {
                     key_texts.push((key.iter().map(|&b| u16::from(b)).collect(), k));
                     value_strings.push(Vec::new());
                     int_ends.push(Vec::new());
                 }
-                let mut spellings = spellings.clone();
-                spellings.sort_unstable();
-                spellings.dedup();
-                let (m, new) = member_ids.id((k, spellings.clone()));
-                if new {
-                    member_key.push(k);
-                    for s in &spellings {
-                        let Some((text, ends)) = symbols(s) else {
-                            return Ok(None);
-                        };
-                        if text.contains(&SPACE) && glue.space.is_none() {
-                            return Ok(None);
+                // A member is its key and its value's texts, in order.
+                let mut texts = spellings.clone();
+                texts.sort_unstable();
+                texts.dedup();
+                let key = (k, texts);
+                let m = match member_ids.get(&key) {
+                    Some(m) => m,
+                    None => {
+                        let m = member_ids.len() as u32;
+                        member_key.push(k);
+                        for s in &key.1 {
+                            let Some((text, ends)) = symbols(s) else {
+                                return Ok(None);
+                            };
+                            if text.contains(&SPACE) && glue.space.is_none() {
+                                return Ok(None);
+                            }
+                            for end in ends {
+                                int_ends[k as usize].push((text[..end].to_vec(), m));
+                            }
+                            value_strings[k as usize].push((text, m));
                         }
-                        for end in ends {
-                            int_ends[k as usize].push((text[..end].to_vec(), m));
-                        }
-                        value_strings[k as usize].push((text, m));
+                        member_ids.id(key);
+                        m
                     }
-                }
+                };
                 row.push((k, m));
             }
             row.sort_unstable();

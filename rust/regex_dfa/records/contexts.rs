@@ -195,12 +195,12 @@ impl Records {
                     let key_first = l.key_first.last_mut().expect("pushed with the key");
                     *key_first = (*key_first).min(first);
                 }
-                let mut now_used = used.clone();
-                let at = now_used.binary_search(&k).unwrap_err();
-                now_used.insert(at, k);
                 let child = if same == 1 {
-                    Ctx::Record(i, self.mask_of(i, &now_used))
+                    Ctx::Record(i, self.mask_of(i, &used, k))
                 } else {
+                    let mut now_used = used.clone();
+                    let at = now_used.binary_search(&k).unwrap_err();
+                    now_used.insert(at, k);
                     let (id, new) = index.id((i, now_used.clone()));
                     if new {
                         queue.push((rows[x..x + same].iter().map(|r| r.2).collect(), now_used));
@@ -299,12 +299,13 @@ impl Records {
         )
     }
 
-    /// The mask of record `i`'s members whose keys are in `used` (sorted).
-    fn mask_of(&self, i: u32, used: &[u32]) -> u64 {
+    /// The mask of record `i`'s members whose keys are in `used` (sorted)
+    /// or are `k`.
+    fn mask_of(&self, i: u32, used: &[u32], k: u32) -> u64 {
         let (lo, hi) = self.rec_range(i);
         (lo..hi)
             .enumerate()
-            .filter(|&(_, x)| used.binary_search(&self.rec_key[x]).is_ok())
+            .filter(|&(_, x)| self.rec_key[x] == k || used.binary_search(&self.rec_key[x]).is_ok())
             .fold(0, |mask, (j, _)| mask | 1 << j)
     }
 }

@@ -301,12 +301,7 @@ impl Records {
     /// on one of its members `unused` holds: on a key trie node, the first
     /// such member whose key passes through it, so each state has one
     /// number. None where no such member has the place.
-    fn block_number(
-        &self,
-        i: u32,
-        unused: impl Fn(usize) -> bool,
-        place: Place,
-    ) -> Option<u32> {
+    fn block_number(&self, i: u32, unused: impl Fn(usize) -> bool, place: Place) -> Option<u32> {
         let (lo, hi) = self.rec_range(i);
         let member_of = |k: u32| {
             let x = lo + self.rec_key[lo..hi].binary_search(&k).ok()?;

@@ -68,11 +68,16 @@ impl LabeledTrie {
         labels: usize,
         int_ends: &[(Vec<u16>, u32)],
     ) -> Option<LabeledTrie> {
+        // Built in a few flat vectors, not a vector per node: a compile's
+        // budget counts allocations, and 100,000 rows make millions of
+        // nodes.
         strings.sort_unstable();
         strings.dedup();
-        let mut children: Vec<Vec<(u16, u32)>> = vec![Vec::new()];
+        // (parent, symbol, child), nodes numbered as they are made.
+        let mut edges: Vec<(u32, u16, u32)> = Vec::new();
         let mut label = vec![NONE];
-        let mut below: Vec<Vec<u32>> = vec![Vec::new()];
+        // (node, label): the labels through each node.
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
         // The nodes along the previous string, root first.
         let mut path: Vec<u32> = vec![ROOT];
         let mut previous: &[u16] = &[];
@@ -85,11 +90,9 @@ impl LabeledTrie {
             path.truncate(shared + 1);
             for &b in &text[shared..] {
                 let parent = *path.last().expect("the root stays");
-                let node = children.len() as u32;
-                children[parent as usize].push((b, node));
-                children.push(Vec::new());
+                let node = label.len() as u32;
+                edges.push((parent, b, node));
                 label.push(NONE);
-                below.push(Vec::new());
                 path.push(node);
             }
             let end = *path.last().expect("the root stays") as usize;
@@ -97,16 +100,29 @@ impl LabeledTrie {
                 return None;
             }
             label[end] = *l;
-            for &node in &path {
-                below[node as usize].push(*l);
-            }
+            pairs.extend(path.iter().map(|&node| (node, *l)));
             previous = text;
         }
+        let nodes = label.len();
+        edges.sort_unstable();
+        let mut first = vec![0u32; nodes + 1];
+        for &(parent, _, _) in &edges {
+            first[parent as usize + 1] += 1;
+        }
+        for x in 0..nodes {
+            first[x + 1] += first[x];
+        }
+        let child_of = |node: u32, symbol: u16| {
+            let kids = &edges[first[node as usize] as usize..first[node as usize + 1] as usize];
+            kids.binary_search_by_key(&symbol, |e| e.1)
+                .ok()
+                .map(|i| kids[i].2)
+        };
         let mut ends: Vec<(u32, u32)> = Vec::with_capacity(int_ends.len());
         for (prefix, l) in int_ends {
             let mut node = ROOT;
             for &b in prefix.iter() {
-                node = find_child(&children[node as usize], b)?;
+                node = child_of(node, b)?;
             }
             ends.push((node, *l));
         }
@@ -119,60 +135,62 @@ impl LabeledTrie {
             let same = ends[x..].iter().take_while(|e| e.0 == end).count();
             // The dot, then each zero, while another string made the node.
             let (mut node, mut want) = (end, u16::from(b'.'));
-            while let Some(next) = find_child(&children[node as usize], want) {
+            while let Some(next) = child_of(node, want) {
                 node = next;
                 if label[node as usize] != NONE {
                     return None;
                 }
-                below[node as usize].extend(ends[x..x + same].iter().map(|e| e.1));
+                pairs.extend(ends[x..x + same].iter().map(|e| (node, e.1)));
                 run.push((node, end));
                 want = u16::from(b'0');
             }
             x += same;
         }
         // Breadth first: `order[new] = old`.
-        let mut order = vec![ROOT];
+        let mut order = Vec::with_capacity(nodes);
+        order.push(ROOT);
         let mut next = 0;
         while next < order.len() {
-            order.extend(children[order[next] as usize].iter().map(|c| c.1));
+            let node = order[next] as usize;
+            order.extend(
+                edges[first[node] as usize..first[node + 1] as usize]
+                    .iter()
+                    .map(|e| e.2),
+            );
             next += 1;
         }
-        let mut renumber = vec![0u32; order.len()];
+        let mut renumber = vec![0u32; nodes];
         for (new, &old) in order.iter().enumerate() {
             renumber[old as usize] = new as u32;
         }
         let mut trie = LabeledTrie::default();
-        let mut first = 1u32;
+        let mut at = 1u32;
+        trie.symbol_in = vec![0; nodes];
         for &old in &order {
-            trie.first_child.push(first);
-            first += children[old as usize].len() as u32;
+            trie.first_child.push(at);
+            let kids = &edges[first[old as usize] as usize..first[old as usize + 1] as usize];
+            for (i, e) in kids.iter().enumerate() {
+                trie.symbol_in[at as usize + i] = e.1;
+            }
+            at += kids.len() as u32;
             trie.label.push(label[old as usize]);
         }
-        trie.first_child.push(first);
-        trie.symbol_in.push(0);
-        for &old in &order {
-            trie.symbol_in
-                .extend(children[old as usize].iter().map(|c| c.0));
+        trie.first_child.push(at);
+        for p in pairs.iter_mut() {
+            p.0 = renumber[p.0 as usize];
         }
-        let mut paths: Vec<Vec<u32>> = vec![Vec::new(); labels];
-        for (new, &old) in order.iter().enumerate() {
-            let ls = &mut below[old as usize];
-            ls.sort_unstable();
-            ls.dedup();
-            trie.below_start.push(trie.below.len() as u32);
-            if new as u32 != ROOT {
-                for &l in ls.iter() {
-                    paths.get_mut(l as usize)?.push(new as u32);
-                }
-            }
-            trie.below.extend_from_slice(ls);
+        pairs.sort_unstable();
+        pairs.dedup();
+        trie.below_start = csr_starts(pairs.iter().map(|p| p.0), nodes);
+        trie.below = pairs.iter().map(|p| p.1).collect();
+        // Paths: by label, the root left out.
+        pairs.retain(|p| p.0 != ROOT);
+        pairs.sort_unstable_by_key(|&(node, l)| (l, node));
+        if pairs.last().is_some_and(|p| p.1 as usize >= labels) {
+            return None;
         }
-        trie.below_start.push(trie.below.len() as u32);
-        for p in paths {
-            trie.path_start.push(trie.path.len() as u32);
-            trie.path.extend(p);
-        }
-        trie.path_start.push(trie.path.len() as u32);
+        trie.path_start = csr_starts(pairs.iter().map(|p| p.1), labels);
+        trie.path = pairs.iter().map(|p| p.0).collect();
         let renumbered = |pairs: Vec<(u32, u32)>, both: bool| {
             let mut out: Vec<(u32, u32)> = pairs
                 .into_iter()
@@ -274,8 +292,17 @@ impl LabeledTrie {
     }
 }
 
-fn find_child(kids: &[(u16, u32)], symbol: u16) -> Option<u32> {
-    kids.iter().find(|k| k.0 == symbol).map(|k| k.1)
+/// CSR starts of `count` groups from their sorted keys: group `g` is
+/// `starts[g]..starts[g + 1]`.
+fn csr_starts(keys: impl Iterator<Item = u32>, count: usize) -> Vec<u32> {
+    let mut starts = vec![0u32; count + 1];
+    for k in keys {
+        starts[k as usize + 1] += 1;
+    }
+    for x in 0..count {
+        starts[x + 1] += starts[x];
+    }
+    starts
 }
 
 /// Whether two sorted lists share an element: the shorter one's elements
@@ -307,6 +334,11 @@ impl<K: std::hash::Hash + Eq> Interner<K> {
                 (next, true)
             }
         }
+    }
+
+    /// `k`'s id if it has one.
+    pub(in crate::regex_dfa) fn get(&self, k: &K) -> Option<u32> {
+        self.ids.get(k).copied()
     }
 
     pub(in crate::regex_dfa) fn len(&self) -> usize {
