@@ -76,11 +76,12 @@ pub enum Part {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Spelling(pub Vec<Part>);
 
-/// One object: its members' key texts (quoted, as written) and the
-/// spellings of their values.
+/// One object: its members' key texts (quoted, as written) and the texts
+/// of their values (sorted, without repeats; shared, as many records hold
+/// the same value).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
-    pub members: Vec<(Vec<u8>, Vec<Spelling>)>,
+    pub members: Vec<(Vec<u8>, Arc<[Spelling]>)>,
 }
 
 /// The text around members, each an automaton of its own.

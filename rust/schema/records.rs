@@ -20,6 +20,7 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
 
 use super::literals::FLOAT_ZEROS;
@@ -36,6 +37,10 @@ use crate::regex_dfa::{
 /// automaton: fewer are spelled out (cheap, and the spelled union is a
 /// table the rest of the grammar may join with).
 pub(super) const MIN_RECORDS: usize = 16;
+
+/// The texts of the arrays and objects met, by their JSON text.
+#[derive(Default)]
+struct Texts(HashMap<String, Option<Arc<[Spelling]>>>);
 
 /// Texts one member value may have (its nested objects' orders multiplied
 /// out): past it the record is spelled out.
@@ -61,9 +66,10 @@ impl<'a> Compiler<'a> {
     ) -> Result<Vec<&'a Map<String, Value>>> {
         let mut records = Vec::with_capacity(objects.len());
         let mut rest = Vec::new();
+        let mut texts = Texts::default();
         let glue = self.nested(|c| {
             for o in &objects {
-                match c.record(o, ptr)? {
+                match c.record(o, ptr, &mut texts)? {
                     Some(r) => records.push(r),
                     None => rest.push(*o),
                 }
@@ -87,17 +93,47 @@ impl<'a> Compiler<'a> {
 
     /// The record of object `o` (one level down), or None where a value is
     /// not a finite set of texts.
-    fn record(&mut self, o: &Map<String, Value>, ptr: &str) -> Result<Option<Record>> {
-        let ws = self.ws();
+    fn record(
+        &mut self,
+        o: &Map<String, Value>,
+        ptr: &str,
+        texts: &mut Texts,
+    ) -> Result<Option<Record>> {
         let mut members = Vec::with_capacity(o.len());
         for (k, v) in o {
-            let node = self.literal(v, ptr)?;
-            let Some(texts) = spellings(&node, &ws) else {
+            let Some(spelled) = self.value_texts(v, ptr, texts)? else {
                 return Ok(None);
             };
-            members.push((key_text(k).into_bytes(), texts));
+            members.push((key_text(k).into_bytes(), spelled));
         }
         Ok(Some(Record { members }))
+    }
+
+    /// The texts of member value `v` (one level down), sorted; arrays and
+    /// objects from `texts` when met before (a table's columns repeat a
+    /// few values, and writing one's nodes makes dozens of allocations,
+    /// which the compile budget counts).
+    fn value_texts(
+        &mut self,
+        v: &Value,
+        ptr: &str,
+        texts: &mut Texts,
+    ) -> Result<Option<Arc<[Spelling]>>> {
+        let container = matches!(v, Value::Array(_) | Value::Object(_));
+        let seen = container.then(|| v.to_string());
+        if let Some(found) = seen.as_ref().and_then(|key| texts.0.get(key)) {
+            return Ok(found.clone());
+        }
+        let node = self.literal(v, ptr)?;
+        let spelled = spellings(&node, &self.ws()).map(|mut s| {
+            s.sort_unstable();
+            s.dedup();
+            Arc::<[Spelling]>::from(s)
+        });
+        if let Some(key) = seen {
+            texts.0.insert(key, spelled.clone());
+        }
+        Ok(spelled)
     }
 
     /// The automata of the layout's glue around members (one level down),

@@ -1,6 +1,8 @@
 //! Building a record automaton: ids for keys and members, the tries, each
 //! record's block of places, and the checks that the glue is clear.
 
+use std::sync::Arc;
+
 use super::after::After;
 use super::trie::{Interner, LabeledTrie, NONE, ROOT, SPACE};
 use super::{
@@ -44,7 +46,7 @@ impl Records {
         // Keys by id, members by (key, spellings).
         let mut key_ids: Interner<Vec<u8>> = Interner::new();
         let mut key_texts = Vec::new();
-        let mut member_ids: Interner<(u32, Vec<Spelling>)> = Interner::new();
+        let mut member_ids: Interner<(u32, Arc<[Spelling]>)> = Interner::new();
         let mut member_key = Vec::new();
         let mut value_strings: Vec<Vec<(Vec<u16>, u32)>> = Vec::new();
         let mut int_ends: Vec<Vec<(Vec<u16>, u32)>> = Vec::new();
@@ -67,17 +69,17 @@ impl Records {
                     value_strings.push(Vec::new());
                     int_ends.push(Vec::new());
                 }
-                // A member is its key and its value's texts, in order.
-                let mut texts = spellings.clone();
-                texts.sort_unstable();
-                texts.dedup();
-                let key = (k, texts);
+                // A member is its key and its value's texts.
+                if spellings.windows(2).any(|w| w[0] >= w[1]) {
+                    return Ok(None); // not sorted, or a text twice
+                }
+                let key = (k, spellings.clone());
                 let m = match member_ids.get(&key) {
                     Some(m) => m,
                     None => {
                         let m = member_ids.len() as u32;
                         member_key.push(k);
-                        for s in &key.1 {
+                        for s in key.1.iter() {
                             let Some((text, ends)) = symbols(s) else {
                                 return Ok(None);
                             };

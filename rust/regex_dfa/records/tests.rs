@@ -78,11 +78,19 @@ fn spellings(v: V, spaced: bool) -> Vec<Spelling> {
     texts.into_iter().map(Spelling).collect()
 }
 
+/// `v`'s texts as a record holds them: sorted, without repeats, shared.
+fn texts(v: V, spaced: bool) -> Arc<[Spelling]> {
+    let mut s = spellings(v, spaced);
+    s.sort_unstable();
+    s.dedup();
+    s.into()
+}
+
 fn record(members: &[(&str, V)], spaced: bool) -> Record {
     Record {
         members: members
             .iter()
-            .map(|(k, v)| (format!("\"{k}\"").into_bytes(), spellings(*v, spaced)))
+            .map(|(k, v)| (format!("\"{k}\"").into_bytes(), texts(*v, spaced)))
             .collect(),
     }
 }
@@ -299,11 +307,19 @@ fn what_does_not_apply_is_refused() {
     assert!(records_dfa(&[record(&many, true)], &glue)
         .unwrap()
         .is_none());
+    // Texts out of order (a caller's slip: records take them sorted).
+    let unsorted = Record {
+        members: vec![(
+            b"\"a\"".to_vec(),
+            vec![Spelling(bytes("2")), Spelling(bytes("1"))].into(),
+        )],
+    };
+    assert!(records_dfa(&[unsorted], &glue).unwrap().is_none());
     // More text than the bound.
     let long = Record {
         members: vec![(
             b"\"a\"".to_vec(),
-            vec![Spelling(vec![Part::Byte(b'1'); MAX_RECORD_TEXT])],
+            vec![Spelling(vec![Part::Byte(b'1'); MAX_RECORD_TEXT])].into(),
         )],
     };
     assert!(records_dfa(&[long], &glue).unwrap().is_none());
@@ -324,7 +340,7 @@ fn ten_thousand_records_of_six_members_take_few_bytes() {
                         4 => V::Int(i % 2),
                         _ => V::Int(i * 7 + j as i64),
                     };
-                    (format!("\"{k}\"").into_bytes(), spellings(v, true))
+                    (format!("\"{k}\"").into_bytes(), texts(v, true))
                 })
                 .collect(),
         })
