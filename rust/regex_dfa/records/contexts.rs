@@ -64,6 +64,23 @@ pub(super) struct Listed {
 }
 
 impl Context {
+    /// The member values of key `k` some record of the context has, sorted
+    /// (none where no record has the key or it is used).
+    pub(super) fn members_of(&self, k: u32) -> &[u32] {
+        match self.keys.binary_search(&k) {
+            Ok(x) => &self.members[self.key_start[x] as usize..self.key_start[x + 1] as usize],
+            Err(_) => &[],
+        }
+    }
+
+    /// Where member `m` of key `k` is in `members` (and the lists beside it).
+    pub(super) fn member_index(&self, k: u32, m: u32) -> Option<usize> {
+        let x = self.keys.binary_search(&k).ok()?;
+        let lo = self.key_start[x] as usize;
+        let y = self.members_of(k).binary_search(&m).ok()?;
+        Some(lo + y)
+    }
+
     pub(super) fn memory_bytes(&self) -> usize {
         let listed = self.listed.as_ref().map_or(0, |l| {
             (l.records.len() + l.starts.len() + l.key_first.len() + l.member_first.len()) * 4

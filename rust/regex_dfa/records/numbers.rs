@@ -12,7 +12,7 @@
 //! through that node (and in a listed context, the record with the
 //! smallest key or member through it), so each state has one number.
 
-use super::trie::SPACE;
+use super::trie::{smallest_common, SPACE};
 use super::{Ctx, Place, Records};
 use crate::regex_dfa::DEAD;
 
@@ -252,15 +252,8 @@ impl Records {
     fn first_record(&self, c: u32, place: Place) -> Option<usize> {
         let context = &self.contexts[c as usize];
         let listed = context.listed.as_ref()?;
-        let member_at = |k: u32, m: u32| {
-            let x = context.keys.binary_search(&k).ok()?;
-            let (lo, hi) = (
-                context.key_start[x] as usize,
-                context.key_start[x + 1] as usize,
-            );
-            let y = context.members[lo..hi].binary_search(&m).ok()?;
-            Some(listed.member_first[lo + y] as usize)
-        };
+        let member_at =
+            |k: u32, m: u32| Some(listed.member_first[context.member_index(k, m)?] as usize);
         match place {
             Place::Key(t) => {
                 let k = smallest_common(self.keys.below(t), &context.keys)?;
@@ -333,13 +326,4 @@ impl Records {
             + self.keys.path(self.rec_key[x]).len() as u32
             + self.key_sep.num_states() as u32
     }
-}
-
-/// The smallest element two sorted lists share.
-fn smallest_common(a: &[u32], b: &[u32]) -> Option<u32> {
-    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    short
-        .iter()
-        .copied()
-        .find(|x| long.binary_search(x).is_ok())
 }

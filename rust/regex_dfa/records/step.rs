@@ -221,12 +221,7 @@ impl Records {
         match ctx {
             Ctx::Shared(c) => {
                 let c = &self.contexts[c as usize];
-                let x = c.keys.binary_search(&k).expect("a possible key");
-                let (lo, hi) = (c.key_start[x] as usize, c.key_start[x + 1] as usize);
-                let y = c.members[lo..hi]
-                    .binary_search(&m)
-                    .expect("a possible member");
-                c.children[lo + y]
+                c.children[c.member_index(k, m).expect("a possible member")]
             }
             Ctx::Record(i, mask) => {
                 let (lo, hi) = self.rec_range(i);
@@ -262,10 +257,7 @@ impl Records {
                 if c.all {
                     return None;
                 }
-                let Ok(x) = c.keys.binary_search(&k) else {
-                    return Some(&[]);
-                };
-                Some(&c.members[c.key_start[x] as usize..c.key_start[x + 1] as usize])
+                Some(c.members_of(k))
             }
             Ctx::Record(i, mask) => {
                 let (lo, hi) = self.rec_range(i);

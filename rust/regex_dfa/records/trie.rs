@@ -308,8 +308,17 @@ fn csr_starts(keys: impl Iterator<Item = u32>, count: usize) -> Vec<u32> {
 /// Whether two sorted lists share an element: the shorter one's elements
 /// looked up in the longer.
 pub(in crate::regex_dfa) fn intersects(a: &[u32], b: &[u32]) -> bool {
+    smallest_common(a, b).is_some()
+}
+
+/// The smallest element two sorted lists share (the shorter one's elements
+/// looked up in the longer, in order).
+pub(in crate::regex_dfa) fn smallest_common(a: &[u32], b: &[u32]) -> Option<u32> {
     let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    short.iter().any(|x| long.binary_search(x).is_ok())
+    short
+        .iter()
+        .copied()
+        .find(|x| long.binary_search(x).is_ok())
 }
 
 /// Ids for values, in the order they are first met.
