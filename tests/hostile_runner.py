@@ -1032,11 +1032,12 @@ def _():
     return size(schema({"enum": list(range(WORDS))}))
 
 
-# Enums of arrays and objects are one lexeme (cfg::valueunion), its states
-# past the values' shared prefixes kept as lists (regex_dfa::sparse): they
-# compile up to the 64 MiB automaton bound, about 50,000 two-member objects
-# in any member order (each object is both its orders) or 100,000 in their
-# own order, and past it end in the bound's ValueError.
+# Enums of arrays and of objects in schema order are one lexeme
+# (cfg::valueunion), its states past the values' shared prefixes kept as
+# lists (regex_dfa::sparse): they compile up to the 64 MiB automaton bound,
+# about 100,000 objects, and past it end in the bound's ValueError. Objects
+# in any member order are one record automaton (regex_dfa::records) within
+# its bounds, and spelled out (a rule per value) past them.
 @case("schema_enum_objects_10k", OK)
 def _():
     return size(schema({"enum": [{"k": i, "v": [i, str(i)]} for i in range(10_000)]}))
@@ -1072,6 +1073,22 @@ def _():
     # Groups of 64 records alike but for one member: 2^15 shared contexts a
     # group, past the search's bound on listed members; spelled out instead.
     values = [{**{f"k{j}": i // 64 for j in range(15)}, "k15": i} for i in range(10_000)]
+    return size(schema({"enum": values}))
+
+
+@case("schema_enum_records_of_17_members_10k", VALUE)
+def _():
+    # Past the 16 members a record may have: spelled out, past the lexeme
+    # bound (a clean refusal in well under a second).
+    values = [{f"k{j}": i * 17 + j for j in range(17)} for i in range(10_000)]
+    return size(schema({"enum": values}))
+
+
+@case("schema_enum_records_holding_five_member_objects_10k", VALUE)
+def _():
+    # A member whose value is an object of five members in any order (120
+    # orders) is not a record's member text: spelled out, past the lexeme bound.
+    values = [{"id": i, "inner": {f"m{j}": i + j for j in range(5)}} for i in range(10_000)]
     return size(schema({"enum": values}))
 
 
