@@ -81,6 +81,36 @@ impl ByteDfa {
             s if s < rows(i) => (offset[i] + s - 1) as u32,
             s => (n + s - rows(i)) as u32,
         };
+        // Where a part's match is complete and it reads no further byte
+        // (the end of a literal), the join goes on exactly as from the next
+        // part's start: enter that state instead. Otherwise both are states
+        // of the result, and where the next part re-enters its start (a
+        // loop, `"` then `[a-z]*`) both are reachable: the state after the
+        // opening quote and the one after a character would be two states of
+        // one residual, and a lexer's caches and the fill memo key on the
+        // state (every string's first two tokens were two cold fills). Not
+        // with a block part, whose rows name their targets themselves.
+        let ends: Vec<Vec<bool>> = (0..k)
+            .map(|i| {
+                let p = parts[i];
+                (0..rows(i) as u32)
+                    .map(|s| {
+                        block_part.is_none()
+                            && i + 1 < k
+                            && s != DEAD
+                            && p.is_accepting(s)
+                            && representative.iter().all(|&b| p.step(s, b) == DEAD)
+                    })
+                    .collect()
+            })
+            .collect();
+        let target = |mut i: usize, mut s: u32| {
+            while (s as usize) < rows(i) && ends[i][s as usize] {
+                i += 1;
+                s = parts[i].start;
+            }
+            id(i, s)
+        };
         let mut trans = vec![DEAD; n * stride];
         let mut accepting = vec![false; n];
         for (i, p) in parts.iter().enumerate() {
@@ -92,9 +122,9 @@ impl ByteDfa {
                 for (t, &rep) in row.iter_mut().zip(&representative) {
                     let next = p.step(s, rep);
                     *t = if next != DEAD {
-                        id(i, next)
+                        target(i, next)
                     } else if done {
-                        next_part(&parts, i, rep).map_or(DEAD, |(j, q)| id(j, q))
+                        next_part(&parts, i, rep).map_or(DEAD, |(j, q)| target(j, q))
                     } else {
                         DEAD
                     };
@@ -122,7 +152,7 @@ impl ByteDfa {
             representative,
             trans,
             accepting,
-            start: id(0, parts[0].start),
+            start: target(0, parts[0].start),
         }
         .finish();
         dfa.tail = block.map(|b| Box::new(Tail::Periodic(b)));

@@ -135,6 +135,56 @@ fn minimality_known_from_the_construction() {
     assert!(!optional.minimizing_pays());
 }
 
+/// A join enters a part that loops back to its start at that start, not
+/// at a state of its own beside it: after the opening quote and after a
+/// character, a quoted string's scan is in one state (the fill memo and the
+/// lexer caches key on it). The language is the regex's.
+#[test]
+fn a_join_enters_a_looping_part_at_its_start() {
+    let quote = ByteDfa::literals(&[b"\""]).unwrap();
+    let open = ByteDfa::literals(&[b"<<"]).unwrap();
+    // Minimal, as the lexers' parts are (`cfg::nodedfa`): the start is
+    // where the loop returns.
+    let minimal = |re: &str| ByteDfa::new(re).unwrap().minimized(1 << 20).unwrap();
+    let chars = minimal("(?:[a-c\u{e9}]|\\\\[nu])*");
+    assert!(chars.step(chars.start(), b'a') == chars.start());
+    let digits = minimal("[0-9]+");
+    // (parts, the same language as a regex, a head, texts the loop reads)
+    type Case<'a> = (&'a [&'a ByteDfa], &'a str, &'a [u8], &'a [&'a str]);
+    let cases: [Case; 3] = [
+        (
+            &[&quote, &chars, &quote],
+            "\"(?:[a-c\u{e9}]|\\\\[nu])*\"",
+            b"\"",
+            &["a", "\u{e9}", "\\n"],
+        ),
+        (
+            &[&open, &chars, &quote],
+            "<<(?:[a-c\u{e9}]|\\\\[nu])*\"",
+            b"<<",
+            &["b", "\\u"],
+        ),
+        // A part that must read a byte first: after "<<" its start is not
+        // the state after a digit.
+        (&[&open, &digits, &quote], "<<[0-9]+\"", b"<<", &[]),
+    ];
+    for (parts, regex, head, loops) in cases {
+        let joined = ByteDfa::concat_all(parts).unwrap().unwrap();
+        let plain = ByteDfa::new(regex).unwrap();
+        same_language(&joined, &plain, b"<\"ab\\nu\xc3\xa91", 5);
+        let at = |text: &[u8]| text.iter().fold(joined.start(), |q, &b| joined.step(q, b));
+        let entered = at(head);
+        assert_ne!(entered, DEAD, "{regex}");
+        for one in loops {
+            let text = [head, one.as_bytes()].concat();
+            assert_eq!(at(&text), entered, "{regex} after {one:?}");
+        }
+        if loops.is_empty() {
+            assert_ne!(at(&[head, b"1"].concat()), entered, "{regex}");
+        }
+    }
+}
+
 /// Patterns with large counts are joined from their parts; each must
 /// have exactly the language of its determinized regex (both
 /// differences empty), including those that fall back to it.
