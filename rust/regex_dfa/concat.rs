@@ -93,10 +93,10 @@ impl ByteDfa {
         let ends: Vec<Vec<bool>> = (0..k)
             .map(|i| {
                 let p = parts[i];
+                let joins_next = block_part.is_none() && i + 1 < k;
                 (0..rows(i) as u32)
                     .map(|s| {
-                        block_part.is_none()
-                            && i + 1 < k
+                        joins_next
                             && s != DEAD
                             && p.is_accepting(s)
                             && representative.iter().all(|&b| p.step(s, b) == DEAD)

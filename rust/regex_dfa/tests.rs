@@ -147,7 +147,7 @@ fn a_join_enters_a_looping_part_at_its_start() {
     // where the loop returns.
     let minimal = |re: &str| ByteDfa::new(re).unwrap().minimized(1 << 20).unwrap();
     let chars = minimal("(?:[a-c\u{e9}]|\\\\[nu])*");
-    assert!(chars.step(chars.start(), b'a') == chars.start());
+    assert_eq!(chars.step(chars.start(), b'a'), chars.start());
     let digits = minimal("[0-9]+");
     // (parts, the same language as a regex, a head, texts the loop reads)
     type Case<'a> = (&'a [&'a ByteDfa], &'a str, &'a [u8], &'a [&'a str]);
@@ -172,7 +172,7 @@ fn a_join_enters_a_looping_part_at_its_start() {
         let joined = ByteDfa::concat_all(parts).unwrap().unwrap();
         let plain = ByteDfa::new(regex).unwrap();
         same_language(&joined, &plain, b"<\"ab\\nu\xc3\xa91", 5);
-        let at = |text: &[u8]| text.iter().fold(joined.start(), |q, &b| joined.step(q, b));
+        let at = |text: &[u8]| joined.step_bytes(joined.start(), text);
         let entered = at(head);
         assert_ne!(entered, DEAD, "{regex}");
         for one in loops {
