@@ -175,8 +175,9 @@ impl MatcherCore {
             fill(&walker, &mut row)?;
         }
         // The one state the request surely meets is where it stands now: its
-        // row is asked for last, so that a long walk (more states or rows
-        // than the memo keeps) has not pushed it out.
+        // row was kept first (a warm-up keeps rows only while there is room,
+        // so the walk's first states stay), and asking for it last makes it
+        // the most recently used for the request's own fills.
         fill(self, &mut row)?;
         Ok(walked)
     }

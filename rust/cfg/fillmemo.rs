@@ -13,7 +13,9 @@
 //! states per distinct row, so the bound on bytes counts each distinct row
 //! once, and rows equal across grammars are one allocation. A memo keeps up
 //! to `ENTRIES` states and `ROW_BYTES` of distinct rows; past either the
-//! least recently used go. (With 32 rows and recency in a list, a walk that
+//! least recently used go. A warm-up walk keeps every row at once but only
+//! while there is room, so a long walk keeps its first states, the ones a
+//! request meets first (`Asker`). (With 32 rows and recency in a list, a walk that
 //! met 40 states in turn missed every one of them on its next pass: the
 //! oldest row was always the next one asked for.)
 //!
@@ -115,6 +117,22 @@ pub struct FillMemo {
     memo: Mutex<Memo>,
 }
 
+/// Who asks the memo: a request's own fill, or a warm-up walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asker {
+    /// A fill on a request's path: past a bound, the least recently used
+    /// states and rows make room.
+    Fill,
+    /// A warm-up walk along a sample text (`MatcherCore::warm_up`): it keeps
+    /// every row at once, but only while there is room, never pushing out
+    /// what is kept. The walk meets states in the order the request will,
+    /// so the first ones are the most useful; with room made by recency, a
+    /// walk of more distinct rows than the memo holds (a long sample: 64
+    /// rows of a 128K vocabulary) kept only its last ones and pushed out
+    /// the states the request's first steps meet.
+    WarmUp,
+}
+
 /// What a fill should do after `FillMemo::lookup`.
 pub enum Lookup {
     /// The row was copied from the memo.
@@ -172,8 +190,15 @@ impl FillMemo {
     /// Copies the row kept for `key` into `row` if there is one; otherwise
     /// notes that `key` was seen. `likely_again` asks for the row at once (a
     /// scan in a state that loops, such as a string's content, usually stays
-    /// there for the next token).
-    pub fn lookup(&self, key: &MemoKey, row: &mut [u32], likely_again: bool) -> Lookup {
+    /// there for the next token). A warm-up notes a new state only while
+    /// there is room (`Asker`).
+    pub fn lookup(
+        &self,
+        key: &MemoKey,
+        row: &mut [u32],
+        likely_again: bool,
+        asker: Asker,
+    ) -> Lookup {
         // Parallel fills of one grammar skip the memo rather than wait.
         let Ok(mut memo) = self.memo.try_lock() else {
             return Lookup::Fill { keep: false };
@@ -190,6 +215,9 @@ impl FillMemo {
             };
         }
         if memo.entries.len() >= ENTRIES {
+            if asker == Asker::WarmUp {
+                return Lookup::Fill { keep: false };
+            }
             memo.evict(None, false);
         }
         memo.entries.insert(
@@ -202,8 +230,10 @@ impl FillMemo {
         Lookup::Fill { keep: likely_again }
     }
 
-    /// Keeps `row` as the mask of the state named `key` (if it is remembered).
-    pub fn store(&self, key: &MemoKey, row: &[u32]) {
+    /// Keeps `row` as the mask of the state named `key` (if it is
+    /// remembered, and for a warm-up if its row fits without pushing out
+    /// another).
+    pub fn store(&self, key: &MemoKey, row: &[u32], asker: Asker) {
         if row.len() * 4 > ROW_BYTES {
             return; // past the bound alone (a vocabulary of 8M tokens)
         }
@@ -222,13 +252,17 @@ impl FillMemo {
             return;
         };
         let memo = &mut *memo;
+        let at = address(&shared);
+        let no_room = memo.bytes + row.len() * 4 > ROW_BYTES;
+        if asker == Asker::WarmUp && no_room && !memo.rows.contains_key(&at) {
+            return;
+        }
         let Some(old) = memo.entries.get_mut(key).map(|e| e.row.take()) else {
             return;
         };
         if let Some(old) = old {
             memo.release(old);
         }
-        let at = address(&shared);
         if !memo.rows.contains_key(&at) {
             // A new distinct row: over the bound, the least recently used
             // rows make room.
@@ -262,17 +296,23 @@ mod tests {
         r
     }
 
-    /// Looks `k` up with a scratch row; on a miss kept as asked, stores `r`.
+    /// A request's fill of `k`: whether it hit (see `visit_as`).
     fn visit(memo: &FillMemo, k: &MemoKey, r: &[u32]) -> bool {
+        visit_as(memo, k, r, false, Asker::Fill)
+    }
+
+    /// Looks `k` up with a scratch row (`now`: the row is asked for at
+    /// once); on a miss kept as asked, stores `r`. Whether it hit.
+    fn visit_as(memo: &FillMemo, k: &MemoKey, r: &[u32], now: bool, asker: Asker) -> bool {
         let mut out = vec![0; r.len()];
-        match memo.lookup(k, &mut out, false) {
+        match memo.lookup(k, &mut out, now, asker) {
             Lookup::Hit => {
                 assert_eq!(out, r);
                 true
             }
             Lookup::Fill { keep } => {
                 if keep {
-                    memo.store(k, r);
+                    memo.store(k, r, asker);
                 }
                 false
             }
@@ -287,7 +327,7 @@ mod tests {
         assert!(visit(&memo, &key(1), &row(1)));
         let mut out = vec![0; 4008];
         assert!(matches!(
-            memo.lookup(&key(2), &mut out, true),
+            memo.lookup(&key(2), &mut out, true, Asker::Fill),
             Lookup::Fill { keep: true }
         ));
     }
@@ -338,6 +378,34 @@ mod tests {
         for i in 10..fit as u32 + 10 {
             assert!(m.entries[&key(i)].row.is_some(), "{i}");
         }
+    }
+
+    #[test]
+    fn a_warm_up_keeps_its_first_rows_and_pushes_nothing_out() {
+        // A walk of more distinct rows than fit: the first ones stay (the
+        // request meets them first), the rest are not kept.
+        let memo = FillMemo::default();
+        let fit = ROW_BYTES / (4008 * 4);
+        for i in 0..fit as u32 + 10 {
+            visit_as(&memo, &key(i), &row(i), true, Asker::WarmUp);
+        }
+        // A row equal to a kept one costs no room, so it is kept too.
+        visit_as(&memo, &key(1000), &row(3), true, Asker::WarmUp);
+        assert!((0..fit as u32).all(|i| visit(&memo, &key(i), &row(i))));
+        assert!(visit(&memo, &key(1000), &row(3)));
+        assert!((fit as u32..fit as u32 + 10).all(|i| !visit(&memo, &key(i), &row(i))));
+        // A warm-up notes no new state past the state bound either.
+        let memo = FillMemo::default();
+        for i in 0..ENTRIES as u32 + 5 {
+            visit_as(&memo, &key(i), &row(0), true, Asker::WarmUp);
+        }
+        let m = memo.memo.lock().unwrap();
+        assert_eq!(m.entries.len(), ENTRIES);
+        assert!((0..ENTRIES as u32).all(|i| m.entries[&key(i)].row.is_some()));
+        drop(m);
+        // A request's fills still make room by recency.
+        assert!(!visit(&memo, &key(9999), &row(1)));
+        assert!(memo.memo.lock().unwrap().entries.contains_key(&key(9999)));
     }
 
     #[test]

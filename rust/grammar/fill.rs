@@ -12,7 +12,7 @@ use super::{CompiledGrammar, Engine, ParseState, State, CACHED_SUBTREE_NODES, MA
 use crate::bitmask::set_bit;
 use crate::cfg::ast::Lexing;
 use crate::cfg::earley::{CfgState, EarleySet};
-use crate::cfg::fillmemo::{Lookup, MemoKey};
+use crate::cfg::fillmemo::{Asker, Lookup, MemoKey};
 use crate::cfg::lexcache::{lex_key, LexCache, LexKey};
 use crate::cfg::lexentry::{BoundaryNode, MANY_TOKENS, NO_TOKEN};
 use crate::cfg::longest::GUARD;
@@ -71,13 +71,14 @@ impl CompiledGrammar {
                 // A warm-up keeps rows only under position-free names: a
                 // state keyed by its chart (names run out) is the walk's own.
                 let warm = keep && matches!(key, MemoKey::Named(_));
-                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping) {
+                let asker = if keep { Asker::WarmUp } else { Asker::Fill };
+                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping, asker) {
                     self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
                     if c.accepting {
                         self.set_eos(row);
                     }
                     if keep {
-                        fill_memo.store(&key, row);
+                        fill_memo.store(&key, row, asker);
                     }
                 }
                 // Token terminals' ids, never memoized (`cfg::tokenterm`).
