@@ -9,8 +9,11 @@ write, there: every state that walk meets is then warm when the request's
 steps meet it (see ``_warm.warm_up``). This module writes that text from the
 schema alone: every listed property in ``properties`` order (the adapters
 compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
-first ``enum`` value, two array items (fewer where ``maxItems`` says so), a
-short string (with a ``\\n`` escape where no ``format`` or ``pattern`` applies).
+first ``enum`` value, two array items (fewer where ``maxItems`` says so),
+numbers within their bounds, a typical value of each ``format``, a text each
+``pattern`` matches (``_regex_sample``: a fixed filler refused by the pattern
+used to end the walk there, leaving every later value cold), else a short
+string within its length bounds (with a ``\\n`` escape).
 
 For a structural tag (``stag_sample``) the text is every tag of the format
 once, in its order, with the JSON of its schema inside: what a model writes
@@ -31,6 +34,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._regex_sample import regex_sample
+
 MAX_DEPTH = 6
 MAX_NODES = 300
 MAX_REF_HOPS = 8
@@ -43,14 +48,22 @@ FREE_STRING = "some text.\nmore"
 # What an ``any_text`` format holds in a structural-tag sample.
 ANY_TEXT = "Let me think about this."
 
+# A typical value of each format maskpar supports (other formats are refused,
+# or free text with ``assert_formats=False``): a URL with a path and a query,
+# an email with a dot in its name, as people write them.
+_URL = "https://www.example.com/docs/page.html?id=42"
 _FORMATS = {
     "date-time": "2024-05-17T09:30:00Z",
     "date": "2024-05-17",
     "time": "09:30:00Z",
-    "email": "ana@example.com",
-    "uri": "https://example.com/a",
-    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "duration": "P3DT4H30M",
+    "email": "john.doe@example.com",
+    "hostname": "api.example.com",
     "ipv4": "192.168.0.1",
+    "ipv6": "2001:db8::8a2e:370:7334",
+    "uri": _URL,
+    "uri-reference": "/docs/page.html",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
 }
 
 
@@ -146,21 +159,80 @@ class _Writer:
             count = max(0, min(most, 2)) if isinstance(most, int) else 2
             return [self.value(items, depth + 1) for _ in range(count)]
         if kind == "string":
-            if "format" in schema or "pattern" in schema:
-                return _FORMATS.get(schema.get("format"), "some text")
-            most = schema.get("maxLength")
-            if isinstance(most, int) and most < len(FREE_STRING):
-                return "some text"[: max(most, 0)]
-            return FREE_STRING
-        if kind == "integer":
-            return 1
-        if kind == "number":
-            return 1.5
+            return _string(schema)
+        if kind in ("integer", "number"):
+            return _number(schema, 1 if kind == "integer" else 1.5)
         if kind == "boolean":
             return True
         if kind == "null":
             return None
         return "some text"
+
+
+def _string(schema: dict) -> str:
+    """A string value: a supported ``format``'s sample, else a text the
+    ``pattern`` matches (``_regex_sample``), else the schema's own example
+    string, else free text, cut or stretched to its ``minLength`` and
+    ``maxLength``."""
+    fmt, pattern = schema.get("format"), schema.get("pattern")
+    if fmt in _FORMATS:
+        return _FORMATS[fmt]
+    most, least = schema.get("maxLength"), schema.get("minLength")
+    if pattern is not None:
+        text = regex_sample(
+            pattern,
+            least if isinstance(least, int) else 0,
+            most if isinstance(most, int) else None,
+        )
+        return text if text is not None else _example(schema) or "some text"
+    text = FREE_STRING
+    if isinstance(least, int) and least > len(text):
+        text = (text + " ") * min(least // len(text) + 1, 8)
+    if isinstance(most, int) and most < len(text):
+        long_least = isinstance(least, int) and least > len("some text")
+        short = most < len(FREE_STRING) and not long_least
+        text = "some text"[: max(most, 0)] if short else text[: max(most, 0)]
+    return text
+
+
+def _example(schema: dict) -> str | None:
+    """The schema's own example string (``examples``, ``example``,
+    ``default``), if it gives one."""
+    examples = schema.get("examples")
+    for value in (
+        examples[0] if isinstance(examples, list) and examples else None,
+        schema.get("example"),
+        schema.get("default"),
+    ):
+        if isinstance(value, str):
+            return value[:MAX_CHARS]
+    return None
+
+
+def _number(schema: dict, typical: float) -> float:
+    """``typical`` moved inside the schema's bounds (``minimum``/``maximum``
+    and their exclusive forms), a multiple of ``multipleOf`` where that is
+    an integer."""
+    value = typical
+    low = _bound(schema, "minimum", "exclusiveMinimum")
+    high = _bound(schema, "maximum", "exclusiveMaximum")
+    step = schema.get("multipleOf")
+    if isinstance(step, int) and not isinstance(step, bool) and step > 0:
+        value = step
+    if low is not None and value <= low:
+        value = int(low) + 1 if isinstance(typical, int) else low + 0.5
+    if high is not None and value >= high:
+        value = int(high) - 1 if isinstance(typical, int) else high - 0.5
+    return low if low is not None and value < low else value
+
+
+def _bound(schema: dict, *keys: str) -> Any:
+    """The first of ``keys`` the schema gives a (not huge) number for."""
+    for key in keys:
+        value = schema.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e15:
+            return value
+    return None
 
 
 def json_sample(schema: Any) -> str | None:

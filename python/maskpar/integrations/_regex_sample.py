@@ -1,0 +1,221 @@
+"""A typical text of a regex (a JSON Schema ``pattern``), for warm-up samples.
+
+The warm-up walk (``_warm``) follows a sample instance of a request's schema
+and stops at the first token the grammar refuses. A string with a
+``pattern`` used to get a fixed filler (``"some text"``) that most patterns
+refuse, so the walk stopped there and every value after it stayed cold (49
+of 294 fresh dev-split schemas stopped early, most at such a string). This
+module writes a text the pattern matches instead, the way a person would
+fill it in: letters from a word where a class allows letters, digits where it
+asks for digits, each optional part once, a few repetitions of each loop,
+the first branch of an alternation that writes something.
+
+It reads the pattern with Python's own regex parser (``re._parser``, the
+tree ``re.compile`` builds from; ``sre_parse`` before Python 3.11), which
+knows the ECMA-262 syntax JSON Schema patterns use save a few forms
+(``\\p{..}``, ``(?<name>..)``, ``[^]``): those give no sample, as does any
+node this module does not know. Nothing here decides a mask, so a text that
+misses the pattern (a lookaround, a case-insensitive flag) only ends the
+walk early, as before. It never runs the pattern (a hostile one could
+backtrack for ever): it only walks the parsed tree, within ``MAX_CHARS``
+characters written and ``MAX_NODES`` nodes visited; the parser's own
+recursion is bounded by the interpreter's (a ``RecursionError`` is caught).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:  # Python 3.11+
+    from re import _parser as _sre  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.9 and 3.10
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+MAX_CHARS = 48
+MAX_NODES = 2_000
+MAX_PATTERN_CHARS = 4_096
+# Repetitions written of an unbounded loop over one character (``[a-z]+``),
+# and over anything longer (``(\.[a-z]+)*``).
+CHAR_LOOP = 6
+GROUP_LOOP = 2
+
+# What a class is filled from, in order of preference: the next letter of a
+# word, the next digit of a number, then any character the class allows.
+_WORD = "sampletextvalue"
+_NUMBER = "2024051709"
+_ANY = (
+    "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    "-_.:/@ +,;=!?#$%&*()[]{}<>|~^'\"`\\\té"
+)
+_CATEGORIES = {
+    "CATEGORY_DIGIT": str.isdigit,
+    "CATEGORY_NOT_DIGIT": lambda c: not c.isdigit(),
+    "CATEGORY_WORD": lambda c: c.isalnum() or c == "_",
+    "CATEGORY_NOT_WORD": lambda c: not (c.isalnum() or c == "_"),
+    "CATEGORY_SPACE": str.isspace,
+    "CATEGORY_NOT_SPACE": lambda c: not c.isspace(),
+}
+
+
+_ONE_CHAR = ("IN", "ANY", "LITERAL", "NOT_LITERAL")
+
+
+class _TooMuch(Exception):
+    """The walk reached a bound: the text so far is the sample."""
+
+
+class _Unknown(Exception):
+    """A node this module does not write: no sample."""
+
+
+def regex_sample(pattern: Any, min_len: int = 0, max_len: int | None = None) -> str | None:
+    """A text ``pattern`` (a JSON Schema ``pattern``, searched anywhere in the
+    string) plausibly matches, at most ``MAX_CHARS`` long, and of
+    ``min_len`` to ``max_len`` characters where one of its fillings is (loops
+    written a few times, else once more than their least, else their least);
+    None where the pattern cannot be read here."""
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        return None
+    try:
+        tree = list(_sre.parse(pattern))
+    except Exception:  # noqa: BLE001 - any parser complaint (or RecursionError): no sample
+        return None
+    texts = []
+    for extra in (None, 1, 0):
+        writer = _Writer(extra)
+        try:
+            writer.seq(tree)
+        except _TooMuch:
+            pass
+        except (_Unknown, RecursionError, ValueError, TypeError, OverflowError):
+            return None
+        text = "".join(writer.out)[:MAX_CHARS]
+        if min_len <= len(text) and (max_len is None or len(text) <= max_len):
+            return text
+        texts.append(text)
+    return texts[0]
+
+
+class _Writer:
+    """Writes a parsed pattern; ``extra``: each loop written that many times
+    more than its least (None: a few times, ``CHAR_LOOP`` or ``GROUP_LOOP``)."""
+
+    def __init__(self, extra: int | None) -> None:
+        self.extra = extra
+        self.out: list[str] = []
+        self.nodes = 0
+        self.groups: dict[int, str] = {}
+        self.letters = 0
+        self.digits = 0
+
+    def emit(self, text: str) -> None:
+        self.out.append(text)
+        if sum(map(len, self.out)) >= MAX_CHARS:
+            raise _TooMuch
+
+    def seq(self, nodes: list[Any]) -> None:
+        for op, arg in nodes:
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                raise _TooMuch
+            self.node(str(op), arg)
+
+    def node(self, op: str, arg: Any) -> None:
+        if op == "LITERAL":
+            self.emit(chr(arg))
+        elif op in ("IN", "ANY", "NOT_LITERAL"):
+            allowed = (
+                (lambda c: c != "\n")
+                if op == "ANY"
+                else (lambda c: c != chr(arg))
+                if op == "NOT_LITERAL"
+                else _class(arg)
+            )
+            self.emit(self.pick(allowed))
+        elif op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, high, body = arg
+            if self.extra is not None:
+                count = min(high, low + self.extra)
+            else:
+                one_char = len(body) == 1 and str(body[0][0]) in _ONE_CHAR
+                unbounded = high == _sre.MAXREPEAT
+                want = CHAR_LOOP if one_char else GROUP_LOOP if unbounded else 1
+                count = max(low, want if unbounded else min(high, want))
+            for _ in range(count):
+                self.nodes += 1  # an empty body (``(?:){99999}``) writes nothing
+                if self.nodes > MAX_NODES:
+                    raise _TooMuch
+                self.seq(list(body))
+        elif op == "SUBPATTERN":
+            group, body = arg[0], arg[-1]
+            start = len("".join(self.out))
+            self.seq(list(body))
+            if group is not None:
+                self.groups[group] = "".join(self.out)[start:]
+        elif op == "ATOMIC_GROUP":
+            self.seq(list(arg))
+        elif op == "BRANCH":
+            self.branch(arg[1])
+        elif op == "GROUPREF":
+            self.emit(self.groups.get(arg, ""))
+        elif op in ("AT", "ASSERT", "ASSERT_NOT"):
+            pass  # anchors and lookarounds write nothing
+        else:
+            raise _Unknown(op)
+
+    def branch(self, alternatives: list[Any]) -> None:
+        """The first alternative that writes something (``^$|...`` allows
+        the empty string, but a model fills the field in)."""
+        for alt in alternatives:
+            if _writes(alt):
+                self.seq(list(alt))
+                return
+        if alternatives:
+            self.seq(list(alternatives[0]))
+
+    def pick(self, allowed: Any) -> str:
+        """The next letter of a word or digit of a number where the class
+        allows it, else the first character it allows."""
+        letter = _WORD[self.letters % len(_WORD)]
+        if allowed(letter):
+            self.letters += 1
+            return letter
+        digit = _NUMBER[self.digits % len(_NUMBER)]
+        if allowed(digit):
+            self.digits += 1
+            return digit
+        for c in _ANY:
+            if allowed(c):
+                return c
+        raise _Unknown("an empty class")
+
+
+def _writes(nodes: Any) -> bool:
+    """Whether a sequence surely writes a character (a literal or a class
+    outside any optional part)."""
+    for op, arg in nodes:
+        name = str(op)
+        if name in _ONE_CHAR:
+            return True
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] > 0:
+            return True
+        if name == "SUBPATTERN" and _writes(arg[-1]):
+            return True
+    return False
+
+
+def _class(items: list[Any]) -> Any:
+    """Membership in a ``[...]`` class as the parser lists it."""
+    negate = bool(items) and str(items[0][0]) == "NEGATE"
+    tests = []
+    for op, arg in items[1:] if negate else items:
+        name = str(op)
+        if name == "LITERAL":
+            tests.append(lambda c, v=arg: ord(c) == v)
+        elif name == "RANGE":
+            tests.append(lambda c, r=arg: r[0] <= ord(c) <= r[1])
+        elif name == "CATEGORY" and str(arg) in _CATEGORIES:
+            tests.append(_CATEGORIES[str(arg)])
+        else:
+            raise _Unknown(name)
+    return lambda c: any(t(c) for t in tests) != negate
