@@ -136,6 +136,22 @@ def test_hostile_schemas_give_a_bounded_sample_quickly(name):
     assert text is None or (isinstance(text, str) and len(text) <= MAX_CHARS)
 
 
+def test_past_the_depth_bound_a_sample_holds_empty_values_not_null():
+    """Nested past ``MAX_DEPTH``, an object or array is written empty (valid
+    where nothing is required), so the walk goes on to the next member; a
+    ``null`` there ended it."""
+    schema = nested(
+        9,
+        lambda s: {
+            "type": "object",
+            "properties": {"a": s, "b": {"type": "array", "items": s}, "n": {"type": "integer"}},
+        },
+    )
+    text = json_sample(schema)
+    assert "null" not in text
+    jsonschema.validate(json.loads(text), schema)
+
+
 def test_text_that_is_not_json_gives_no_sample():
     assert json_sample("{not json") is None
     assert json_sample(b"\xff\xfe") is None

@@ -97,8 +97,14 @@ class _Writer:
     def value(self, schema: Any, depth: int) -> Any:
         self.nodes += 1
         schema = self.resolve(schema)
-        if not isinstance(schema, dict) or depth > MAX_DEPTH or self.nodes > MAX_NODES:
+        if not isinstance(schema, dict):
             return None
+        if depth > MAX_DEPTH or self.nodes > MAX_NODES:
+            # Past a bound, a value with nothing inside (``{}``, ``[]``, a
+            # scalar) rather than ``null``, which the grammar usually refuses:
+            # the walk then goes on to the next member (nested Kubernetes
+            # objects used to end it a few dozen tokens in).
+            return _shallow(schema)
         if "const" in schema:
             return schema["const"]
         if isinstance(schema.get("enum"), list) and schema["enum"]:
@@ -113,12 +119,7 @@ class _Writer:
                 return self.value(merged, depth + 1)
         if isinstance(schema.get("allOf"), list):
             return self.value(self.merge_all_of(schema), depth + 1)
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
-        if kind is None:
-            kind = "object" if "properties" in schema else "array" if "items" in schema else None
-        return self.typed(kind, schema, depth)
+        return self.typed(_kind(schema), schema, depth)
 
     def merge_all_of(self, schema: dict) -> dict:
         merged = {k: v for k, v in schema.items() if k != "allOf"}
@@ -167,6 +168,39 @@ class _Writer:
         if kind == "null":
             return None
         return "some text"
+
+
+def _kind(schema: dict) -> Any:
+    """The type a sample of ``schema`` takes: its ``type`` (the first other
+    than ``null`` of a list), else what its keywords imply."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else None
+    return kind
+
+
+def _shallow(schema: dict) -> Any:
+    """A value of ``schema`` written without looking inside it: its
+    ``const`` or first ``enum`` value, an empty object or array, or a
+    scalar of its type."""
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = _kind(schema)
+    if kind == "object":
+        return {}
+    if kind == "array":
+        return []
+    if kind == "string":
+        return _string(schema)
+    if kind in ("integer", "number"):
+        return _number(schema, 1 if kind == "integer" else 1.5)
+    if kind == "boolean":
+        return True
+    return None
 
 
 def _string(schema: dict) -> str:
