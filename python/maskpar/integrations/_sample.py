@@ -159,14 +159,8 @@ class _Writer:
             most = schema.get("maxItems")
             count = max(0, min(most, 2)) if isinstance(most, int) else 2
             return [self.value(items, depth + 1) for _ in range(count)]
-        if kind == "string":
-            return _string(schema)
-        if kind in ("integer", "number"):
-            return _number(schema, 1 if kind == "integer" else 1.5)
-        if kind == "boolean":
-            return True
-        if kind == "null":
-            return None
+        if kind in ("string", "integer", "number", "boolean", "null"):
+            return _scalar(kind, schema)
         return "some text"
 
 
@@ -194,6 +188,11 @@ def _shallow(schema: dict) -> Any:
         return {}
     if kind == "array":
         return []
+    return _scalar(kind, schema)
+
+
+def _scalar(kind: Any, schema: dict) -> Any:
+    """A string, number or boolean value of ``schema``; None otherwise."""
     if kind == "string":
         return _string(schema)
     if kind in ("integer", "number"):
