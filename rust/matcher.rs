@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use crate::cfg::earley::Chart;
+use crate::cfg::fillmemo::Asker;
 use crate::error::Result;
 use crate::grammar::{sets_of, CompiledGrammar, State};
 use crate::invalid;
@@ -148,9 +149,10 @@ impl MatcherCore {
     }
 
     /// Walks a copy of this matcher along `tokens`, filling the mask at the
-    /// start and after each token with every row kept in the grammar's fill
-    /// memo, so that a request meeting those states copies their rows (the
-    /// adapters walk a sample text where the framework compiles). Stops at
+    /// start and after each token with the rows kept in the grammar's fill
+    /// memo (which ones: the comment inside), so that a request meeting
+    /// those states copies their rows (the adapters walk a sample text
+    /// where the framework compiles). Stops at
     /// the first token the grammar refuses; returns how many it consumed.
     /// The matcher is not changed; nor is any mask, only where it is
     /// computed.
@@ -162,23 +164,26 @@ impl MatcherCore {
             history: Vec::new(),
         };
         let mut row = vec![0u32; self.grammar.words()];
-        let fill = |w: &MatcherCore, row: &mut [u32]| {
-            w.grammar.fill_row_keeping(&w.chart, &w.state, row, true)
+        let fill = |w: &MatcherCore, row: &mut [u32], asker: Asker| {
+            w.grammar
+                .fill_row_keeping(&w.chart, &w.state, row, Some(asker))
         };
-        fill(&walker, &mut row)?;
+        // The one state the request surely meets is where it stands now:
+        // its row is kept as a request's fill keeps it, making room by
+        // recency if the grammar's memo is full (a cached grammar's), and
+        // asked for again last, so it is the most recently used. The walk's
+        // own states are kept only while there is room, so the first ones
+        // (those the request meets first) stay.
+        fill(self, &mut row, Asker::Fill)?;
         let mut walked = 0;
         for &t in tokens {
             if walker.is_terminated() || !walker.consume_token(t)? {
                 break;
             }
             walked += 1;
-            fill(&walker, &mut row)?;
+            fill(&walker, &mut row, Asker::WarmUp)?;
         }
-        // The one state the request surely meets is where it stands now: its
-        // row was kept first (a warm-up keeps rows only while there is room,
-        // so the walk's first states stay), and asking for it last makes it
-        // the most recently used for the request's own fills.
-        fill(self, &mut row)?;
+        fill(self, &mut row, Asker::Fill)?;
         Ok(walked)
     }
 

@@ -97,11 +97,12 @@ class Matcher:
         """All or nothing: False and no change if any token is not allowed."""
     def warm_up(self, token_ids: Sequence[int]) -> int:
         """Walks a copy of this matcher along ``token_ids``, filling the mask
-        at the start and after each token and keeping every row in the
-        grammar's memo, so that requests meeting those states copy their
-        rows; stops at the first refused token and returns how many were
-        consumed. This matcher and every mask are unchanged (a server calls
-        it where it compiles, off the decoding step)."""
+        at the start and after each token and keeping the rows in the
+        grammar's memo (this matcher's at once, the walk's while the memo has
+        room), so that requests meeting those states copy their rows; stops
+        at the first refused token and returns how many were consumed. This
+        matcher and every mask are unchanged (a server calls it where it
+        compiles, off the decoding step)."""
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """Number of leading tokens that would be accepted; never changes state."""
     def rollback(self, num_tokens: int) -> None:

@@ -26,18 +26,19 @@ impl CompiledGrammar {
     /// Writes the mask for `s` into `row` (exactly `self.words()` words);
     /// `chart` holds the sets `s` uses.
     pub fn fill_row(&self, chart: &[Arc<EarleySet>], s: &State, row: &mut [u32]) -> Result<()> {
-        self.fill_row_keeping(chart, s, row, false)
+        self.fill_row_keeping(chart, s, row, None)
     }
 
     /// `fill_row`, where `keep` asks the fill memo to keep the row of a
     /// state seen for the first time (a warm-up walk, whose states the
-    /// request's own fills will meet), not only at its second sighting.
+    /// request's own fills will meet), not only at its second sighting,
+    /// with that asker's way of making room (`Asker`).
     pub fn fill_row_keeping(
         &self,
         chart: &[Arc<EarleySet>],
         s: &State,
         row: &mut [u32],
-        keep: bool,
+        keep: Option<Asker>,
     ) -> Result<()> {
         debug_assert_eq!(row.len(), self.words());
         if s.terminated {
@@ -70,8 +71,8 @@ impl CompiledGrammar {
                 let key = MemoKey::of(&cfg.names, chart, c);
                 // A warm-up keeps rows only under position-free names: a
                 // state keyed by its chart (names run out) is the walk's own.
-                let warm = keep && matches!(key, MemoKey::Named(_));
-                let asker = if keep { Asker::WarmUp } else { Asker::Fill };
+                let warm = keep.is_some() && matches!(key, MemoKey::Named(_));
+                let asker = keep.unwrap_or(Asker::Fill);
                 if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping, asker) {
                     self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
                     if c.accepting {

@@ -54,7 +54,9 @@ def fill_first_mask(matcher: maskpar.Matcher) -> None:
 def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int]) -> int:
     """``Matcher.warm_up`` along ``token_ids`` (at most ``MAX_WARM_TOKENS``):
     a copy of ``matcher`` walks them, filling the mask before each token
-    and keeping every row in the grammar's fill memo. It stops at the first
+    and keeping the rows in the grammar's fill memo (the walk's while the
+    memo has room: the first states, which the request meets first, stay).
+    It stops at the first
     token the grammar refuses, or at an error (left for the request's own
     steps to raise, as in ``fill_first_mask``). ``matcher`` itself is not
     changed. Returns the number of tokens consumed."""
