@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from maskpar.integrations._regex_sample import MAX_CHARS, regex_sample
+from maskpar.integrations._regex_sample import MAX_CHARS, MAX_PATTERN_CHARS, regex_sample
 from maskpar.integrations._sample import json_sample
 
 REAL = [
@@ -79,24 +79,52 @@ def test_patterns_this_module_cannot_read_give_no_sample():
         assert regex_sample(pattern) is None
 
 
+# Each under ``MAX_PATTERN_CHARS`` (longer ones are refused unread), so each
+# is parsed and walked: the work budget must end them.
+BIG_CLASS = "[" + "".join(chr(0x4E00 + i) for i in range(4000)) + "é]{48}"
 HOSTILE = {
     "empty_loop": "(?:){1000000000}",
+    "empty_alternatives_looped": "(?:" + "|" * 4000 + "){99999}",
     "huge_count": "a{1000000}",
     "nested_counts": "((a{1000}){1000}){1000}",
+    "nested_optional_counts": "(?:(?:(?:a?){50}){50}){50}",
     "catastrophic": "^(a+)+$",
-    "deep_groups": "(" * 5000 + ")" * 5000,
-    "wide_alternation": "|".join(f"w{i}" for i in range(5000)),
-    "many_empty_branches": "(?:a|b|)" * 3000,
-    "long": "a" * 100_000,
+    "deep_groups": "(" * 1000 + ")" * 1000,
+    "wide_alternation": "|".join(f"w{i}" for i in range(700)),
+    "many_empty_branches": "(?:a|b|)" * 500,
+    "big_class": BIG_CLASS,
+    "long": "a" * 4000,
 }
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_patterns_give_a_bounded_sample_quickly(name):
+    assert len(HOSTILE[name]) <= MAX_PATTERN_CHARS
     t0 = time.perf_counter()
     text = regex_sample(HOSTILE[name], 5, 7)
     assert time.perf_counter() - t0 < 0.5
     assert text is None or len(text) <= MAX_CHARS
+
+
+def test_many_hostile_patterns_in_one_schema_share_one_budget():
+    """300 members behind one ``$ref`` to a hostile pattern, or each with
+    its own: the sample's patterns share one work budget."""
+    worst = HOSTILE["empty_alternatives_looped"]
+    one = {"type": "string", "pattern": worst, "minLength": 5}
+
+    def members(make):
+        return {"type": "object", "properties": {f"p{i}": make(i) for i in range(300)}}
+
+    schemas = [
+        {**members(lambda i: {"$ref": "#/$defs/s"}), "$defs": {"s": one}},
+        members(lambda i: {**one, "pattern": worst + "x" * i}),
+        members(lambda i: {"type": "string", "pattern": BIG_CLASS[:4000] + "x" * i}),
+    ]
+    for schema in schemas:
+        t0 = time.perf_counter()
+        text = json_sample(schema)
+        assert time.perf_counter() - t0 < 1.0
+        assert text is not None and len(text) <= 2048
 
 
 # Patterns built from the node kinds the writer knows, as Python's parser

@@ -17,9 +17,11 @@ knows the ECMA-262 syntax JSON Schema patterns use save a few forms
 node this module does not know. Nothing here decides a mask, so a text that
 misses the pattern (a lookaround, a case-insensitive flag) only ends the
 walk early, as before. It never runs the pattern (a hostile one could
-backtrack for ever): it only walks the parsed tree, within ``MAX_CHARS``
-characters written and ``MAX_NODES`` nodes visited; the parser's own
-recursion is bounded by the interpreter's (a ``RecursionError`` is caught).
+backtrack for ever): it only parses it and walks the tree, within
+``MAX_CHARS`` characters written and a ``Budget`` of work (pattern
+characters parsed, nodes visited, class items tested) that every pattern of
+one schema sample shares; the parser's own recursion is bounded by the
+interpreter's (a ``RecursionError`` is caught).
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ except ImportError:  # pragma: no cover - Python 3.9 and 3.10
     import sre_parse as _sre  # type: ignore[no-redef]
 
 MAX_CHARS = 48
-MAX_NODES = 2_000
 MAX_PATTERN_CHARS = 4_096
+# Work one sample may take, in units of a node or alternative visited, a
+# class item tested or a pattern character parsed (0.4-0.8 us each): under
+# 10 ms of Python, shared by every pattern of one schema sample (``Budget``);
+# a real pattern's text takes tens to hundreds.
+MAX_WORK = 10_000
 # Repetitions written of an unbounded loop over one character (``[a-z]+``),
 # and over anything longer (``(\.[a-z]+)*``).
 CHAR_LOOP = 6
@@ -64,25 +70,46 @@ class _TooMuch(Exception):
     """The walk reached a bound: the text so far is the sample."""
 
 
+class Budget:
+    """Work left for writing samples (``MAX_WORK`` units by default), shared
+    by the patterns of one schema sample so that many patterns (or one
+    pattern behind many ``$ref``s) cost no more than one."""
+
+    def __init__(self, units: int = MAX_WORK) -> None:
+        self.left = units
+
+    def spend(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise _TooMuch
+
+
 class _Unknown(Exception):
     """A node this module does not write: no sample."""
 
 
-def regex_sample(pattern: Any, min_len: int = 0, max_len: int | None = None) -> str | None:
+def regex_sample(
+    pattern: Any, min_len: int = 0, max_len: int | None = None, budget: Budget | None = None
+) -> str | None:
     """A text ``pattern`` (a JSON Schema ``pattern``, searched anywhere in the
     string) plausibly matches, at most ``MAX_CHARS`` long, and of
     ``min_len`` to ``max_len`` characters where one of its fillings is (loops
     written a few times, else once more than their least, else their least);
-    None where the pattern cannot be read here."""
+    None where the pattern cannot be read here or ``budget`` (a fresh
+    ``Budget`` if None) runs out before a text is written."""
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
         return None
+    budget = budget if budget is not None else Budget()
     try:
+        budget.spend(len(pattern))
         tree = list(_sre.parse(pattern))
-    except Exception:  # noqa: BLE001 - any parser complaint (or RecursionError): no sample
+    except Exception:  # noqa: BLE001 - any parser complaint (or RecursionError), or no budget
         return None
     texts = []
     for extra in (None, 1, 0):
-        writer = _Writer(extra)
+        if budget.left <= 0:
+            break
+        writer = _Writer(extra, budget)
         try:
             writer.seq(tree)
         except _TooMuch:
@@ -93,31 +120,31 @@ def regex_sample(pattern: Any, min_len: int = 0, max_len: int | None = None) -> 
         if min_len <= len(text) and (max_len is None or len(text) <= max_len):
             return text
         texts.append(text)
-    return texts[0]
+    return texts[0] if texts else None
 
 
 class _Writer:
     """Writes a parsed pattern; ``extra``: each loop written that many times
     more than its least (None: a few times, ``CHAR_LOOP`` or ``GROUP_LOOP``)."""
 
-    def __init__(self, extra: int | None) -> None:
+    def __init__(self, extra: int | None, budget: Budget) -> None:
         self.extra = extra
+        self.budget = budget
         self.out: list[str] = []
-        self.nodes = 0
+        self.chars = 0
         self.groups: dict[int, str] = {}
         self.letters = 0
         self.digits = 0
 
     def emit(self, text: str) -> None:
         self.out.append(text)
-        if sum(map(len, self.out)) >= MAX_CHARS:
+        self.chars += len(text)
+        if self.chars >= MAX_CHARS:
             raise _TooMuch
 
     def seq(self, nodes: list[Any]) -> None:
         for op, arg in nodes:
-            self.nodes += 1
-            if self.nodes > MAX_NODES:
-                raise _TooMuch
+            self.budget.spend(1)
             self.node(str(op), arg)
 
     def node(self, op: str, arg: Any) -> None:
@@ -131,7 +158,8 @@ class _Writer:
                 if op == "NOT_LITERAL"
                 else _class(arg)
             )
-            self.emit(self.pick(allowed))
+            # Each candidate tested costs the class's items.
+            self.emit(self.pick(allowed, len(arg) if op == "IN" else 1))
         elif op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             low, high, body = arg
             if self.extra is not None:
@@ -142,9 +170,7 @@ class _Writer:
                 want = CHAR_LOOP if one_char else GROUP_LOOP if unbounded else 1
                 count = max(low, want if unbounded else min(high, want))
             for _ in range(count):
-                self.nodes += 1  # an empty body (``(?:){99999}``) writes nothing
-                if self.nodes > MAX_NODES:
-                    raise _TooMuch
+                self.budget.spend(1)  # an empty body (``(?:){99999}``) writes nothing
                 self.seq(list(body))
         elif op == "SUBPATTERN":
             group, body = arg[0], arg[-1]
@@ -167,41 +193,46 @@ class _Writer:
         """The first alternative that writes something (``^$|...`` allows
         the empty string, but a model fills the field in)."""
         for alt in alternatives:
-            if _writes(alt):
+            self.budget.spend(1)  # empty alternatives (``(?:|||...)``) visit no node
+            if self.writes(alt):
                 self.seq(list(alt))
                 return
         if alternatives:
             self.seq(list(alternatives[0]))
 
-    def pick(self, allowed: Any) -> str:
+    def pick(self, allowed: Any, cost: int) -> str:
         """The next letter of a word or digit of a number where the class
-        allows it, else the first character it allows."""
+        allows it, else the first character it allows (``cost``: the work
+        of one test)."""
         letter = _WORD[self.letters % len(_WORD)]
+        self.budget.spend(cost)
         if allowed(letter):
             self.letters += 1
             return letter
         digit = _NUMBER[self.digits % len(_NUMBER)]
+        self.budget.spend(cost)
         if allowed(digit):
             self.digits += 1
             return digit
         for c in _ANY:
+            self.budget.spend(cost)
             if allowed(c):
                 return c
         raise _Unknown("an empty class")
 
-
-def _writes(nodes: Any) -> bool:
-    """Whether a sequence surely writes a character (a literal or a class
-    outside any optional part)."""
-    for op, arg in nodes:
-        name = str(op)
-        if name in _ONE_CHAR:
-            return True
-        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] > 0:
-            return True
-        if name == "SUBPATTERN" and _writes(arg[-1]):
-            return True
-    return False
+    def writes(self, nodes: Any) -> bool:
+        """Whether a sequence surely writes a character (a literal or a
+        class outside any optional part)."""
+        for op, arg in nodes:
+            self.budget.spend(1)
+            name = str(op)
+            if name in _ONE_CHAR:
+                return True
+            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] > 0:
+                return True
+            if name == "SUBPATTERN" and self.writes(arg[-1]):
+                return True
+        return False
 
 
 def _class(items: list[Any]) -> Any:

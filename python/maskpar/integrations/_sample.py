@@ -24,17 +24,19 @@ xgrammar allows).
 
 The text only has to be typical, not valid: the walk stops at the first
 token the grammar refuses, and warming never changes a mask. What matters
-is that hostile schemas cost nothing: the walk through the schema is
+is that hostile schemas cost little: the walk through the schema is
 bounded in depth (``MAX_DEPTH``), in nodes (``MAX_NODES``) and in ``$ref``
-hops, and the text is cut at ``MAX_CHARS``.
+hops, its patterns share one work budget (``_regex_sample.MAX_WORK``), and
+the text is cut at ``MAX_CHARS``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from ._regex_sample import regex_sample
+from ._regex_sample import Budget, regex_sample
 
 MAX_DEPTH = 6
 MAX_NODES = 300
@@ -71,6 +73,7 @@ class _Writer:
     def __init__(self, root: Any) -> None:
         self.root = root
         self.nodes = 0
+        self.strings = _Strings()
 
     def resolve(self, schema: Any) -> Any:
         """`schema` with local ``$ref``s followed (a few hops at most)."""
@@ -104,7 +107,7 @@ class _Writer:
             # scalar) rather than ``null``, which the grammar usually refuses:
             # the walk then goes on to the next member (nested Kubernetes
             # objects used to end it a few dozen tokens in).
-            return _shallow(schema)
+            return _shallow(schema, self.strings)
         if "const" in schema:
             return schema["const"]
         if isinstance(schema.get("enum"), list) and schema["enum"]:
@@ -160,7 +163,7 @@ class _Writer:
             count = max(0, min(most, 2)) if isinstance(most, int) else 2
             return [self.value(items, depth + 1) for _ in range(count)]
         if kind in ("string", "integer", "number", "boolean", "null"):
-            return _scalar(kind, schema)
+            return _scalar(kind, schema, self.strings)
         return "some text"
 
 
@@ -175,7 +178,7 @@ def _kind(schema: dict) -> Any:
     return kind
 
 
-def _shallow(schema: dict) -> Any:
+def _shallow(schema: dict, strings: _Strings) -> Any:
     """A value of ``schema`` written without looking inside it: its
     ``const`` or first ``enum`` value, an empty object or array, or a
     scalar of its type."""
@@ -188,44 +191,60 @@ def _shallow(schema: dict) -> Any:
         return {}
     if kind == "array":
         return []
-    return _scalar(kind, schema)
+    return _scalar(kind, schema, strings)
 
 
-def _scalar(kind: Any, schema: dict) -> Any:
+def _scalar(kind: Any, schema: dict, strings: _Strings) -> Any:
     """A string, number or boolean value of ``schema``; None otherwise."""
     if kind == "string":
-        return _string(schema)
+        return strings.value(schema)
     if kind in ("integer", "number"):
-        return _number(schema, 1 if kind == "integer" else 1.5)
+        return _number(schema, kind == "integer")
     if kind == "boolean":
         return True
     return None
 
 
-def _string(schema: dict) -> str:
-    """A string value: a supported ``format``'s sample, else a text the
-    ``pattern`` matches (``_regex_sample``), else the schema's own example
-    string, else free text, cut or stretched to its ``minLength`` and
-    ``maxLength``."""
-    fmt, pattern = schema.get("format"), schema.get("pattern")
-    if fmt in _FORMATS:
-        return _FORMATS[fmt]
-    most, least = schema.get("maxLength"), schema.get("minLength")
-    if pattern is not None:
-        text = regex_sample(
-            pattern,
-            least if isinstance(least, int) else 0,
-            most if isinstance(most, int) else None,
-        )
-        return text if text is not None else _example(schema) or "some text"
-    text = FREE_STRING
-    if isinstance(least, int) and least > len(text):
-        text = (text + " ") * min(least // len(text) + 1, 8)
-    if isinstance(most, int) and most < len(text):
-        long_least = isinstance(least, int) and least > len("some text")
-        short = most < len(FREE_STRING) and not long_least
-        text = "some text"[: max(most, 0)] if short else text[: max(most, 0)]
-    return text
+class _Strings:
+    """String values of one sample. The texts of its patterns are written
+    once each (a pattern behind many ``$ref``s) and within one work budget
+    shared by all of them (``_regex_sample.Budget``): a schema of many
+    large patterns costs what one does."""
+
+    def __init__(self) -> None:
+        self.budget = Budget()
+        self.patterns: dict[tuple[str, int, int | None], str | None] = {}
+
+    def value(self, schema: dict) -> str:
+        """A supported ``format``'s sample (whatever the length bounds),
+        else a text the ``pattern`` matches (within ``minLength`` and
+        ``maxLength`` where a filling of it is; the schema's own example
+        string where the pattern cannot be read here), else free text cut
+        or stretched to its length bounds."""
+        fmt, pattern = schema.get("format"), schema.get("pattern")
+        if isinstance(fmt, str) and fmt in _FORMATS:
+            return _FORMATS[fmt]
+        most, least = schema.get("maxLength"), schema.get("minLength")
+        least = least if isinstance(least, int) else 0
+        most = most if isinstance(most, int) else None
+        if pattern is not None:
+            text = self.pattern(pattern, least, most)
+            return text if text is not None else _example(schema) or "some text"
+        text = FREE_STRING
+        if least > len(text):
+            text = (text + " ") * min(least // len(text) + 1, 8)
+        if most is not None and most < len(text):
+            short = most < len(FREE_STRING) and least <= len("some text")
+            text = "some text"[: max(most, 0)] if short else text[: max(most, 0)]
+        return text
+
+    def pattern(self, pattern: Any, least: int, most: int | None) -> str | None:
+        if not isinstance(pattern, str):
+            return None
+        key = (pattern, least, most)
+        if key not in self.patterns:
+            self.patterns[key] = regex_sample(pattern, least, most, self.budget)
+        return self.patterns[key]
 
 
 def _example(schema: dict) -> str | None:
@@ -242,43 +261,62 @@ def _example(schema: dict) -> str | None:
     return None
 
 
-def _number(schema: dict, typical: float) -> float:
-    """``typical`` moved inside the schema's bounds (``minimum``/``maximum``
-    and their exclusive forms), a multiple of ``multipleOf`` where that is
-    an integer."""
-    value = typical
-    low = _bound(schema, "minimum", "exclusiveMinimum")
-    high = _bound(schema, "maximum", "exclusiveMaximum")
-    step = schema.get("multipleOf")
-    if isinstance(step, int) and not isinstance(step, bool) and step > 0:
-        value = step
-    if low is not None and value <= low:
-        value = int(low) + 1 if isinstance(typical, int) else low + 0.5
-    if high is not None and value >= high:
-        value = int(high) - 1 if isinstance(typical, int) else high - 0.5
-    return low if low is not None and value < low else value
+def _number(schema: dict, integer: bool) -> float:
+    """A number (1 or 1.5) moved inside the schema's bounds (the tighter of
+    ``minimum`` and ``exclusiveMinimum``, of ``maximum`` and
+    ``exclusiveMaximum``; draft 4's boolean ``exclusiveMinimum`` too), an
+    integer the least multiple of an integer ``multipleOf`` there. Where
+    the bounds leave nothing, a value past them: the walk stops there, as
+    it would at any value."""
+    low = _bound(schema, "minimum", "exclusiveMinimum", max)
+    high = _bound(schema, "maximum", "exclusiveMaximum", min)
+    if integer:
+        lo = None if low is None else math.floor(low[0]) + 1 if low[1] else math.ceil(low[0])
+        hi = None if high is None else math.ceil(high[0]) - 1 if high[1] else math.floor(high[0])
+        step = schema.get("multipleOf")
+        if isinstance(step, int) and not isinstance(step, bool) and 0 < step < 10**15:
+            return step if lo is None else -(-lo // step) * step
+        value = 1 if lo is None else max(lo, 1)
+        return value if hi is None else min(value, hi)
+    value = 1.5
+    inside_low = low is None or value > low[0] or (value == low[0] and not low[1])
+    inside_high = high is None or value < high[0] or (value == high[0] and not high[1])
+    if inside_low and inside_high:
+        return value
+    if low is not None and high is not None:
+        return (low[0] + high[0]) / 2
+    return low[0] + 0.5 if low is not None else high[0] - 0.5  # type: ignore[index]
 
 
-def _bound(schema: dict, *keys: str) -> Any:
-    """The first of ``keys`` the schema gives a (not huge) number for."""
-    for key in keys:
+def _bound(schema: dict, plain: str, exclusive: str, tighter: Any) -> tuple[float, bool] | None:
+    """The tighter (``max`` for lower bounds, ``min`` for upper ones) of
+    the schema's ``plain`` and ``exclusive`` bounds, with whether it is
+    exclusive; None if it gives neither (or only huge ones)."""
+    found = []
+    for key in (plain, exclusive):
         value = schema.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e15:
-            return value
-    return None
+            # Draft 4 writes an exclusive bound as ``exclusiveMinimum: true``.
+            strict = key == exclusive or schema.get(exclusive) is True
+            found.append((value, strict))
+    if not found:
+        return None
+    best = tighter(v for v, _ in found)
+    return best, any(strict for v, strict in found if v == best)
 
 
 def json_sample(schema: Any) -> str | None:
     """A JSON text of the kind a model writes for ``schema`` (a dict, or
     JSON text), at most ``MAX_CHARS`` long; None if there is nothing to
-    write (the schema is not JSON, or not a schema)."""
+    write (the schema is not JSON, or not a schema, or one this writer
+    misreads: a warm-up text is never worth failing a request for)."""
     try:
         if isinstance(schema, (str, bytes)):
             schema = json.loads(schema)
         if not isinstance(schema, (dict, bool)):
             return None
         text = json.dumps(_Writer(schema).value(schema, 0), ensure_ascii=False)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:  # noqa: BLE001 - ValueError, RecursionError, or any misread
         return None
     return text[:MAX_CHARS]
 
