@@ -152,6 +152,32 @@ def test_past_the_depth_bound_a_sample_holds_empty_values_not_null():
     jsonschema.validate(json.loads(text), schema)
 
 
+BOUNDED_NUMBERS = [
+    {"type": "integer", "multipleOf": 7, "minimum": 10},
+    {"type": "number", "exclusiveMinimum": 2, "exclusiveMaximum": 2.2},
+    {"type": "integer", "minimum": 0, "exclusiveMinimum": 10},
+    {"type": "integer", "minimum": 5, "maximum": 5},
+    {"type": "number", "maximum": -3},
+    {"type": "integer", "exclusiveMaximum": -3},
+    {"type": "number", "minimum": 1.5},
+    {"type": "integer", "minimum": 2.5, "maximum": 3.5},
+]
+
+
+@pytest.mark.parametrize("schema", BOUNDED_NUMBERS, ids=range(len(BOUNDED_NUMBERS)))
+def test_numbers_keep_within_their_bounds(schema):
+    jsonschema.validate(json.loads(json_sample(schema)), schema)
+
+
+def test_draft4_exclusive_bounds_are_kept():
+    for schema in [
+        {"type": "integer", "minimum": 5, "exclusiveMinimum": True},
+        {"type": "number", "minimum": 1.5, "exclusiveMinimum": True},
+        {"type": "number", "maximum": 1.5, "exclusiveMaximum": True},
+    ]:
+        jsonschema.Draft4Validator(schema).validate(json.loads(json_sample(schema)))
+
+
 def test_text_that_is_not_json_gives_no_sample():
     assert json_sample("{not json") is None
     assert json_sample(b"\xff\xfe") is None
