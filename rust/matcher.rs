@@ -152,8 +152,8 @@ impl MatcherCore {
     /// start and after each token with the rows kept in the grammar's fill
     /// memo (which ones: the comment inside), so that a request meeting
     /// those states copies their rows (the adapters walk a sample text
-    /// where the framework compiles). Stops at
-    /// the first token the grammar refuses; returns how many it consumed.
+    /// where the framework compiles). Stops at the first token the grammar
+    /// refuses; returns how many it consumed.
     /// The matcher is not changed; nor is any mask, only where it is
     /// computed.
     pub fn warm_up(&self, tokens: &[u32]) -> Result<usize> {

@@ -15,9 +15,9 @@
 //! to `ENTRIES` states and `ROW_BYTES` of distinct rows; past either the
 //! least recently used go. A warm-up walk keeps every row at once but only
 //! while there is room, so a long walk keeps its first states, the ones a
-//! request meets first (`Asker`). (With 32 rows and recency in a list, a walk that
-//! met 40 states in turn missed every one of them on its next pass: the
-//! oldest row was always the next one asked for.)
+//! request meets first (`Asker`). (With 32 rows and recency in a list, a
+//! walk that met 40 states in turn missed every one of them on its next
+//! pass: the oldest row was always the next one asked for.)
 //!
 //! States are keyed by their position-free names (`setnames`), so a repeat
 //! is found wherever in a chart it happens. Where the grammar's set names

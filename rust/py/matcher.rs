@@ -64,8 +64,8 @@ impl PyMatcher {
     /// the start and after each token and keeping the rows in the grammar's
     /// memo (the matcher's own at once, the walk's while the memo has room);
     /// stops at the first refused token and returns how many were consumed.
-    /// This matcher and every mask are unchanged: only where
-    /// masks are computed moves (to a compile pool, off the decoding step).
+    /// This matcher and every mask are unchanged: only where masks are
+    /// computed moves (to a compile pool, off the decoding step).
     fn warm_up(slf: &Bound<'_, Self>, token_ids: Vec<Int>) -> PyResult<usize> {
         let this = shared(slf)?;
         let ids = this.core.check_ids(&values(token_ids)).map_err(to_py_err)?;

@@ -64,6 +64,7 @@ _CATEGORIES = {
 
 
 _ONE_CHAR = ("IN", "ANY", "LITERAL", "NOT_LITERAL")
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
 class _TooMuch(Exception):
@@ -105,7 +106,7 @@ def regex_sample(
         tree = list(_sre.parse(pattern))
     except Exception:  # noqa: BLE001 - any parser complaint (or RecursionError), or no budget
         return None
-    texts = []
+    first = None  # the usual filling, where no filling fits the bounds
     for extra in (None, 1, 0):
         if budget.left <= 0:
             break
@@ -119,8 +120,8 @@ def regex_sample(
         text = "".join(writer.out)[:MAX_CHARS]
         if min_len <= len(text) and (max_len is None or len(text) <= max_len):
             return text
-        texts.append(text)
-    return texts[0] if texts else None
+        first = text if first is None else first
+    return first
 
 
 class _Writer:
@@ -160,7 +161,7 @@ class _Writer:
             )
             # Each candidate tested costs the class's items.
             self.emit(self.pick(allowed, len(arg) if op == "IN" else 1))
-        elif op in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        elif op in _REPEATS:
             low, high, body = arg
             if self.extra is not None:
                 count = min(high, low + self.extra)
@@ -174,7 +175,7 @@ class _Writer:
                 self.seq(list(body))
         elif op == "SUBPATTERN":
             group, body = arg[0], arg[-1]
-            start = len("".join(self.out))
+            start = self.chars
             self.seq(list(body))
             if group is not None:
                 self.groups[group] = "".join(self.out)[start:]
@@ -228,7 +229,7 @@ class _Writer:
             name = str(op)
             if name in _ONE_CHAR:
                 return True
-            if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and arg[0] > 0:
+            if name in _REPEATS and arg[0] > 0:
                 return True
             if name == "SUBPATTERN" and self.writes(arg[-1]):
                 return True

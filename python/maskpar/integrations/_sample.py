@@ -102,16 +102,16 @@ class _Writer:
         schema = self.resolve(schema)
         if not isinstance(schema, dict):
             return None
+        if "const" in schema:
+            return schema["const"]
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return schema["enum"][0]
         if depth > MAX_DEPTH or self.nodes > MAX_NODES:
             # Past a bound, a value with nothing inside (``{}``, ``[]``, a
             # scalar) rather than ``null``, which the grammar usually refuses:
             # the walk then goes on to the next member (nested Kubernetes
             # objects used to end it a few dozen tokens in).
             return _shallow(schema, self.strings)
-        if "const" in schema:
-            return schema["const"]
-        if isinstance(schema.get("enum"), list) and schema["enum"]:
-            return schema["enum"][0]
         for key in ("anyOf", "oneOf"):
             branches = schema.get(key)
             if isinstance(branches, list) and branches:
@@ -179,13 +179,8 @@ def _kind(schema: dict) -> Any:
 
 
 def _shallow(schema: dict, strings: _Strings) -> Any:
-    """A value of ``schema`` written without looking inside it: its
-    ``const`` or first ``enum`` value, an empty object or array, or a
-    scalar of its type."""
-    if "const" in schema:
-        return schema["const"]
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
+    """A value of ``schema`` written without looking inside it: an empty
+    object or array, or a scalar of its type."""
     kind = _kind(schema)
     if kind == "object":
         return {}
