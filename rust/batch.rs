@@ -7,12 +7,13 @@
 //! calling thread fills rows from the start, and pool threads join it as
 //! they wake (`claim`), so a step does not wait for the pool to wake up.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
+use rustc_hash::FxHashMap;
 
 use crate::cfg::earley::Chart;
 use crate::claim;
@@ -27,7 +28,7 @@ pub const MAX_THREADS: usize = 1024;
 
 /// 0 means "one per available core".
 static DEFAULT_THREADS: AtomicUsize = AtomicUsize::new(0);
-static POOLS: Mutex<Option<HashMap<usize, Arc<ThreadPool>>>> = Mutex::new(None);
+static POOLS: Mutex<Option<FxHashMap<usize, Arc<ThreadPool>>>> = Mutex::new(None);
 
 fn check_threads(n: usize) -> Result<usize> {
     if n == 0 || n > MAX_THREADS {
@@ -72,7 +73,7 @@ pub fn pool(n: Option<usize>) -> Result<Arc<ThreadPool>> {
         None => get_num_threads(),
     };
     let mut guard = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    let pools = guard.get_or_insert_with(HashMap::new);
+    let pools = guard.get_or_insert_with(FxHashMap::default);
     if let Some(p) = pools.get(&n) {
         return Ok(p.clone());
     }
@@ -124,6 +125,14 @@ const ROWS_PER_THREAD: usize = 4;
 /// (on a loaded machine, a wait for a core) to the step.
 fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
     pool.current_num_threads() == 1 || rows <= 1
+}
+
+/// Whether a call of `requests` requests and `rows` rows runs start to end
+/// on the calling thread: `runs_here`, or too few requests for helpers on
+/// their chains (`CHAINS_HERE`) and too few rows for one on their masks
+/// (`ROWS_PER_THREAD`), the same choices `states_of` and `fill_rows` make.
+fn alone(pool: &ThreadPool, requests: usize, rows: usize) -> bool {
+    runs_here(pool, rows) || (requests < CHAINS_HERE && rows < 2 * ROWS_PER_THREAD)
 }
 
 /// `advance` applied to every job (a request's position and its drafts or
@@ -279,6 +288,9 @@ pub fn fill_with_drafts(
     pool: &ThreadPool,
 ) -> Result<Vec<usize>> {
     let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
+    if alone(pool, reqs.len(), rows) {
+        return fill_with_drafts_alone(reqs, bitmask, words);
+    }
     let here = runs_here(pool, rows);
     let jobs = (reqs.iter())
         .map(|r| (r.matcher.position(), r.drafts.clone()))
@@ -302,6 +314,45 @@ pub fn fill_with_drafts(
         }
     }
     fill_rows(pool, here, bitmask, words, jobs)?;
+    Ok(accepted)
+}
+
+/// `fill_with_drafts` where no pool thread would join (`alone`): the same
+/// rows, in order, from the matchers' own charts and states, borrowed
+/// rather than shared with threads that might outlive the call. A request
+/// without drafts fills its row from where its matcher stands (no copy of
+/// its chart, whose length grows with its text).
+fn fill_with_drafts_alone(
+    reqs: &[DraftRequest<'_>],
+    bitmask: &mut [u32],
+    words: usize,
+) -> Result<Vec<usize>> {
+    let mut accepted = Vec::with_capacity(reqs.len());
+    for r in reqs {
+        let span = r.row * words..(r.row + r.drafts.len() + 1) * words;
+        if r.drafts.is_empty() {
+            accepted.push(0);
+            if words > 0 {
+                r.matcher.fill_row(&mut bitmask[span])?;
+            }
+            continue;
+        }
+        let (chart, states) = r.matcher.draft_states(&r.drafts)?;
+        accepted.push(states.len() - 1);
+        if words == 0 {
+            continue;
+        }
+        let g = r.matcher.grammar();
+        for (row, s) in bitmask[span]
+            .chunks_mut(words)
+            .zip(states.iter().map(Some).chain(std::iter::repeat(None)))
+        {
+            match s {
+                Some(s) => g.fill_row(&chart, s, row)?,
+                None => row.fill(u32::MAX),
+            }
+        }
+    }
     Ok(accepted)
 }
 
@@ -437,6 +488,54 @@ mod tests {
             assert_eq!(&bm[5 * words..], &s2[..]);
         }
         assert_eq!(m2.num_consumed(), 1);
+    }
+
+    /// A context-free grammar's draft fill too small for a pool thread
+    /// (`alone`: it borrows the matchers) equals the sequential one, with a
+    /// refused draft, on a pool of two; the matchers are left unchanged.
+    #[test]
+    fn a_call_too_small_for_helpers_equals_sequential() {
+        let toks: Vec<Vec<u8>> = ["[", "]", "a", ",", "a,", "<eos>"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
+        let vocab = Arc::new(Vocab::new(toks, &[5], &[], Some(64)).unwrap());
+        let src = r#"root ::= "[" item ("," item)* "]"
+item ::= "a" | root"#;
+        let ast = crate::cfg::gbnf::parse(src).unwrap();
+        let g = Arc::new(CompiledGrammar::from_ast(vocab, &ast, "gbnf", src).unwrap());
+        let words = g.words();
+        let mut m1 = MatcherCore::new(g.clone());
+        for t in [0, 0, 2, 3] {
+            assert!(m1.consume_token(t).unwrap()); // "[[a,"
+        }
+        let m2 = MatcherCore::new(g.clone());
+        let drafts1 = vec![2, 1, 4, 1]; // "a", "]", then "a," is refused after the inner "]"
+        let drafts2 = vec![];
+        let reqs = vec![
+            DraftRequest {
+                matcher: &m1,
+                row: 0,
+                drafts: drafts1.clone(),
+            },
+            DraftRequest {
+                matcher: &m2,
+                row: 5,
+                drafts: drafts2.clone(),
+            },
+        ];
+        let pool = pool(Some(2)).unwrap();
+        assert!(alone(&pool, reqs.len(), 6));
+        let mut bm = vec![7u32; words * 6];
+        check_layout(&spans(&reqs), 6, words).unwrap();
+        let acc = fill_with_drafts(&reqs, &mut bm, words, &pool).unwrap();
+        let (s1, a1) = sequential(&m1, &drafts1, words);
+        let (s2, _) = sequential(&m2, &drafts2, words);
+        assert_eq!(acc, vec![a1, 0]);
+        assert!(a1 < drafts1.len(), "a draft is refused");
+        assert_eq!(&bm[..5 * words], &s1[..]);
+        assert_eq!(&bm[5 * words..], &s2[..]);
+        assert_eq!(m1.num_consumed(), 4);
     }
 
     /// One row (filled on the calling thread, whatever the pool) equals the

@@ -8,7 +8,7 @@ use super::int::{values, Int};
 use super::lists;
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 use rayon::ThreadPool;
@@ -54,7 +54,13 @@ fn tuple_parts<'py>(
     obj: &Bound<'py, PyAny>,
     what: impl FnOnce() -> String,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    if obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PyList>() {
+    // Plain ones are read in place: a Python iterator over them is an
+    // allocation and a call per element, on every fill's path.
+    if let Ok(t) = obj.cast_exact::<PyTuple>() {
+        Ok(t.iter().collect())
+    } else if let Ok(l) = obj.cast_exact::<PyList>() {
+        Ok(l.iter().collect())
+    } else if obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PyList>() {
         obj.try_iter()?.collect()
     } else {
         Err(PyTypeError::new_err(what()))
@@ -70,11 +76,14 @@ fn parse_items<'py>(
     shape: &str,
     with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
-    let mut out = Vec::new();
-    let mut seen: HashSet<usize> = HashSet::new();
-    for (i, item) in items.try_iter()?.enumerate() {
-        let item = item?;
-        let mut parts = tuple_parts(&item, || format!("item {i} must be a tuple {shape}"))?;
+    let items = match tuple_parts(items, String::new) {
+        Ok(parts) => parts,
+        Err(_) => items.try_iter()?.collect::<PyResult<_>>()?,
+    };
+    let mut out = Vec::with_capacity(items.len());
+    let mut seen: FxHashSet<usize> = FxHashSet::default();
+    for (i, item) in items.iter().enumerate() {
+        let mut parts = tuple_parts(item, || format!("item {i} must be a tuple {shape}"))?;
         if parts.len() != arity {
             return Err(PyTypeError::new_err(format!(
                 "item {i} must be a tuple {shape}, got {} elements",
