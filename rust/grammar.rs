@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use crate::bitmask::words_for;
 use crate::budget;
 use crate::cfg::ast::GrammarAst;
-use crate::cfg::earley::{CfgState, Chart, EarleySet};
+use crate::cfg::earley::{CfgState, Chart};
 use crate::cfg::fillmemo::FillMemo;
 use crate::cfg::lexcache::LexCache;
 use crate::cfg::lower::lower;
@@ -355,13 +355,7 @@ impl CompiledGrammar {
     }
 
     /// ORs the ids of the token terminals expected at `c` into `row`.
-    fn or_token_bits(
-        &self,
-        cfg: &Cfg,
-        chart: &[Arc<EarleySet>],
-        c: &CfgState,
-        row: &mut [u32],
-    ) -> Result<()> {
+    fn or_token_bits(&self, cfg: &Cfg, chart: &Chart, c: &CfgState, row: &mut [u32]) -> Result<()> {
         let domain = self.token_domain();
         for l in cfg.expected_token_lexemes(chart, c)? {
             if let Some(set) = &cfg.lexemes[l as usize].tokens {
@@ -375,7 +369,7 @@ impl CompiledGrammar {
     fn expects_tokens(&self, chart: &Chart, s: &State) -> Result<bool> {
         match (&self.engine, &s.parse) {
             (Engine::Cfg { cfg, .. }, ParseState::Cfg(c)) if cfg.has_tokens && !s.terminated => {
-                Ok(!cfg.expected_token_lexemes(&chart[..], c)?.is_empty())
+                Ok(!cfg.expected_token_lexemes(chart, c)?.is_empty())
             }
             _ => Ok(false),
         }

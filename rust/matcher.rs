@@ -1,9 +1,9 @@
 //! Per-request state: the current grammar state plus a per-token history so
 //! `rollback` is a pop, not a re-parse. For context-free grammars the Earley
-//! chart lives here too; its sets are `Arc`s, so forks and draft snapshots
-//! share them, and the chart itself is behind an `Arc` (copied on write), so
-//! a snapshot handed to a pool thread (`Position`) costs the caller nothing
-//! and the thread copies the list of sets.
+//! chart lives here too; forks, draft walks and snapshots share its sets
+//! (a copy costs two reference counts whatever its length: see
+//! `cfg::earley::chart`), and it is behind an `Arc` (copied on write), so a
+//! snapshot handed to a pool thread (`Position`) costs the caller one.
 
 use std::sync::Arc;
 
@@ -204,8 +204,9 @@ impl MatcherCore {
         self.position().tree_states(tree)
     }
 
-    /// Where the matcher stands, as an owned value: two reference counts,
-    /// whatever the chart's length (advancing it copies the list of sets).
+    /// Where the matcher stands, as an owned value: reference counts,
+    /// whatever the chart's length (advancing it copies only the chart's
+    /// last, partial chunk).
     pub fn position(&self) -> Position {
         Position {
             grammar: self.grammar.clone(),

@@ -103,7 +103,7 @@ impl Cfg {
             origin: 0,
             members: 0,
         }];
-        let (set, frontier, accepting) = self.closure(&chart[..], 0, kernel)?;
+        let (set, frontier, accepting) = self.closure(&*chart, 0, kernel)?;
         let tokens = self.token_scans(&set, 0);
         chart.push(Arc::new(set));
         Ok(CfgState {
@@ -289,7 +289,7 @@ impl Cfg {
             }
         }
         if !bytes.is_empty() {
-            match self.accepts_at_end(&chart[..], &cur) {
+            match self.accepts_at_end(&*chart, &cur) {
                 Ok(acc) => cur.accepting = acc,
                 Err(e) => {
                     chart.truncate(st.sets as usize);
@@ -324,7 +324,7 @@ impl Cfg {
                 let ends = self.step_scans(&st.frontier, byte, &mut out);
                 let mut after = ends.after;
                 if !ends.before.is_empty() {
-                    let c = self.complete_lexemes(&chart[..], sets, &ends.before, 0)?;
+                    let c = self.complete_lexemes(&*chart, sets, &ends.before, 0)?;
                     sets += c.sets();
                     let (started, _) = c.push_sets(chart);
                     // Lexemes started here that end at once matched the empty
@@ -332,7 +332,7 @@ impl Cfg {
                     after.extend(self.step_scans(&started, byte, &mut out).after);
                 }
                 if !after.is_empty() {
-                    let c = self.complete_lexemes(&chart[..], sets, &after, 0)?;
+                    let c = self.complete_lexemes(&*chart, sets, &after, 0)?;
                     sets += c.sets();
                     let (started, acc) = c.push_sets(chart);
                     out.extend_from_slice(&started);
@@ -359,7 +359,7 @@ impl Cfg {
                         continue;
                     }
                     let done: Vec<(u32, u32)> = t.ends.iter().map(|&l| (l, o)).collect();
-                    let c = self.complete_lexemes(&chart[..], sets, &done, t.width)?;
+                    let c = self.complete_lexemes(&*chart, sets, &done, t.width)?;
                     sets += c.sets();
                     let (started, _) = c.push_sets(chart);
                     let before = out.len();
@@ -373,7 +373,7 @@ impl Cfg {
                     }
                 }
                 if !lone_ends.is_empty() {
-                    let c = self.complete_lexemes(&chart[..], sets, &lone_ends, 0)?;
+                    let c = self.complete_lexemes(&*chart, sets, &lone_ends, 0)?;
                     sets += c.sets();
                     let (started, _) = c.push_sets(chart);
                     self.step_scans(&started, byte, &mut out);

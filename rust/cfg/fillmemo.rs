@@ -23,8 +23,8 @@
 //! is found wherever in a chart it happens. Where the grammar's set names
 //! have run out, a state is keyed by its chart instead: its newest set's
 //! `Arc`. Sets are only ever pushed onto the chart they were computed for
-//! (forks and snapshots clone the whole vector), so the same object at the
-//! same index means the same chart below it; each entry holds its set, so
+//! (forks and snapshots share the sets below, never change them), so the
+//! same object at the same index means the same chart below it; each entry holds its set, so
 //! the address cannot be reused while it is kept.
 
 use std::hash::{Hash, Hasher};
@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
-use super::earley::{CfgState, EarleySet};
+use super::earley::{CfgState, Chart, EarleySet};
 use super::setnames::SetNames;
 use super::sharedrows;
 
@@ -83,7 +83,7 @@ impl Hash for MemoKey {
 
 impl MemoKey {
     /// The key of state `st` over `chart`.
-    pub fn of(names: &SetNames, chart: &[Arc<EarleySet>], st: &CfgState) -> Self {
+    pub fn of(names: &SetNames, chart: &Chart, st: &CfgState) -> Self {
         match names.state_key(chart, st) {
             Some(k) => MemoKey::Named(k),
             None => MemoKey::Chart {

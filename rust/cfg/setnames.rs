@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
-use super::earley::{CfgState, EarleySet};
+use super::earley::{CfgState, Chart};
 use super::lexcache::{read, write};
 
 /// Bound on the bytes of interned set keys, per grammar.
@@ -44,7 +44,7 @@ pub struct SetNames {
 impl SetNames {
     /// The name of set `i` of `chart`, naming the sets its items reach
     /// first; None when the interner is full.
-    pub fn name(&self, chart: &[Arc<EarleySet>], i: u32) -> Option<SetName> {
+    pub fn name(&self, chart: &Chart, i: u32) -> Option<SetName> {
         if let Some(&known) = chart[i as usize].name.get() {
             return known;
         }
@@ -75,7 +75,7 @@ impl SetNames {
 
     /// Interns set `i`, whose origins have been named; None if it cannot be
     /// named (an origin has no name, or the interner is full).
-    fn intern(&self, chart: &[Arc<EarleySet>], i: u32) -> Option<SetName> {
+    fn intern(&self, chart: &Chart, i: u32) -> Option<SetName> {
         let set = &chart[i as usize];
         if set.items.len() * ITEM_WORDS * 4
             > MAX_NAMED_BYTES - self.bytes.load(Ordering::Relaxed).min(MAX_NAMED_BYTES)
@@ -126,7 +126,7 @@ impl SetNames {
     /// A name for state `st` over `chart`, equal for two states exactly when
     /// their scans and the sets those reach are alike; None if a set has no
     /// name.
-    pub fn state_key(&self, chart: &[Arc<EarleySet>], st: &CfgState) -> Option<Box<[u32]>> {
+    pub fn state_key(&self, chart: &Chart, st: &CfgState) -> Option<Box<[u32]>> {
         let mut key = Vec::with_capacity(2 + st.frontier.len() * 3);
         key.push(u32::from(st.accepting));
         key.push(self.name(chart, st.sets - 1)?);

@@ -271,7 +271,7 @@ impl Cfg {
                 .as_ref()
                 .is_some_and(&matches)
         };
-        let (made, pending) = self.pending_token_ends(&chart[..], st, first)?;
+        let (made, pending) = self.pending_token_ends(&*chart, st, first)?;
         let done: Vec<(u32, u32)> = st
             .tokens
             .iter()
@@ -284,8 +284,8 @@ impl Cfg {
         }
         chart.extend(made.into_iter().map(Arc::new));
         let cur = chart.len() as u32;
-        let kernel = self.scanned(&chart[..], &done);
-        let result = self.closure(&chart[..], cur, kernel);
+        let kernel = self.scanned(&*chart, &done);
+        let result = self.closure(&*chart, cur, kernel);
         let (set, frontier, accepting) = match result {
             Ok(x) => x,
             Err(e) => {

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use super::ast::Lexing;
-use super::earley::{CfgState, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
+use super::earley::{CfgState, Chart, ChartRead, ChartView, EarleySet, MAX_FRONTIER};
 use super::lexstates::{keep_table, take_table, LexStates, EMPTY};
 use super::longest::branches;
 use super::lowered::Cfg;
@@ -119,8 +119,7 @@ impl Drop for CfgStepper<'_> {
 
 impl<'a> CfgStepper<'a> {
     /// A stepper whose frame 0 is `st` (over the first `st.sets` sets of `chart`).
-    pub fn new(cfg: &'a Cfg, chart: &'a [Arc<EarleySet>], st: &CfgState, max_depth: usize) -> Self {
-        let base = &chart[..st.sets as usize];
+    pub fn new(cfg: &'a Cfg, chart: &'a Chart, st: &CfgState, max_depth: usize) -> Self {
         let mut lex = take_table(cfg.id);
         let scratch = SCRATCH
             .with(|s| s.borrow_mut().take())
@@ -164,7 +163,8 @@ impl<'a> CfgStepper<'a> {
         CfgStepper {
             cfg,
             chart: ChartView {
-                base,
+                base: chart,
+                len: st.sets,
                 ext: scratch.ext,
             },
             lex,
@@ -373,7 +373,7 @@ impl<'a> CfgStepper<'a> {
         self.groups.truncate(parent.end);
         self.chart
             .ext
-            .truncate(parent.sets as usize - self.chart.base.len());
+            .truncate((parent.sets - self.chart.len) as usize);
         let start = self.groups.len();
         if self.cfg.lexing == Lexing::Longest {
             // Out of line (`step_branches`): inlined here, it made the
@@ -481,7 +481,7 @@ impl CfgStepper<'_> {
         }
         // What deeper frames stepped is dropped (as a step there does).
         self.groups.truncate(f.end);
-        (self.chart.ext).truncate(f.sets as usize - self.chart.base.len());
+        (self.chart.ext).truncate((f.sets - self.chart.len) as usize);
         let sets = self.push_completion(f.sets, c);
         let start = self.groups.len();
         self.groups.push(Group {

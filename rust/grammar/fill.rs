@@ -6,12 +6,11 @@
 //! at large subtrees, with token terminals' ids OR'd in last.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use super::{CompiledGrammar, Engine, ParseState, State, CACHED_SUBTREE_NODES, MAX_FILL_LEVELS};
 use crate::bitmask::set_bit;
 use crate::cfg::ast::Lexing;
-use crate::cfg::earley::{CfgState, EarleySet};
+use crate::cfg::earley::{CfgState, Chart};
 use crate::cfg::fillmemo::{Asker, Lookup, MemoKey};
 use crate::cfg::lexcache::{lex_key, LexCache, LexKey};
 use crate::cfg::lexentry::{BoundaryNode, MANY_TOKENS, NO_TOKEN};
@@ -25,7 +24,7 @@ use crate::trie::{Offset, TokenTrie, TrieStepper};
 impl CompiledGrammar {
     /// Writes the mask for `s` into `row` (exactly `self.words()` words);
     /// `chart` holds the sets `s` uses.
-    pub fn fill_row(&self, chart: &[Arc<EarleySet>], s: &State, row: &mut [u32]) -> Result<()> {
+    pub fn fill_row(&self, chart: &Chart, s: &State, row: &mut [u32]) -> Result<()> {
         self.fill_row_keeping(chart, s, row, None)
     }
 
@@ -35,7 +34,7 @@ impl CompiledGrammar {
     /// with that asker's way of making room (`Asker`).
     pub fn fill_row_keeping(
         &self,
-        chart: &[Arc<EarleySet>],
+        chart: &Chart,
         s: &State,
         row: &mut [u32],
         keep: Option<Asker>,
@@ -98,7 +97,7 @@ impl CompiledGrammar {
         &self,
         cfg: &Cfg,
         lex_cache: &LexCache,
-        chart: &[Arc<EarleySet>],
+        chart: &Chart,
         c: &CfgState,
         row: &mut [u32],
     ) -> Result<()> {

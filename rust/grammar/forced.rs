@@ -117,7 +117,7 @@ impl CompiledGrammar {
         }
         let n = self.vocab.num_tokens() as u32;
         let mut only: Option<u32> = None;
-        for l in cfg.expected_token_lexemes(&chart[..], c)? {
+        for l in cfg.expected_token_lexemes(&*chart, c)? {
             let Some(set) = &cfg.lexemes[l as usize].tokens else {
                 continue;
             };
