@@ -115,9 +115,13 @@ const CHAINS_HERE: usize = 8;
 
 /// Rows to compute per thread of a call: a pool thread joins only for at
 /// least this many more. Waking one cost the caller 50 us on the 2-core
-/// development machine, as much as several warm rows; a one-request step
-/// with 4 drafts was 20-40% slower with a helper than without.
-const ROWS_PER_THREAD: usize = 4;
+/// development machine, as much as several warm rows (a row the fill memo
+/// holds is a 16 KB copy, 2-5 us); a one-request step with 4 drafts was
+/// 20-40% slower with a helper than without, and at 4 rows a thread one
+/// with 8 drafts was too (bench_serving, B = 1, K = 8: 0.09 ms a step with 8,
+/// 0.13 ms with 4; two requests with 4 drafts 0.10 against 0.15 ms; larger
+/// batches alike).
+const ROWS_PER_THREAD: usize = 8;
 
 /// Whether a call runs on the calling thread rather than on `pool`: when
 /// the pool has one thread, or the call has one row to fill, nothing runs
@@ -463,8 +467,12 @@ mod tests {
         let mut m2 = MatcherCore::new(g.clone());
         assert!(m2.consume_token(0).unwrap());
         let drafts1 = vec![0, 0, 2, 1]; // rejected at index 2
-        let drafts2 = vec![1, 2, 3];
+                                        // Enough rows for pool threads to join (`alone` is false past one).
+        let mut drafts2 = vec![0; 12];
+        drafts2.extend([1, 2, 3]);
+        let rows = drafts1.len() + drafts2.len() + 2;
         for threads in [1, 2, 3] {
+            assert_eq!(alone(&pool(Some(threads)).unwrap(), 2, rows), threads == 1);
             let reqs = vec![
                 DraftRequest {
                     matcher: &m1,
@@ -477,11 +485,11 @@ mod tests {
                     drafts: drafts2.clone(),
                 },
             ];
-            let mut bm = vec![0u32; words * 9];
-            check_layout(&spans(&reqs), 9, words).unwrap();
+            let mut bm = vec![0u32; words * rows];
+            check_layout(&spans(&reqs), rows, words).unwrap();
             let acc =
                 fill_with_drafts(&reqs, &mut bm, words, &pool(Some(threads)).unwrap()).unwrap();
-            assert_eq!(acc, vec![2, 3]);
+            assert_eq!(acc, vec![2, drafts2.len()]);
             let (s1, _) = sequential(&m1, &drafts1, words);
             let (s2, _) = sequential(&m2, &drafts2, words);
             assert_eq!(&bm[..5 * words], &s1[..]);
