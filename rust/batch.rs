@@ -370,7 +370,11 @@ pub fn fill_with_tree(
     words: usize,
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
-    let here = runs_here(pool, reqs.iter().map(|r| r.tree.len()).sum());
+    let rows: usize = reqs.iter().map(|r| r.tree.len()).sum();
+    if alone(pool, reqs.len(), rows) {
+        return fill_with_tree_alone(reqs, bitmask, words);
+    }
+    let here = runs_here(pool, rows);
     let jobs = (reqs.iter())
         .map(|r| (r.matcher.position(), r.tree.clone()))
         .collect();
@@ -395,6 +399,33 @@ pub fn fill_with_tree(
         }
     }
     fill_rows(pool, here, bitmask, words, jobs)?;
+    Ok(valid)
+}
+
+/// `fill_with_tree` where no pool thread would join (`alone`): each
+/// request's tree walked from its matcher, borrowed, and its rows filled in
+/// order.
+fn fill_with_tree_alone(
+    reqs: &[TreeRequest<'_>],
+    bitmask: &mut [u32],
+    words: usize,
+) -> Result<Vec<Vec<bool>>> {
+    let mut valid = Vec::with_capacity(reqs.len());
+    for r in reqs {
+        let walk = r.matcher.tree_states(&r.tree)?;
+        valid.push(walk.states.iter().map(Option::is_some).collect());
+        if words == 0 {
+            continue;
+        }
+        let g = r.matcher.grammar();
+        let span = r.row * words..(r.row + r.tree.len()) * words;
+        for (row, node) in bitmask[span].chunks_mut(words).zip(&walk.states) {
+            match node {
+                Some((c, s)) => g.fill_row(&walk.charts[*c], s, row)?,
+                None => row.fill(u32::MAX),
+            }
+        }
+    }
     Ok(valid)
 }
 
@@ -587,35 +618,44 @@ item ::= "a" | root"#;
         let parents = [-1, 0, 0, 1, 1, 2, 3];
         let tree = DraftTree::from_parents(&tokens, &parents, g.vocab()).unwrap();
         let paths: [&[u32]; 7] = [&[], &[0], &[2], &[0, 1], &[0, 0], &[2, 0], &[0, 1, 2]];
-        for threads in [1, 2] {
-            let reqs = vec![TreeRequest {
-                matcher: &m,
-                row: 1,
-                tree: tree.clone(),
-            }];
-            let mut bm = vec![7u32; words * 8];
+        // One request fills alone; nine bring pool threads in past one.
+        let copies: Vec<MatcherCore> = (0..9).map(|_| m.clone()).collect();
+        for (threads, n) in [(1, 1), (2, 1), (1, 9), (2, 9), (3, 9)] {
+            let reqs: Vec<TreeRequest<'_>> = (copies[..n].iter().enumerate())
+                .map(|(k, m)| TreeRequest {
+                    matcher: m,
+                    row: 1 + 7 * k,
+                    tree: tree.clone(),
+                })
+                .collect();
+            let rows = 1 + 7 * n;
+            let pool = pool(Some(threads)).unwrap();
+            assert_eq!(alone(&pool, n, 7 * n), threads == 1 || n == 1);
+            let mut bm = vec![7u32; words * rows];
             let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
-            check_layout(&spans, 8, words).unwrap();
-            let valid =
-                fill_with_tree(&reqs, &mut bm, words, &pool(Some(threads)).unwrap()).unwrap();
+            check_layout(&spans, rows, words).unwrap();
+            let valid = fill_with_tree(&reqs, &mut bm, words, &pool).unwrap();
             assert_eq!(
                 valid,
-                vec![vec![true, true, false, true, true, false, true]]
+                vec![vec![true, true, false, true, true, false, true]; n]
             );
             assert_eq!(
                 &bm[..words],
                 &vec![7; words][..],
                 "rows outside the tree are kept"
             );
-            for (i, path) in paths.iter().enumerate() {
-                let row = &bm[(i + 1) * words..(i + 2) * words];
-                let mut walk = m.clone();
-                if walk.consume_tokens(path).unwrap() {
-                    let mut want = vec![0u32; words];
-                    walk.fill_row(&mut want).unwrap();
-                    assert_eq!(row, &want[..], "node {i}");
-                } else {
-                    assert!(row.iter().all(|&w| w == u32::MAX), "node {i}");
+            for k in 0..n {
+                for (i, path) in paths.iter().enumerate() {
+                    let at = 1 + 7 * k + i;
+                    let row = &bm[at * words..(at + 1) * words];
+                    let mut walk = m.clone();
+                    if walk.consume_tokens(path).unwrap() {
+                        let mut want = vec![0u32; words];
+                        walk.fill_row(&mut want).unwrap();
+                        assert_eq!(row, &want[..], "request {k} node {i}");
+                    } else {
+                        assert!(row.iter().all(|&w| w == u32::MAX), "request {k} node {i}");
+                    }
                 }
             }
         }
