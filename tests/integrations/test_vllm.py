@@ -215,6 +215,22 @@ def test_manager_builds_maskpar_backend(model_dir):
     assert bitmask.shape == (2, (vocab + 31) // 32)
 
 
+@pytest.mark.parametrize("k", [0, 3])
+def test_the_managers_bitmask_is_made_before_its_first_step(model_dir, k):
+    manager = StructuredOutputManager(make_config(model_dir, k=k))
+    request = make_request(manager, "r", StructuredOutputsParams(regex="[0-9]+"))
+    made = manager.backend._first_bitmask
+    vocab = manager.vllm_config.model_config.get_vocab_size()
+    assert made.shape == (16 * (k + 1), (vocab + 31) // 32)
+    assert bool((made == -1).all())
+    rows = manager.grammar_bitmask({"r": request}, ["r"], {"r": [-1] * k} if k else {})
+    assert manager._grammar_bitmask is made  # handed over, not allocated in the step
+    assert manager.backend._first_bitmask is None
+    assert rows.shape == (k + 1, (vocab + 31) // 32)
+    again = manager.backend.allocate_token_bitmask(16 * (k + 1))
+    assert again is not made and bool((again == -1).all())
+
+
 # -- request types, against vLLM's xgrammar backend ---------------------------------------
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

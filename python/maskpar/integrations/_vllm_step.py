@@ -106,6 +106,36 @@ class _Block:
             bm[base + p + 1 : base + n + 1] = -1
 
 
+def _strip() -> Any:
+    """vLLM's ``strip_speculative_padding``, imported once (an import
+    statement in the step costs it a module lookup every call)."""
+    global _STRIP
+    if _STRIP is None:
+        from vllm.v1.structured_output.utils import strip_speculative_padding
+
+        _STRIP = strip_speculative_padding
+    return _STRIP
+
+
+_STRIP: Any = None
+
+
+def _numpy_view(manager: StructuredOutputManager, bitmask: Any) -> np.ndarray:
+    """The numpy view of the manager's bitmask tensor, made once per tensor
+    and memory (``Tensor.numpy()`` is about a microsecond, a tenth of a
+    one-request step). A view made before the tensor moved to other memory
+    (``resize_`` growing it, ``set_``) would point at memory it no longer
+    owns, so the data pointer is checked every call; vLLM allocates the
+    tensor once and never moves it."""
+    ptr = bitmask.data_ptr()
+    cached = getattr(manager, "_maskpar_bitmask_view", None)
+    if cached is not None and cached[0] is bitmask and cached[1] == ptr:
+        return cached[2]
+    view = bitmask.numpy()
+    manager._maskpar_bitmask_view = (bitmask, ptr, view)
+    return view
+
+
 def grammar_bitmask(
     manager: StructuredOutputManager,
     requests: dict[str, Request],
@@ -126,49 +156,64 @@ def grammar_bitmask(
     for req_id in structured_output_request_ids:
         request = requests[req_id]
         grammar = request.structured_output_request.grammar
-        tokens = scheduled_spec_decode_tokens.get(req_id, [])
+        tokens = scheduled_spec_decode_tokens.get(req_id, ())
         if not isinstance(grammar, MaskparGrammar) or len(tokens) > k:
             return NotImplemented
-        if any(t < -1 for t in tokens):
+        if tokens and min(tokens) < -1:
             return NotImplemented
-        batch.append((req_id, request, grammar, tokens))
+        batch.append((request, grammar, tokens))
 
     if manager._grammar_bitmask is None:
         manager._grammar_bitmask = manager.backend.allocate_token_bitmask(
             config.scheduler_config.max_num_seqs * stride
         )
-    bitmask = manager._grammar_bitmask
-
-    from vllm.v1.structured_output.utils import strip_speculative_padding
+    # The numpy view, which vLLM gets back, is also what maskpar checks
+    # fastest (numpy's C API; a tensor takes six attribute reads).
+    bm = _numpy_view(manager, manager._grammar_bitmask)
+    strip = _strip()
 
     blocks: list[_Block] = []
     chains: list[tuple[maskpar.Matcher, int, list[int]]] = []
-    chain_blocks: list[_Block] = []
-    for index, (_req_id, request, grammar, tokens) in enumerate(batch):
+    owners: list[_Block | None] = []  # per chain: its block (None: a plain request)
+    # Requests without drafts past their reasoning: their one row is the
+    # grammar's mask, or -1 once it has terminated, with no block to finish.
+    plain: list[tuple[MaskparGrammar, int]] = []
+    with_drafts = False
+    for index, (request, grammar, tokens) in enumerate(batch):
         base = index * stride
-        n = len(tokens)
-        p = tokens.index(-1) if -1 in tokens else n
-        gs, cs = manager._get_constraint_bounds(request, strip_speculative_padding(tokens))
+        if tokens:
+            n = len(tokens)
+            p = tokens.index(-1) if -1 in tokens else n
+            gs, cs = manager._get_constraint_bounds(request, strip(tokens))
+        else:
+            n = p = 0
+            gs, cs = manager._get_constraint_bounds(request, ())
+            if gs == cs == 0:
+                chains.append((grammar.matcher, base, []))
+                owners.append(None)
+                plain.append((grammar, base))
+                continue
         masked = manager._masked_reasoning_ends(request) if cs else ()
         drafts = list(tokens[gs:p]) if gs <= p else None
         block = _Block(base, n, p, gs, cs, masked, grammar, drafts)
         blocks.append(block)
         if drafts is not None:
             chains.append((grammar.matcher, base + gs, drafts))
-            chain_blocks.append(block)
+            owners.append(block)
+            with_drafts = with_drafts or bool(drafts)
 
-    # The numpy view, which vLLM gets back, is also what maskpar checks
-    # fastest (numpy's C API; a tensor takes six attribute reads).
-    bm = bitmask.numpy()
-    accepted = [0] * len(chains)
-    if chains:
-        if all(not drafts for _, _, drafts in chains):
-            maskpar.fill_next_token_bitmask_par([(m, row) for m, row, _ in chains], bm)
-        else:
-            accepted = maskpar.fill_next_token_bitmask_par_with_draft_tokens(chains, bm)
-    counts = dict(zip(map(id, chain_blocks), accepted))
-    for block in blocks:
-        block.finish(bm, counts.get(id(block), 0))
+    accepted: list[int] = [0] * len(chains)
+    if with_drafts:
+        accepted = maskpar.fill_next_token_bitmask_par_with_draft_tokens(chains, bm)
+    elif chains:
+        maskpar.fill_next_token_bitmask_par([(m, row) for m, row, _ in chains], bm)
+    for grammar, base in plain:
+        if grammar.matcher.is_terminated():
+            bm[base] = -1
+    if blocks:
+        counts = {id(b): a for b, a in zip(owners, accepted) if b is not None}
+        for block in blocks:
+            block.finish(bm, counts.get(id(block), 0))
 
     num_masks = len(structured_output_request_ids) * stride
     return bm[:num_masks] if num_masks < bm.shape[0] else bm
