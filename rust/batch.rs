@@ -476,6 +476,29 @@ mod tests {
         reqs.iter().map(DraftRequest::span).collect()
     }
 
+    /// Request 1 from row 0, request 2 from row 5 (request 1 has at most
+    /// four drafts).
+    fn two_requests<'a>(
+        m1: &'a MatcherCore,
+        drafts1: &[u32],
+        m2: &'a MatcherCore,
+        drafts2: &[u32],
+    ) -> Vec<DraftRequest<'a>> {
+        assert!(drafts1.len() < 5);
+        vec![
+            DraftRequest {
+                matcher: m1,
+                row: 0,
+                drafts: drafts1.to_vec(),
+            },
+            DraftRequest {
+                matcher: m2,
+                row: 5,
+                drafts: drafts2.to_vec(),
+            },
+        ]
+    }
+
     fn sequential(m: &MatcherCore, drafts: &[u32], words: usize) -> (Vec<u32>, usize) {
         let mut m = m.clone();
         let mut out = vec![u32::MAX; words * (drafts.len() + 1)];
@@ -497,25 +520,15 @@ mod tests {
         let m1 = MatcherCore::new(g.clone());
         let mut m2 = MatcherCore::new(g.clone());
         assert!(m2.consume_token(0).unwrap());
-        let drafts1 = vec![0, 0, 2, 1]; // rejected at index 2
-                                        // Enough rows for pool threads to join (`alone` is false past one).
+        // Drafts 1 are refused at index 2; drafts 2 make enough rows for pool
+        // threads to join (`alone` is false past one).
+        let drafts1 = vec![0, 0, 2, 1];
         let mut drafts2 = vec![0; 12];
         drafts2.extend([1, 2, 3]);
         let rows = drafts1.len() + drafts2.len() + 2;
         for threads in [1, 2, 3] {
             assert_eq!(alone(&pool(Some(threads)).unwrap(), 2, rows), threads == 1);
-            let reqs = vec![
-                DraftRequest {
-                    matcher: &m1,
-                    row: 0,
-                    drafts: drafts1.clone(),
-                },
-                DraftRequest {
-                    matcher: &m2,
-                    row: 5,
-                    drafts: drafts2.clone(),
-                },
-            ];
+            let reqs = two_requests(&m1, &drafts1, &m2, &drafts2);
             let mut bm = vec![0u32; words * rows];
             check_layout(&spans(&reqs), rows, words).unwrap();
             let acc =
@@ -551,18 +564,7 @@ item ::= "a" | root"#;
         let m2 = MatcherCore::new(g.clone());
         let drafts1 = vec![2, 1, 4, 1]; // "a", "]", then "a," is refused after the inner "]"
         let drafts2 = vec![];
-        let reqs = vec![
-            DraftRequest {
-                matcher: &m1,
-                row: 0,
-                drafts: drafts1.clone(),
-            },
-            DraftRequest {
-                matcher: &m2,
-                row: 5,
-                drafts: drafts2.clone(),
-            },
-        ];
+        let reqs = two_requests(&m1, &drafts1, &m2, &drafts2);
         let pool = pool(Some(2)).unwrap();
         assert!(alone(&pool, reqs.len(), 6));
         let mut bm = vec![7u32; words * 6];
