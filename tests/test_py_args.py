@@ -324,3 +324,46 @@ def test_duplicate_matcher_check_is_linear(tok):
         maskpar.fill_next_token_bitmask_par(items, bm)
     # Linear: ~0.2 s; the old quadratic scan took 3.5 s at half this size.
     assert time.perf_counter() - start < 2.0
+
+
+class _Items(list):
+    """A list whose own ``__iter__`` yields what the call must read (and
+    counts how often it is asked)."""
+
+    def __init__(self, real: list) -> None:
+        super().__init__()
+        self.real = real
+        self.iterations = 0
+
+    def __iter__(self):
+        self.iterations += 1
+        return iter(self.real)
+
+
+class _Boom(list):
+    def __iter__(self):
+        raise RuntimeError("boom")
+
+
+def test_fill_items_as_any_iterable(m, tok):
+    """Plain lists and tuples are read in place; any other iterable (a
+    generator, a list subclass with its own ``__iter__``) through its
+    iterator, exactly once; its exception reaches the caller as it is."""
+    want = new_bitmask(1, VOCAB)
+    m.fill_next_token_bitmask(want, 0)
+    other = maskpar.Matcher(maskpar.compile_regex(tok, "[ab]*c"))
+    assert other.consume_token(ord("c"))  # its row (EOS only) is not m's
+    for items in ([(m, 0)], ((m, 0),), (it for it in [(m, 0)])):
+        bm = sentinel_bitmask(1)
+        maskpar.fill_next_token_bitmask_par(items, bm)
+        assert np.array_equal(bm, want)
+    sub = _Items([(m, 0)])
+    sub.append((other, 0))  # what a plain read of the list would see
+    bm = sentinel_bitmask(1)
+    maskpar.fill_next_token_bitmask_par(sub, bm)
+    assert np.array_equal(bm, want)
+    assert sub.iterations == 1
+    bm = sentinel_bitmask(1)
+    with pytest.raises(RuntimeError, match="boom"):
+        maskpar.fill_next_token_bitmask_par(_Boom([(m, 0)]), bm)
+    assert untouched(bm)

@@ -24,8 +24,8 @@
 //! have run out, a state is keyed by its chart instead: its newest set's
 //! `Arc`. Sets are only ever pushed onto the chart they were computed for
 //! (forks and snapshots share the sets below, never change them), so the
-//! same object at the same index means the same chart below it; each entry holds its set, so
-//! the address cannot be reused while it is kept.
+//! same object at the same index means the same chart below it; each entry
+//! holds its set, so the address cannot be reused while it is kept.
 
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};

@@ -76,9 +76,14 @@ fn parse_items<'py>(
     shape: &str,
     with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
-    let items = match tuple_parts(items, String::new) {
-        Ok(parts) => parts,
-        Err(_) => items.try_iter()?.collect::<PyResult<_>>()?,
+    // Plain lists and tuples in place; anything else (a subclass, a
+    // generator) through its own iterator, once.
+    let items: Vec<Bound<'py, PyAny>> = if let Ok(t) = items.cast_exact::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = items.cast_exact::<PyList>() {
+        l.iter().collect()
+    } else {
+        items.try_iter()?.collect::<PyResult<_>>()?
     };
     let mut out = Vec::with_capacity(items.len());
     let mut seen: FxHashSet<usize> = FxHashSet::default();

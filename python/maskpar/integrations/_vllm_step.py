@@ -121,18 +121,18 @@ _STRIP: Any = None
 
 
 def _numpy_view(manager: StructuredOutputManager, bitmask: Any) -> np.ndarray:
-    """The numpy view of the manager's bitmask tensor, made once per tensor
-    and memory (``Tensor.numpy()`` is about a microsecond, a tenth of a
-    one-request step). A view made before the tensor moved to other memory
-    (``resize_`` growing it, ``set_``) would point at memory it no longer
-    owns, so the data pointer is checked every call; vLLM allocates the
-    tensor once and never moves it."""
-    ptr = bitmask.data_ptr()
+    """The numpy view of the manager's bitmask tensor, made again only when
+    the tensor, its memory or its layout changed (``Tensor.numpy()`` is about
+    a microsecond, a tenth of a one-request step). With the same data
+    pointer, shape and strides, the kept view covers exactly the memory a new
+    one would, and it keeps the tensor (owner of that memory) alive; vLLM
+    allocates the tensor once and never changes it."""
+    key = (bitmask.data_ptr(), bitmask.shape, bitmask.stride())
     cached = getattr(manager, "_maskpar_bitmask_view", None)
-    if cached is not None and cached[0] is bitmask and cached[1] == ptr:
+    if cached is not None and cached[0] is bitmask and cached[1] == key:
         return cached[2]
     view = bitmask.numpy()
-    manager._maskpar_bitmask_view = (bitmask, ptr, view)
+    manager._maskpar_bitmask_view = (bitmask, key, view)
     return view
 
 
@@ -215,5 +215,5 @@ def grammar_bitmask(
         for block in blocks:
             block.finish(bm, counts.get(id(block), 0))
 
-    num_masks = len(structured_output_request_ids) * stride
-    return bm[:num_masks] if num_masks < bm.shape[0] else bm
+    # A new view each step: the kept one never leaves this module.
+    return bm[: len(structured_output_request_ids) * stride]

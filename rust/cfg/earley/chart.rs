@@ -167,9 +167,11 @@ impl Chart {
         let whole = len / CHUNK;
         if whole < self.chunks.len() {
             // The new tail is the start of chunk `whole`.
-            let chunks = Arc::make_mut(&mut self.chunks);
-            let tail = chunks[whole][..len % CHUNK].to_vec();
-            chunks.truncate(whole);
+            let tail = self.chunks[whole][..len % CHUNK].to_vec();
+            match Arc::get_mut(&mut self.chunks) {
+                Some(chunks) => chunks.truncate(whole),
+                None => self.chunks = Arc::new(self.chunks[..whole].to_vec()),
+            }
             self.tail = Arc::new(tail);
         } else {
             let keep = len - self.whole();
