@@ -325,7 +325,7 @@ pub fn fill_with_drafts(
 /// rows, in order, from the matchers' own charts and states, borrowed
 /// rather than shared with threads that might outlive the call. A request
 /// without drafts fills its row from where its matcher stands (no copy of
-/// its chart, whose length grows with its text).
+/// its state).
 fn fill_with_drafts_alone(
     reqs: &[DraftRequest<'_>],
     bitmask: &mut [u32],

@@ -1,9 +1,8 @@
 //! Per-request state: the current grammar state plus a per-token history so
 //! `rollback` is a pop, not a re-parse. For context-free grammars the Earley
-//! chart lives here too; forks, draft walks and snapshots share its sets
-//! (a copy costs two reference counts whatever its length: see
-//! `cfg::earley::chart`), and it is behind an `Arc` (copied on write), so a
-//! snapshot handed to a pool thread (`Position`) costs the caller one.
+//! chart lives here too; forks, draft walks and snapshots (`Position`, handed
+//! to pool threads) share its sets: a copy costs two reference counts
+//! whatever its length (see `cfg::earley::chart`).
 
 use std::sync::Arc;
 
@@ -17,7 +16,7 @@ use crate::tree::DraftTree;
 #[derive(Clone, Debug)]
 pub struct MatcherCore {
     grammar: Arc<CompiledGrammar>,
-    chart: Arc<Chart>,
+    chart: Chart,
     state: State,
     /// `history[i]` is the state before the i-th consumed token.
     history: Vec<State>,
@@ -26,7 +25,7 @@ pub struct MatcherCore {
 impl MatcherCore {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let state = grammar.initial_state();
-        let chart = Arc::new(grammar.initial_chart());
+        let chart = grammar.initial_chart();
         MatcherCore {
             grammar,
             chart,
@@ -56,9 +55,7 @@ impl MatcherCore {
 
     /// Consumes `token` if allowed; otherwise returns false and changes nothing.
     pub fn consume_token(&mut self, token: u32) -> Result<bool> {
-        let next = self
-            .grammar
-            .advance(Arc::make_mut(&mut self.chart), &self.state, token)?;
+        let next = self.grammar.advance(&mut self.chart, &self.state, token)?;
         Ok(self.step_to(next))
     }
 
@@ -74,9 +71,9 @@ impl MatcherCore {
     /// if the grammar allows all of them; otherwise returns false and changes
     /// nothing. One call is one step for `rollback`.
     pub fn consume_bytes(&mut self, bytes: &[u8]) -> Result<bool> {
-        let next =
-            self.grammar
-                .advance_bytes(Arc::make_mut(&mut self.chart), &self.state, bytes)?;
+        let next = self
+            .grammar
+            .advance_bytes(&mut self.chart, &self.state, bytes)?;
         Ok(self.step_to(next))
     }
 
@@ -101,7 +98,7 @@ impl MatcherCore {
         if states.len() != tokens.len() + 1 {
             return Ok(false);
         }
-        self.chart = Arc::new(chart);
+        self.chart = chart;
         // states[0] is the current state; each later one replaces it in turn.
         for next in states.into_iter().skip(1) {
             self.step_to(Some(next));
@@ -125,14 +122,14 @@ impl MatcherCore {
             let keep = self.history.len() - n;
             self.state = self.history[keep].clone();
             self.history.truncate(keep);
-            Arc::make_mut(&mut self.chart).truncate(sets_of(&self.state));
+            self.chart.truncate(sets_of(&self.state));
         }
         Ok(())
     }
 
     pub fn reset(&mut self) {
         self.state = self.grammar.initial_state();
-        self.chart = Arc::new(self.grammar.initial_chart());
+        self.chart = self.grammar.initial_chart();
         self.history.clear();
     }
 
@@ -159,7 +156,7 @@ impl MatcherCore {
     pub fn warm_up(&self, tokens: &[u32]) -> Result<usize> {
         let mut walker = MatcherCore {
             grammar: self.grammar.clone(),
-            chart: Arc::clone(&self.chart),
+            chart: self.chart.clone(),
             state: self.state.clone(),
             history: Vec::new(),
         };
@@ -205,12 +202,12 @@ impl MatcherCore {
     }
 
     /// Where the matcher stands, as an owned value: reference counts,
-    /// whatever the chart's length (advancing it copies only the chart's
+    /// whatever the chart's length (advancing it copies at most the chart's
     /// last, partial chunk).
     pub fn position(&self) -> Position {
         Position {
             grammar: self.grammar.clone(),
-            chart: Arc::clone(&self.chart),
+            chart: self.chart.clone(),
             state: self.state.clone(),
         }
     }
@@ -222,7 +219,7 @@ impl MatcherCore {
 #[derive(Clone, Debug)]
 pub struct Position {
     grammar: Arc<CompiledGrammar>,
-    chart: Arc<Chart>,
+    chart: Chart,
     state: State,
 }
 
@@ -240,10 +237,9 @@ impl Position {
     pub fn draft_states(self, drafts: &[u32]) -> Result<(Chart, Vec<State>)> {
         let Position {
             grammar,
-            chart,
+            mut chart,
             state,
         } = self;
-        let mut chart = Arc::unwrap_or_clone(chart);
         let mut states = Vec::with_capacity(drafts.len() + 1);
         states.push(state);
         for &t in drafts {
@@ -257,15 +253,16 @@ impl Position {
     }
 
     /// Advances through every node of `tree` from this position. A node that
-    /// adds no Earley set shares its parent's chart, so regex trees allocate
-    /// no charts at all.
+    /// adds no Earley set shares its parent's chart (a regex tree keeps one
+    /// empty chart); one that adds sets gets a copy of it (two reference
+    /// counts).
     pub fn tree_states(self, tree: &DraftTree) -> Result<TreeStates> {
         let Position {
             grammar,
             chart,
             state,
         } = self;
-        let mut charts = vec![Arc::unwrap_or_clone(chart)];
+        let mut charts = vec![chart];
         let mut states: Vec<Option<(usize, State)>> = vec![None; tree.len()];
         states[0] = Some((0, state));
         for &i in &tree.order()[1..] {

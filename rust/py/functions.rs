@@ -49,17 +49,25 @@ struct Item<'py> {
     rest: Vec<Bound<'py, PyAny>>,
 }
 
+/// The elements of a plain tuple or list, read in place (a Python iterator
+/// over them is an allocation and a call per element, on every fill's
+/// path); None for anything else, subclasses included (they iterate their
+/// own way).
+fn plain_parts<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(t) = obj.cast_exact::<PyTuple>() {
+        Some(t.iter().collect())
+    } else {
+        obj.cast_exact::<PyList>().ok().map(|l| l.iter().collect())
+    }
+}
+
 /// The elements of a tuple or list; TypeError `what()` for anything else.
 fn tuple_parts<'py>(
     obj: &Bound<'py, PyAny>,
     what: impl FnOnce() -> String,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    // Plain ones are read in place: a Python iterator over them is an
-    // allocation and a call per element, on every fill's path.
-    if let Ok(t) = obj.cast_exact::<PyTuple>() {
-        Ok(t.iter().collect())
-    } else if let Ok(l) = obj.cast_exact::<PyList>() {
-        Ok(l.iter().collect())
+    if let Some(parts) = plain_parts(obj) {
+        Ok(parts)
     } else if obj.is_instance_of::<PyTuple>() || obj.is_instance_of::<PyList>() {
         obj.try_iter()?.collect()
     } else {
@@ -76,14 +84,11 @@ fn parse_items<'py>(
     shape: &str,
     with_row: bool,
 ) -> PyResult<Vec<Item<'py>>> {
-    // Plain lists and tuples in place; anything else (a subclass, a
-    // generator) through its own iterator, once.
-    let items: Vec<Bound<'py, PyAny>> = if let Ok(t) = items.cast_exact::<PyTuple>() {
-        t.iter().collect()
-    } else if let Ok(l) = items.cast_exact::<PyList>() {
-        l.iter().collect()
-    } else {
-        items.try_iter()?.collect::<PyResult<_>>()?
+    // Anything but a plain list or tuple (a subclass, a generator) through
+    // its own iterator, once.
+    let items = match plain_parts(items) {
+        Some(items) => items,
+        None => items.try_iter()?.collect::<PyResult<_>>()?,
     };
     let mut out = Vec::with_capacity(items.len());
     let mut seen: FxHashSet<usize> = FxHashSet::default();
