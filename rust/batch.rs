@@ -168,6 +168,19 @@ pub struct TreeRequest<'a> {
     pub matcher: &'a MatcherCore,
     pub row: usize,
     pub tree: DraftTree,
+    /// Rows of nodes past the end (their token, or an ancestor's, was EOS)
+    /// are all ones instead of a terminated matcher's mask (the EOS set):
+    /// SGLang's tree walk fills no row once the grammar has terminated, so
+    /// its rows keep the all-ones they were allocated with.
+    pub ones_after_end: bool,
+}
+
+impl TreeRequest<'_> {
+    /// What row of node state `s` gets: its mask, or all ones past the end
+    /// when `ones_after_end` asks for it.
+    fn fills_mask(&self, s: &State) -> bool {
+        !(self.ones_after_end && s.terminated)
+    }
 }
 
 /// The rows one request writes: `count` rows from `row`.
@@ -362,7 +375,7 @@ fn fill_with_drafts_alone(
 
 /// Fills row `row + i` of every request with the mask for the children of
 /// tree node i; nodes that the grammar refuses (and their descendants) get
-/// all-ones rows. Returns, per request, which nodes are grammar-valid. Call
+/// all-ones rows, and so do nodes past the end where `ones_after_end`. Returns, per request, which nodes are grammar-valid. Call
 /// `check_layout` first; matchers are not changed.
 pub fn fill_with_tree(
     reqs: &[TreeRequest<'_>],
@@ -392,8 +405,10 @@ pub fn fill_with_tree(
         let charts: Vec<Arc<Chart>> = walk.charts.into_iter().map(Arc::new).collect();
         for (i, node) in walk.states.into_iter().enumerate() {
             let job = match node {
-                Some((c, s)) => RowJob::Mask(g.clone(), charts[c].clone(), Arc::new(s)),
-                None => RowJob::AllOnes,
+                Some((c, s)) if r.fills_mask(&s) => {
+                    RowJob::Mask(g.clone(), charts[c].clone(), Arc::new(s))
+                }
+                _ => RowJob::AllOnes,
             };
             jobs.push((r.row + i, job));
         }
@@ -421,8 +436,8 @@ fn fill_with_tree_alone(
         let span = r.row * words..(r.row + r.tree.len()) * words;
         for (row, node) in bitmask[span].chunks_mut(words).zip(&walk.states) {
             match node {
-                Some((c, s)) => g.fill_row(&walk.charts[*c], s, row)?,
-                None => row.fill(u32::MAX),
+                Some((c, s)) if r.fills_mask(s) => g.fill_row(&walk.charts[*c], s, row)?,
+                _ => row.fill(u32::MAX),
             }
         }
     }
@@ -616,47 +631,63 @@ item ::= "a" | root"#;
         //   a(1)   c(2)      c is refused: node 2 and its child 5 get -1
         //  b(3) a(4) a(5)
         //  c(6)
-        let tokens = [0, 0, 2, 1, 0, 0, 2];
-        let parents = [-1, 0, 0, 1, 1, 2, 3];
+        //  <eos>(7)          past the end: the EOS set, or all ones
+        //  <eos>(8)          (`ones_after_end`)
+        let tokens = [0, 0, 2, 1, 0, 0, 2, 3, 3];
+        let parents = [-1, 0, 0, 1, 1, 2, 3, 6, 7];
+        let n_nodes = tokens.len();
         let tree = DraftTree::from_parents(&tokens, &parents, g.vocab()).unwrap();
-        let paths: [&[u32]; 7] = [&[], &[0], &[2], &[0, 1], &[0, 0], &[2, 0], &[0, 1, 2]];
+        let paths: [&[u32]; 9] = [
+            &[],
+            &[0],
+            &[2],
+            &[0, 1],
+            &[0, 0],
+            &[2, 0],
+            &[0, 1, 2],
+            &[0, 1, 2, 3],
+            &[0, 1, 2, 3, 3],
+        ];
         // One request fills alone; nine bring pool threads in past one.
         let copies: Vec<MatcherCore> = (0..9).map(|_| m.clone()).collect();
-        for (threads, n) in [(1, 1), (2, 1), (1, 9), (2, 9), (3, 9)] {
-            let reqs: Vec<TreeRequest<'_>> = (copies[..n].iter().enumerate())
-                .map(|(k, m)| TreeRequest {
-                    matcher: m,
-                    row: 1 + 7 * k,
-                    tree: tree.clone(),
-                })
-                .collect();
-            let rows = 1 + 7 * n;
-            let pool = pool(Some(threads)).unwrap();
-            assert_eq!(alone(&pool, n, 7 * n), threads == 1 || n == 1);
-            let mut bm = vec![7u32; words * rows];
-            let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
-            check_layout(&spans, rows, words).unwrap();
-            let valid = fill_with_tree(&reqs, &mut bm, words, &pool).unwrap();
-            assert_eq!(
-                valid,
-                vec![vec![true, true, false, true, true, false, true]; n]
-            );
-            assert_eq!(
-                &bm[..words],
-                &vec![7; words][..],
-                "rows outside the tree are kept"
-            );
-            for k in 0..n {
-                for (i, path) in paths.iter().enumerate() {
-                    let at = 1 + 7 * k + i;
-                    let row = &bm[at * words..(at + 1) * words];
-                    let mut walk = m.clone();
-                    if walk.consume_tokens(path).unwrap() {
-                        let mut want = vec![0u32; words];
-                        walk.fill_row(&mut want).unwrap();
-                        assert_eq!(row, &want[..], "request {k} node {i}");
-                    } else {
-                        assert!(row.iter().all(|&w| w == u32::MAX), "request {k} node {i}");
+        for ones_after_end in [false, true] {
+            for (threads, n) in [(1, 1), (2, 1), (1, 9), (2, 9), (3, 9)] {
+                let reqs: Vec<TreeRequest<'_>> = (copies[..n].iter().enumerate())
+                    .map(|(k, m)| TreeRequest {
+                        matcher: m,
+                        row: 1 + n_nodes * k,
+                        tree: tree.clone(),
+                        ones_after_end,
+                    })
+                    .collect();
+                let rows = 1 + n_nodes * n;
+                let pool = pool(Some(threads)).unwrap();
+                assert_eq!(alone(&pool, n, n_nodes * n), threads == 1 || n == 1);
+                let mut bm = vec![7u32; words * rows];
+                let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
+                check_layout(&spans, rows, words).unwrap();
+                let valid = fill_with_tree(&reqs, &mut bm, words, &pool).unwrap();
+                let want_valid = vec![true, true, false, true, true, false, true, true, true];
+                assert_eq!(valid, vec![want_valid; n]);
+                assert_eq!(
+                    &bm[..words],
+                    &vec![7; words][..],
+                    "rows outside the tree are kept"
+                );
+                for k in 0..n {
+                    for (i, path) in paths.iter().enumerate() {
+                        let at = 1 + n_nodes * k + i;
+                        let row = &bm[at * words..(at + 1) * words];
+                        let mut walk = m.clone();
+                        let ended = path.last() == Some(&3);
+                        if walk.consume_tokens(path).unwrap() && !(ones_after_end && ended) {
+                            let mut want = vec![0u32; words];
+                            walk.fill_row(&mut want).unwrap();
+                            assert_eq!(row, &want[..], "request {k} node {i}");
+                            assert_ne!(want, vec![u32::MAX; words]);
+                        } else {
+                            assert!(row.iter().all(|&w| w == u32::MAX), "request {k} node {i}");
+                        }
                     }
                 }
             }

@@ -213,3 +213,105 @@ def test_layout_errors(grammars):
     with pytest.raises(ValueError, match="same Matcher"):
         fill([(m1, 0, ([0], [-1])), (m1, 1, ([0], [-1]))], bm)
     assert (bm == 0).all()
+
+
+# ----- SGLang's batch arrays (maskpar._core._fill_eagle_trees) --------------
+
+
+def sglang_rows(m, tokens, parents):
+    """What SGLang's walk writes: the sequential rows, but all ones from an
+    accepted EOS down (the walk stops once the grammar has terminated)."""
+    rows, valid = reference_rows(m, tokens, parents)
+    for i, path in enumerate(paths(parents)):
+        if valid[i] and any(tokens[j] == EOS for j in path):
+            rows[i] = -1
+    return rows
+
+
+@st.composite
+def eagle_batches(draw):
+    """[B, N] SGLang arrays; per request a grammar (or none: not listed), a
+    history, and now and then a tree maskpar cannot read."""
+    n = draw(st.integers(1, 10))
+    batch = []
+    for _ in range(draw(st.integers(1, 5))):
+        parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
+        tokens = [0] + [
+            draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, EOS, EOS, 8, 30])) for _ in range(1, n)
+        ]
+        perm = [0] + draw(st.permutations(list(range(1, n))))
+        unreadable = n > 1 and draw(st.integers(0, 5)) == 0
+        batch.append(
+            (
+                draw(st.sampled_from([None, 0, 1, 2, 3])),
+                draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 5, 6]), max_size=4)),
+                tokens,
+                parents,
+                perm,
+                unreadable,
+            )
+        )
+    return n, batch
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=eagle_batches(), threads=st.sampled_from([1, 2, 3]))
+def test_eagle_batch_fill_is_sglangs_walk(grammars, case, threads):
+    from maskpar import _core
+
+    n, batch = case
+    first = np.full((len(batch), n), -1, dtype=np.int64)
+    sibling = np.full((len(batch), n), -1, dtype=np.int64)
+    tokens = np.zeros((len(batch), n), dtype=np.int64)
+    bm = np.full((len(batch) * n, WORDS), SENTINEL, dtype=np.int32)
+    items, expect = [], {}
+    for i, (gi, hist, toks, parents, perm, unreadable) in enumerate(batch):
+        nt, ns = to_first_child_next_sibling(parents, perm)
+        for k in range(n):
+            tokens[i, perm[k]] = toks[k]
+        first[i], sibling[i] = nt, ns
+        if unreadable:
+            tokens[i, perm[n - 1]] = VOCAB  # outside the vocabulary: SGLang's to walk
+        if gi is None:
+            continue
+        m = maskpar.Matcher(grammars[gi])
+        m.consume_tokens(hist[: m.validate_tokens(hist)])
+        items.append((m, i))
+        rows = sglang_rows(m, toks, parents)
+        expect[i] = None if unreadable else np.stack([rows[perm.index(j)] for j in range(n)])
+    before = [(m.num_consumed, m.forced_tokens()) for m, _ in items]
+    got = _core._fill_eagle_trees(items, first, sibling, tokens, bm, num_threads=threads)
+    assert got == [expect[i] is not None for _, i in items]
+    for i in range(len(batch)):
+        mine = bm[i * n : (i + 1) * n]
+        if expect.get(i) is None:
+            assert (mine == SENTINEL).all(), f"request {i}: rows not its to write"
+        else:
+            assert np.array_equal(mine, expect[i]), f"request {i}"
+    assert [(m.num_consumed, m.forced_tokens()) for m, _ in items] == before
+
+
+def test_eagle_batch_fill_refuses_bad_calls(grammars):
+    from maskpar import _core
+
+    m, m2 = maskpar.Matcher(grammars[0]), maskpar.Matcher(grammars[1])
+    arrays = [np.array([[1, -1], [1, -1]]), np.array([[-1, -1], [-1, -1]]), np.zeros((2, 2))]
+    arrays[2] = arrays[2].astype(np.int64)
+    bm = np.full((4, WORDS), SENTINEL, dtype=np.int32)
+    for items, message in [
+        ([(m, 2)], "index 2 is not a row"),
+        ([(m, 1), (m2, 1)], "index 1 appears twice"),
+        ([(m, 0), (m, 1)], "same Matcher appears twice"),
+        ([(m, -1)], "index"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _core._fill_eagle_trees(items, *arrays, bm)
+    with pytest.raises(ValueError, match="retrieve_next_sibling has shape"):
+        _core._fill_eagle_trees([(m, 0)], arrays[0], arrays[1][:1], arrays[2], bm)
+    with pytest.raises(ValueError, match="rows"):
+        _core._fill_eagle_trees([(m, 1)], *arrays, bm[:3])  # rows 2..3 do not fit
+    with pytest.raises(TypeError):
+        _core._fill_eagle_trees([(m, 0)], arrays[0].astype(np.int32), *arrays[1:], bm)
+    assert (bm == SENTINEL).all()
+    assert _core._fill_eagle_trees([(m, 1)], *arrays, bm) == [True]
+    assert (bm[:2] == SENTINEL).all() and not (bm[2:] == SENTINEL).all()

@@ -42,11 +42,11 @@ fn get_num_threads() -> usize {
 }
 
 /// One `(matcher, row, ...)` item of a fill call, checked.
-struct Item<'py> {
-    matcher: PyRef<'py, PyMatcher>,
-    row: usize,
+pub(super) struct Item<'py> {
+    pub matcher: PyRef<'py, PyMatcher>,
+    pub row: usize,
     /// The elements after `row`.
-    rest: Vec<Bound<'py, PyAny>>,
+    pub rest: Vec<Bound<'py, PyAny>>,
 }
 
 /// The elements of a plain tuple or list, read in place (a Python iterator
@@ -76,13 +76,14 @@ fn tuple_parts<'py>(
 }
 
 /// Reads `[(matcher, row, ...), ...]` where each item has `arity` elements
-/// (`shape` names them for errors), checking matchers and rows. Without
-/// `with_row`, items are `(matcher, ...)` and every row is 0.
-fn parse_items<'py>(
+/// (`shape` names them for errors), checking matchers and rows. `row` names
+/// the int after the matcher (a row, or a request's index in a batch
+/// array); without one, items are `(matcher, ...)` and every row is 0.
+pub(super) fn parse_items<'py>(
     items: &Bound<'py, PyAny>,
     arity: usize,
     shape: &str,
-    with_row: bool,
+    row: Option<&str>,
 ) -> PyResult<Vec<Item<'py>>> {
     // Anything but a plain list or tuple (a subclass, a generator) through
     // its own iterator, once.
@@ -112,21 +113,20 @@ fn parse_items<'py>(
                 "item {i}: the same Matcher appears twice in one call; fork() it for a second request"
             )));
         }
-        let row = if with_row {
-            parts[1]
+        let value = match row {
+            Some(name) => parts[1]
                 .extract::<Int>()
-                .map_err(|_| PyTypeError::new_err(format!("item {i}: row must be an int")))?
-                .non_negative_named(|| format!("item {i}: row"))?
-        } else {
-            0
+                .map_err(|_| PyTypeError::new_err(format!("item {i}: {name} must be an int")))?
+                .non_negative_named(|| format!("item {i}: {name}"))?,
+            None => 0,
         };
         let matcher = m
             .try_borrow()
             .map_err(|_| PyRuntimeError::new_err(format!("item {i}: {IN_USE}")))?;
         out.push(Item {
             matcher,
-            row,
-            rest: parts.split_off(1 + with_row as usize),
+            row: value,
+            rest: parts.split_off(1 + row.is_some() as usize),
         });
     }
     Ok(out)
@@ -155,14 +155,14 @@ fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
     })
 }
 
-fn thread_pool(threads: Option<Int>) -> PyResult<Arc<ThreadPool>> {
+pub(super) fn thread_pool(threads: Option<Int>) -> PyResult<Arc<ThreadPool>> {
     let threads = threads.map(num_threads).transpose()?;
     batch::pool(threads).map_err(to_py_err)
 }
 
 /// The bitmask of a fill call, checked against the first request's vocabulary
 /// (with no requests there is no width to check, but the buffer still must be valid).
-fn fill_bitmask<'py>(
+pub(super) fn fill_bitmask<'py>(
     bitmask: &Bound<'py, PyAny>,
     items: &[Item<'_>],
     spans: &[Span<'_>],
@@ -209,7 +209,7 @@ fn run_fill(
     } else {
         (2, "(matcher, row)")
     };
-    let items = parse_items(items, arity, shape, true)?;
+    let items = parse_items(items, arity, shape, Some("row"))?;
     let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;
     let spans: Vec<Span<'_>> = reqs.iter().map(DraftRequest::span).collect();
@@ -293,13 +293,14 @@ fn fill_next_token_bitmask_par_with_draft_tree<'py>(
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let items = parse_items(requests, 3, "(matcher, row, tree)", true)?;
+    let items = parse_items(requests, 3, "(matcher, row, tree)", Some("row"))?;
     let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
         reqs.push(TreeRequest {
             matcher: &it.matcher.core,
             row: it.row,
             tree: parse_tree(&it.rest[0], i, &it.matcher)?,
+            ones_after_end: false,
         });
     }
     let pool = thread_pool(num_threads)?;
@@ -325,7 +326,7 @@ fn grammar_aware_drafts<'py>(
     num_threads: Option<Int>,
 ) -> PyResult<Bound<'py, PyList>> {
     let max_drafts = max_drafts.non_negative("max_drafts")?;
-    let items = parse_items(requests, 2, "(matcher, drafts)", false)?;
+    let items = parse_items(requests, 2, "(matcher, drafts)", None)?;
     let reqs = draft_requests(&items)?;
     let pool = thread_pool(num_threads)?;
     let drafts = detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?

@@ -64,15 +64,16 @@ pub fn int_rows<'py>(py: Python<'py>, rows: &[Vec<u32>]) -> PyResult<Bound<'py, 
     list_of(py, rows.len(), |i| ints(py, &rows[i]).map(Bound::into_any))
 }
 
-/// `rows` as a list of lists of bools (`True` and `False` are shared
-/// objects: only the lists are allocated).
-pub fn bool_rows<'py>(py: Python<'py>, rows: &[Vec<bool>]) -> PyResult<Bound<'py, PyList>> {
+/// `values` as a list of bools (`True` and `False` are shared objects:
+/// only the list is allocated).
+pub fn bools<'py>(py: Python<'py>, values: &[bool]) -> PyResult<Bound<'py, PyList>> {
     use pyo3::types::PyBool;
-    list_of(py, rows.len(), |i| {
-        let row = &rows[i];
-        list_of(py, row.len(), |j| {
-            Ok(PyBool::new(py, row[j]).to_owned().into_any())
-        })
-        .map(Bound::into_any)
+    list_of(py, values.len(), |i| {
+        Ok(PyBool::new(py, values[i]).to_owned().into_any())
     })
+}
+
+/// `rows` as a list of lists of bools.
+pub fn bool_rows<'py>(py: Python<'py>, rows: &[Vec<bool>]) -> PyResult<Bound<'py, PyList>> {
+    list_of(py, rows.len(), |i| bools(py, &rows[i]).map(Bound::into_any))
 }

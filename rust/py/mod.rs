@@ -4,6 +4,7 @@
 
 mod apply;
 mod buffer;
+mod eagle;
 mod functions;
 mod grammar;
 mod int;
@@ -73,6 +74,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stag::compile_structural_tag, m)?)?;
     m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
     m.add_function(wrap_pyfunction!(pooledmask::_pooled_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(eagle::_fill_eagle_trees, m)?)?;
     m.add(
         "_MIN_POOLED_BITMASK_WORDS",
         crate::bitmaskpool::MIN_POOLED_WORDS,
