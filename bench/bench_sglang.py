@@ -22,7 +22,7 @@ engine, the call SGLang makes, ``spec_utils.generate_token_bitmask`` over the
 batch:
 
 * ``maskpar``: after ``maskpar.integrations.sglang.register()``: one
-  ``fill_next_token_bitmask_par_with_draft_tree`` call for the batch;
+  parallel tree fill for the batch (``_core._fill_eagle_trees``);
 * ``maskpar-dfs``: SGLang's original recursive walk over maskpar grammars
   (what the backend costs without the tree fill);
 * ``xgrammar``, ``llguidance``: SGLang's original walk over its own backends

@@ -718,10 +718,10 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
     assert [grammar_state(r) for r in reqs] == before
 
     calls = []
-    real = maskpar.fill_next_token_bitmask_par_with_draft_tree
+    real = maskpar._core._fill_eagle_trees
     monkeypatch.setattr(
-        maskpar,
-        "fill_next_token_bitmask_par_with_draft_tree",
+        maskpar._core,
+        "_fill_eagle_trees",
         lambda *a, **k: (calls.append(len(a[0])), real(*a, **k))[1],
     )
     got, got_grammar = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
@@ -733,7 +733,11 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
         for r in range(got.shape[0]):
             assert torch.equal(got[r], expected[r]), f"row {r} (request {r // n}, node {r % n})"
     assert [grammar_state(r) for r in reqs] == before  # every grammar unchanged
-    assert len(calls) <= 1 or calls[0] > 1  # one call for the batch (per-request only on refusal)
+    unwrapped = [mp_sglang._unwrap(r.grammar) for r in reqs if r.grammar is not None]
+    live = [g for g, ok in unwrapped if g is not None and ok and not g.is_terminated()]
+    # One call for the batch, with every live maskpar request (trees maskpar
+    # cannot read included: it says so, and SGLang's walk fills them).
+    assert calls == ([len(live)] if live else [])
 
 
 def test_draft_tree_eos_and_refused_trees(backend):
@@ -762,11 +766,39 @@ def test_draft_tree_eos_and_refused_trees(backend):
     assert torch.equal(got, expected)
 
 
+def test_draft_tree_refused_call_falls_back_per_request(backend, monkeypatch):
+    """When maskpar refuses the batch call (a parser bound, say) after writing
+    some rows, each request is retried alone, and one refused alone takes
+    SGLang's walk: no row keeps what the refused calls wrote."""
+    rng = random.Random(5)
+    grammars = [compile_(backend, "regex", r"(yes|no), [a-z ]{1,20}\.") for _ in range(3)]
+    trees = [random_tree(rng, g.matcher, 8, wild=False) for g in grammars]
+    arrays = [torch.tensor([t[k] for t in trees]) for k in range(3)]
+    reqs = [SimpleNamespace(grammar=g) for g in grammars]
+    original = spec_utils.generate_token_bitmask._maskpar_original
+    expected, _ = original(reqs, *arrays, VOCAB)
+    real = maskpar._core._fill_eagle_trees
+    calls = []
+
+    def flaky(items, *rest):
+        calls.append([i for _, i in items])
+        if len(items) > 1 or items[0][1] == 1:
+            for _, i in items:  # what a refused call may leave in its rows
+                rest[-1][i * 8 : (i + 1) * 8] = 0x1234
+            raise ValueError("a parser bound")
+        return real(items, *rest)
+
+    monkeypatch.setattr(maskpar._core, "_fill_eagle_trees", flaky)
+    got, _ = spec_utils.generate_token_bitmask(reqs, *arrays, VOCAB)
+    assert calls == [[0, 1, 2], [0], [1], [2]]
+    assert torch.equal(got, expected)
+
+
 def test_draft_tree_other_backends_keep_sglang_path(xgrammar_backend, monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("maskpar must not be called for other backends")
 
-    monkeypatch.setattr(maskpar, "fill_next_token_bitmask_par_with_draft_tree", refuse)
+    monkeypatch.setattr(maskpar._core, "_fill_eagle_trees", refuse)
     rng = random.Random(3)
     reqs = [
         SimpleNamespace(grammar=compile_(xgrammar_backend, "regex", "[0-9]{1,3}")) for _ in range(2)

@@ -11,18 +11,18 @@ layout: per request, ``retrieve_next_token[i]`` is node i's first child,
 ``draft_tokens[i]`` its token; node 0 is the last verified token.
 
 :func:`install_draft_tree_fill` replaces ``generate_token_bitmask`` with a
-version that hands every request whose grammar is maskpar's to
-:func:`maskpar.fill_next_token_bitmask_par_with_draft_tree` at once, in that very
-layout, and leaves everything else (other backends, a reasoning wrapper still
-inside the reasoning, trees maskpar refuses) to SGLang's own walk. The rows are
-exactly what SGLang's walk writes; two cases need reconciling:
+version that hands every request whose grammar is maskpar's to one parallel
+maskpar call (``_core._fill_eagle_trees``), which reads SGLang's ``[B, N]``
+arrays as they are, and leaves everything else (other backends, a reasoning
+wrapper still inside the reasoning) to SGLang's own walk. The rows are exactly
+what SGLang's walk writes, its two rules included:
 
 - a node whose token ends the text (EOS): SGLang's walk stops there, leaving the
-  node's row and every descendant's row as allocated (all ones); maskpar, whose
-  terminated matcher allows EOS only, would write that and walk on. Those rows
-  are reset to all ones afterwards.
-- draft token ids outside ``[0, vocab_size)``: SGLang's walk treats them as
-  forbidden; maskpar refuses the call. Such requests take SGLang's walk.
+  node's row and every descendant's row as allocated (all ones); maskpar writes
+  them all ones (a terminated matcher's own mask would allow EOS only).
+- draft token ids outside the grammar's vocabulary: SGLang's walk has its own
+  rule for them (an id past ``vocab_size`` is forbidden); maskpar does not read
+  such a tree, and that request takes SGLang's walk.
 
 Rows of nodes the grammar forbids (and of their descendants) are all ones in
 both. Grammars are left as they were (SGLang's walk also rolls back, but leaves
@@ -40,10 +40,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 import maskpar
+from maskpar import _core
 
 from .sglang import _unwrap
 
@@ -167,51 +167,26 @@ def fill_draft_tree_masks(
         return original(reqs, retrieve_next_token, retrieve_next_sibling, draft_tokens, vocab_size)
     assert len(reqs) == retrieve_next_token.shape[0]
 
-    num_nodes = draft_tokens.shape[-1]
-    # numpy views of SGLang's CPU arrays: on arrays this small, numpy's
-    # element-wise checks and row indexing cost a fraction of torch's.
-    first_child = retrieve_next_token.numpy()
-    next_sibling = retrieve_next_sibling.numpy()
-    tokens = draft_tokens.numpy()
-    drafts = tokens[:, 1:]  # node 0's token is never read
     bitmask = None
     grammar = None
-    fast: list[tuple[int, Any]] = []  # (request index, MaskparGrammar)
+    fast: list[tuple[maskpar.Matcher, int]] = []  # (matcher, request index)
     slow: list[int] = []
-    out_of_range = _out_of_range_rows(drafts, vocab_size)
     for i, (g, (inner, live)) in enumerate(zip(grammars, unwrapped)):
         if g is None:
             continue  # rows stay all ones, as in SGLang
         if bitmask is None:
             bitmask = g.allocate_vocab_mask(
-                vocab_size=vocab_size, batch_size=tokens.size, device="cpu"
+                vocab_size=vocab_size, batch_size=draft_tokens.numel(), device="cpu"
             )
         grammar = g
-        if inner is None or not live or out_of_range[i]:
+        if inner is None or not live:
             slow.append(i)
         elif not inner.is_terminated():  # a terminated root: SGLang writes nothing
-            fast.append((i, inner))
+            fast.append((inner.matcher, i))
+    if fast:
+        slow += _fill_trees(fast, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask)
 
-    calls = [
-        (inner.matcher, i * num_nodes, (first_child[i], next_sibling[i], tokens[i]))
-        for i, inner in fast
-    ]
-    valid = _fill_trees(calls, bitmask)
-    eos_rows = _eos_rows(drafts, [inner for _, inner in fast])
-    for (i, inner), nodes in zip(fast, valid):
-        if nodes is None:
-            slow.append(i)
-        elif eos_rows.get(tuple(inner.tokenizer.eos_token_ids), _NONE)[i]:
-            _reset_after_eos(
-                bitmask,
-                i * num_nodes,
-                nodes,
-                inner.tokenizer.eos_token_ids,
-                first_child[i],
-                next_sibling[i],
-                tokens[i],
-            )
-
+    num_nodes = draft_tokens.shape[-1]
     for i in sorted(slow):
         start = time.perf_counter()
         traverse_tree(
@@ -230,95 +205,38 @@ def fill_draft_tree_masks(
     return bitmask, grammar
 
 
-def _out_of_range_rows(drafts: np.ndarray, vocab_size: int) -> Sequence[bool]:
-    """Per request: is a draft (nodes 1 on) outside ``[0, vocab_size)``?
-    SGLang's walk forbids those; maskpar refuses them. One bound check over
-    the whole batch first: a server's drafts are in range."""
-    if drafts.size == 0:
-        return _NONE
-    low, high = drafts.min(), drafts.max()
-    if low >= 0 and (not vocab_size or high < vocab_size):
-        return _NONE
-    bad = drafts < 0
-    if vocab_size:
-        bad |= drafts >= vocab_size
-    return bad.any(axis=1).tolist()
-
-
-def _fill_trees(calls: list, bitmask: torch.Tensor | None) -> list[list[bool] | None]:
-    """One parallel call; if maskpar refuses the batch (a tree it cannot read,
-    e.g. a node no path reaches), each request alone, None where refused."""
-    if not calls:
-        return []
-    # The tensor's numpy view: maskpar checks an array through numpy's C API,
-    # a tensor through six attribute reads.
-    bitmask = bitmask.numpy()
-    try:
-        return maskpar.fill_next_token_bitmask_par_with_draft_tree(calls, bitmask)
-    except ValueError:
-        pass
-    valid: list[list[bool] | None] = []
-    for call in calls:
-        try:
-            valid.append(maskpar.fill_next_token_bitmask_par_with_draft_tree([call], bitmask)[0])
-        except ValueError as e:
-            logger.debug("maskpar: draft tree refused, SGLang's walk fills it: %s", e)
-            valid.append(None)
-    return valid
-
-
-class _NoRows:
-    """Rows of a batch check that found nothing: False for every request."""
-
-    def __getitem__(self, i: int) -> bool:
-        return False
-
-
-_NONE = _NoRows()
-
-
-def _eos_rows(drafts: np.ndarray, grammars: Sequence[Any]) -> dict:
-    """Per EOS set: which requests have an EOS among their drafts (one batch
-    comparison per EOS id of each distinct set; a server has one set). Sets
-    found nowhere are left out."""
-    rows = {}
-    for g in grammars:
-        eos = tuple(g.tokenizer.eos_token_ids)
-        if not eos or eos in rows:
-            continue
-        hit = drafts == eos[0]
-        for e in eos[1:]:
-            hit |= drafts == e
-        rows[eos] = hit.any(axis=1).tolist() if hit.any() else _NONE
-    return rows
-
-
-def _reset_after_eos(
+def _fill_trees(
+    items: list[tuple[maskpar.Matcher, int]],
+    retrieve_next_token: torch.Tensor,
+    retrieve_next_sibling: torch.Tensor,
+    draft_tokens: torch.Tensor,
     bitmask: torch.Tensor,
-    base_row: int,
-    nodes: list[bool],
-    eos_token_ids: Sequence[int],
-    first_child: Any,
-    next_sibling: Any,
-    tokens: Any,
-) -> None:
-    """Rows of an accepted EOS node and of its subtree back to all ones, where
-    SGLang's walk stops."""
-    eos = set(eos_token_ids)
-    tokens = tokens.tolist()
-    first = first_child.tolist()
-    sibling = next_sibling.tolist()
-    stack = [j for j in range(1, len(tokens)) if nodes[j] and tokens[j] in eos]
-    reset = set()
-    while stack:
-        node = stack.pop()
-        if node in reset:
-            continue
-        reset.add(node)
-        child = first[node]
-        while child != -1:
-            stack.append(child)
-            child = sibling[child]
-    if reset:
-        # Through numpy: a tensor's index_put on a large mask costs milliseconds.
-        bitmask.numpy()[[base_row + node for node in sorted(reset)]] = -1
+) -> list[int]:
+    """Fills the rows of every ``(matcher, request index)`` in one parallel
+    call; returns the indices left to SGLang's walk, their rows all ones:
+    trees maskpar cannot read (a token outside its vocabulary, which SGLang
+    has its own rule for) and, should maskpar refuse a call (a parser bound),
+    the requests it refuses alone."""
+    # numpy views of SGLang's CPU arrays: maskpar reads an array through
+    # numpy's C API, a tensor through an attribute read per property.
+    arrays = (retrieve_next_token.numpy(), retrieve_next_sibling.numpy(), draft_tokens.numpy())
+    rows = bitmask.numpy()
+    try:
+        filled = _core._fill_eagle_trees(items, *arrays, rows)
+        return [i for (_, i), ok in zip(items, filled) if not ok]
+    except (ValueError, TypeError):
+        pass
+    num_nodes = arrays[2].shape[-1]
+    left = []
+    for item in items:
+        i = item[1]
+        mine = rows[i * num_nodes : (i + 1) * num_nodes]
+        mine.fill(-1)  # the refused call may have written some of them
+        try:
+            if _core._fill_eagle_trees([item], *arrays, rows)[0]:
+                continue
+        except (ValueError, TypeError) as e:
+            logger.debug("maskpar: draft tree refused, SGLang's walk fills it: %s", e)
+            mine.fill(-1)
+        left.append(i)
+    return left

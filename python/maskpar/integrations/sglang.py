@@ -14,8 +14,9 @@ and llguidance share), ``accept_token`` advances the state by the sampled token,
 - with EAGLE or n-gram speculation, SGLang masks a *draft tree* per request by a
   recursive Python walk (accept, fill, recurse, roll back at every node);
   :func:`register` replaces that walk, for requests whose grammars are
-  maskpar's, with one :func:`maskpar.fill_next_token_bitmask_par_with_draft_tree`
-  call over the whole batch (see :mod:`maskpar.integrations._sglang_tree`).
+  maskpar's, with one parallel tree fill over the whole batch, as
+  :func:`maskpar.fill_next_token_bitmask_par_with_draft_tree` does (see
+  :mod:`maskpar.integrations._sglang_tree`).
 
 Reasoning models: SGLang wraps its built-in backends in a reasoning layer that
 leaves the output unconstrained until the think-end tokens appear, but a backend
