@@ -20,19 +20,24 @@
 //! off), the oldest going first when a returned one would pass the bound.
 //! A request takes the smallest idle buffer that holds it, and only one at
 //! most twice its size, so a small mask never pins a large one. Buffers
-//! under `MIN_POOLED_WORDS` (32 MiB) are not pooled: the C allocator
-//! recycles those itself (and `allocate_token_bitmask` leaves them to it).
+//! under `MIN_POOLED_WORDS` (4 MiB) are not pooled: the C allocator
+//! recycles those well enough (and `allocate_token_bitmask` leaves them to
+//! it).
 
 use std::collections::TryReserveError;
 use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
-/// Buffers smaller than this many words (32 MiB) are freed, not pooled:
-/// the C allocator already reuses freed memory up to that size (glibc keeps
-/// freed blocks of up to 32 MiB in its heap; only larger ones go back to
-/// the kernel, to fault again), and a buffer a framework keeps for good
-/// (vLLM's) is best taken from that heap too.
-pub const MIN_POOLED_WORDS: usize = 1 << 23;
+/// Buffers smaller than this many words (4 MiB) are freed, not pooled.
+/// glibc keeps freed blocks of up to 32 MiB in its heap, but only while the
+/// heap around them stays put: between two steps of a server (compiles,
+/// tokenization) it rarely does, and in a 2-CPU test with that churn a
+/// 33 MB mask faulted its pages in again on 8 of 16 allocations (15-29 ms
+/// each, 1.3 ms recycled), an 8 MB one on 7 of 16 (4-6 ms, 0.6 recycled).
+/// Under 4 MiB the pool's call (its array, its tensor) costs more than the
+/// faults it spares (measured at 0.1-4 MB). A buffer a framework keeps for
+/// good (vLLM's) is not pooled at any size.
+pub const MIN_POOLED_WORDS: usize = 1 << 20;
 /// Threads that write a new large buffer's `u32::MAX`s at most.
 const MAX_FILL_THREADS: usize = 4;
 /// Words (16 MiB) from which a second filling thread pays for its start.

@@ -42,7 +42,7 @@ def test_allocate_token_bitmask():
 
 
 # Rows of a 129k-vocabulary bitmask (4,048 words) from which, without CUDA,
-# allocate_token_bitmask recycles the buffer (32 MiB).
+# allocate_token_bitmask recycles the buffer (4 MiB).
 POOLED_ROWS = -(-maskpar._core._MIN_POOLED_BITMASK_WORDS // 4048)
 needs_pool = pytest.mark.skipif(
     torch.cuda.is_available(), reason="with CUDA bitmasks are pinned by torch's allocator"
