@@ -21,10 +21,14 @@
 //! the jobs are owned (`'static`): a late pool thread may hold them after
 //! the call returned, never a borrow of the caller's.
 //!
-//! Two uses: `fill_rows` (bitmask rows: the caller writes its rows in
-//! place, pool threads fill rows of their own that the caller copies in)
-//! and `map` (any owned jobs with results, such as advancing requests
-//! along their drafts).
+//! Two uses: `fill_rows` (bitmask rows, each written in place by the
+//! thread that claims it) and `map` (any owned jobs with results, such as
+//! advancing requests along their drafts).
+//!
+//! Pool threads writing the caller's memory is what makes the ending
+//! matter: the caller returns only once every job is done, and should it
+//! unwind out of a call (a panic in one of its own jobs), it first closes
+//! the claims and waits until no pool thread is on a job.
 //!
 //! A panic in a pool thread (a bug) is caught there and raised again on the
 //! calling thread, where the Python layer turns it into an exception.
@@ -62,6 +66,9 @@ struct Shared<J, R> {
     segments: Vec<(AtomicUsize, usize)>,
     /// Jobs done (a result handed in or a panic), by any thread.
     finished: AtomicUsize,
+    /// Pool threads between announcing a claim and being done with its
+    /// job (or finding none): what an unwinding caller waits for.
+    in_flight: AtomicUsize,
     /// Results of pool threads, with their job's index.
     done: Mutex<Vec<(usize, R)>>,
     panicked: Mutex<Option<Box<dyn Any + Send>>>,
@@ -109,7 +116,14 @@ impl<J, R> Shared<J, R> {
 
     /// A pool thread's part: jobs of its own until none is left to claim.
     fn help(&self, home: usize) {
-        while let Some(i) = self.claim(home) {
+        loop {
+            // Announced before the claim: once an unwinding caller has
+            // closed the claims and seen no thread in flight, no job starts.
+            self.in_flight.fetch_add(1, SeqCst);
+            let Some(i) = self.claim(home) else {
+                self.in_flight.fetch_sub(1, SeqCst);
+                return;
+            };
             let job = self.take(i);
             let done = catch_unwind(AssertUnwindSafe(|| (self.work)(job)));
             let panicked = done.is_err();
@@ -122,9 +136,20 @@ impl<J, R> Shared<J, R> {
                 }
             }
             self.finish();
+            self.in_flight.fetch_sub(1, SeqCst);
             if panicked {
                 return;
             }
+        }
+    }
+
+    /// Leaves no job to claim, then waits until no pool thread is on one.
+    fn close(&self) {
+        for (next, end) in &self.segments {
+            next.fetch_max(*end, SeqCst);
+        }
+        while self.in_flight.load(SeqCst) > 0 {
+            std::thread::sleep(NAP);
         }
     }
 }
@@ -143,6 +168,19 @@ fn help_from<J: Send + 'static, R: Send + 'static>(
         rayon::spawn(move || help_from(next, home + 1, parts));
     }
     shared.help(home);
+}
+
+/// Closes a call's claims when the caller unwinds out of it (see `close`).
+struct CloseOnUnwind<'a, J, R>(&'a Shared<J, R>);
+
+impl<J, R> Drop for CloseOnUnwind<'_, J, R> {
+    fn drop(&mut self) {
+        // Only when unwinding: a normal return comes after every job is
+        // done, and must not wait for a pool thread that woke late.
+        if std::thread::panicking() {
+            self.0.close();
+        }
+    }
 }
 
 /// Runs every job once: on the calling thread (`mine`, with the job's
@@ -181,6 +219,7 @@ where
         work: Box::new(work),
         segments,
         finished: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
         done: Mutex::new(Vec::new()),
         panicked: Mutex::new(None),
         waiter: Mutex::new(None),
@@ -188,6 +227,9 @@ where
     // One wake-up on the caller's path; each helper wakes the next.
     let first = Arc::clone(&shared);
     pool.spawn(move || help_from(first, 1, parts));
+    // Should a job of the caller's panic, no pool thread is on a job when
+    // the panic leaves this function (jobs may write the caller's memory).
+    let _closing = CloseOnUnwind(&shared);
     while let Some(i) = shared.claim(0) {
         mine(i, shared.take(i));
         shared.finish();
@@ -215,9 +257,36 @@ where
     theirs
 }
 
-/// Writes each job's row of `bitmask` (`words` words a row): on the calling
-/// thread, and on up to `helpers` threads of `pool` as they wake (their rows
-/// are filled apart and copied in). Returns the first error met; rows of
+/// The rows of the bitmask one `fill_rows` call writes, as the threads
+/// that write them reach it.
+#[derive(Clone, Copy)]
+struct Rows {
+    base: *mut u32,
+    words: usize,
+}
+
+// SAFETY: a `Rows` is an address and a width; it is sent to pool threads
+// only inside `fill_rows`, whose comments show that each row is written by
+// one thread at a time and only while the buffer is borrowed.
+unsafe impl Send for Rows {}
+unsafe impl Sync for Rows {}
+
+impl Rows {
+    /// Row `at` of the buffer.
+    ///
+    /// # Safety
+    /// Row `at` must lie inside the buffer, the buffer must outlive the
+    /// slice, and no other reference to the row may exist while it lives.
+    unsafe fn row<'a>(self, at: usize) -> &'a mut [u32] {
+        // SAFETY: the caller's guarantees, as stated above.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(at * self.words), self.words) }
+    }
+}
+
+/// Writes each job's row of `bitmask` (`words` words a row) in place: on
+/// the calling thread, and on up to `helpers` threads of `pool` as they
+/// wake. Each job's row must be its own (a row given twice, or outside the
+/// bitmask, is a bug: it panics). Returns the first error met; rows of
 /// other jobs may have been written then.
 pub fn fill_rows<J: Send + Sync + 'static>(
     pool: &ThreadPool,
@@ -227,27 +296,47 @@ pub fn fill_rows<J: Send + Sync + 'static>(
     bitmask: &mut [u32],
     words: usize,
 ) -> Result<()> {
+    if words == 0 {
+        // Empty rows: nothing to share.
+        return jobs.iter().try_for_each(|(_, job)| fill(job, &mut []));
+    }
+    let rows = bitmask.len() / words;
+    let mut taken = vec![false; rows];
+    for &(at, _) in &jobs {
+        assert!(
+            at < rows && !std::mem::replace(&mut taken[at], true),
+            "row {at} of {rows} given to two jobs, or outside the bitmask"
+        );
+    }
+    // From here until `share` returns, the buffer is reached only through
+    // `sink`, one job's row at a time.
+    let sink = Rows {
+        base: bitmask.as_mut_ptr(),
+        words,
+    };
+    // SAFETY (both closures): row `at` is inside `bitmask` (checked above);
+    // no two jobs share a row (checked above) and `share` runs each job
+    // once, on one thread, so each row has one slice at a time, and nothing
+    // else touches `bitmask` meanwhile. `bitmask` is borrowed for this whole
+    // call, and `share` returns only once every job is done, or, when it
+    // unwinds, once no pool thread is on a job (`CloseOnUnwind`); a pool
+    // thread that wakes later claims nothing and makes no slice. A pool
+    // thread's writes are seen here through `finished` (SeqCst).
     let mut first: Option<Error> = None;
     let theirs = share(
         pool,
         helpers,
         jobs,
-        move |(at, job)| {
-            let mut row = vec![0u32; words];
-            (at, fill(&job, &mut row).map(|()| row))
-        },
+        move |(at, job)| fill(&job, unsafe { sink.row(at) }),
         |_, (at, job)| {
-            if let Err(e) = fill(&job, &mut bitmask[at * words..(at + 1) * words]) {
+            if let Err(e) = fill(&job, unsafe { sink.row(at) }) {
                 first.get_or_insert(e);
             }
         },
     );
-    for (_, (at, filled)) in theirs {
-        match filled {
-            Ok(row) => bitmask[at * words..(at + 1) * words].copy_from_slice(&row),
-            Err(e) => {
-                first.get_or_insert(e);
-            }
+    for (_, filled) in theirs {
+        if let Err(e) = filled {
+            first.get_or_insert(e);
         }
     }
     first.map_or(Ok(()), Err)
@@ -347,6 +436,57 @@ mod tests {
             let err = fill_rows(&p, 2, jobs, fill, &mut bitmask, 1).unwrap_err();
             assert!(err.to_string().contains("refused"));
         }
+    }
+
+    #[test]
+    fn a_panicking_caller_leaves_no_pool_thread_writing() {
+        static BUSY: AtomicUsize = AtomicUsize::new(0);
+        static STARTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        /// On the caller: panics once a pool thread is on a job. On a pool
+        /// thread: holds its row for 50 ms.
+        fn slow_or_boom(value: &u32, row: &mut [u32]) -> Result<()> {
+            if std::thread::current().name() == Some("caller") {
+                for _ in 0..10_000 {
+                    if STARTED.load(SeqCst) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                panic!("caller bug");
+            }
+            BUSY.fetch_add(1, SeqCst);
+            STARTED.store(true, SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            row.fill(*value);
+            BUSY.fetch_sub(1, SeqCst);
+            Ok(())
+        }
+        let p = pool(2);
+        let busy_after = std::thread::Builder::new()
+            .name("caller".into())
+            .spawn(move || {
+                let jobs: Vec<(usize, u32)> = (0..8).map(|i| (i, i as u32)).collect();
+                let mut bitmask = vec![0u32; 8];
+                let caught = catch_unwind(AssertUnwindSafe(|| {
+                    fill_rows(&p, 1, jobs, slow_or_boom, &mut bitmask, 1)
+                }));
+                assert!(caught.is_err());
+                // The unwinding left fill_rows only once the pool thread had
+                // finished the row it was writing.
+                BUSY.load(SeqCst)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(STARTED.load(SeqCst));
+        assert_eq!(busy_after, 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "given to two jobs")]
+    fn a_row_given_twice_is_refused() {
+        let mut bitmask = vec![0u32; 4];
+        let _ = fill_rows(&pool(2), 1, vec![(1, 1u32), (1, 2)], fill, &mut bitmask, 2);
     }
 
     #[test]
