@@ -131,11 +131,13 @@ pub fn shared() -> &'static Mutex<Pool> {
     POOL.get_or_init(|| Mutex::new(Pool::new(pool_bytes(), MIN_POOLED_WORDS)))
 }
 
-/// A buffer of at least `len` words whose first `len` are `u32::MAX`
-/// (every token allowed): an idle one of the process's pool when one fits
-/// (see `Pool::take_idle`), otherwise a new one of exactly `len`; an error
-/// if there is no memory for a new one.
-pub fn take(len: usize) -> Result<Box<[u32]>, TryReserveError> {
+/// A buffer of at least `len` words: an idle one of the process's pool when
+/// one fits (see `Pool::take_idle`), otherwise a new one of exactly `len`;
+/// an error if there is no memory for a new one. Its first `len` words are
+/// `u32::MAX` (every token allowed), except that with `all_ones` false an
+/// idle buffer keeps what its last user left: for a caller that writes
+/// every row itself, refilling it first would write it twice.
+pub fn take(len: usize, all_ones: bool) -> Result<Box<[u32]>, TryReserveError> {
     if len >= MIN_POOLED_WORDS {
         // A poisoned lock only means a panic elsewhere while it was held;
         // the idle list is still a list of whole buffers.
@@ -144,9 +146,11 @@ pub fn take(len: usize) -> Result<Box<[u32]>, TryReserveError> {
             .unwrap_or_else(|e| e.into_inner())
             .take_idle(len);
         if let Some(mut buf) = idle {
-            // Memory already mapped: one thread fills it as fast as two
-            // (memory bandwidth, measured).
-            buf[..len].fill(u32::MAX);
+            if all_ones {
+                // Memory already mapped: one thread fills it as fast as two
+                // (memory bandwidth, measured).
+                buf[..len].fill(u32::MAX);
+            }
             return Ok(buf);
         }
     }
@@ -297,13 +301,22 @@ mod tests {
         // Through the process's pool (other tests leave it alone: they use
         // their own), with a buffer only this test can have handed back.
         let len = MIN_POOLED_WORDS + 12_345;
-        let mut buf = take(len).expect("memory for a test buffer");
-        assert!(buf[..len].iter().all(|&w| w == u32::MAX));
+        let mut buf = take(len, false).expect("memory for a test buffer");
+        assert!(
+            buf[..len].iter().all(|&w| w == u32::MAX),
+            "a new one is filled"
+        );
         buf.fill(5);
         let addr = buf.as_ptr();
         give_back(buf);
-        let again = take(len).expect("memory for a test buffer");
+        let mut again = take(len, true).expect("memory for a test buffer");
         assert_eq!(again.as_ptr(), addr);
         assert!(again[..len].iter().all(|&w| w == u32::MAX));
+        // Unless the caller says it writes every word itself.
+        again.fill(5);
+        give_back(again);
+        let kept = take(len, false).expect("memory for a test buffer");
+        assert_eq!(kept.as_ptr(), addr);
+        assert!(kept[..len].iter().all(|&w| w == 5));
     }
 }

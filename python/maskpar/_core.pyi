@@ -266,7 +266,7 @@ def get_num_threads() -> int:
 _MIN_POOLED_BITMASK_WORDS: int
 _MAX_POOLED_BITMASK_WORDS: int
 
-def _pooled_bitmask(rows: int, words: int) -> Any: ...
+def _pooled_bitmask(rows: int, words: int, all_ones: bool = True) -> Any: ...
 
 # Private: masks CPU logits in place, viewed as integers of the float's width
 # (used by maskpar.apply_token_bitmask_inplace).

@@ -39,7 +39,7 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     (everything allowed), pinned when CUDA is available so it can be copied to
     the GPU asynchronously.
 
-    Without CUDA, the memory of a bitmask of 32 to 256 MiB is recycled: once
+    Without CUDA, the memory of a bitmask of 4 to 256 MiB is recycled: once
     no tensor or array refers to it any more, the next allocation of about
     its size reuses it (up to 256 MiB of idle buffers in all,
     ``MASKPAR_BITMASK_POOL_BYTES`` when maskpar is imported; see
@@ -53,12 +53,14 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
     return _allocate(rows, vocab_size, recycle=True)
 
 
-def _allocate(rows: int, vocab_size: int, *, recycle: bool) -> torch.Tensor:
+def _allocate(rows: int, vocab_size: int, *, recycle: bool, filled: bool = True) -> torch.Tensor:
     """``allocate_token_bitmask``; with ``recycle=False``, for a bitmask a
     framework keeps for good (vLLM's manager allocates one, once), the
     memory comes from the C heap as torch's own allocations do: a buffer
     never dropped has nothing to gain from the pool, and a fresh one from
-    the heap can reuse memory freed there before."""
+    the heap can reuse memory freed there before. With ``filled=False`` the
+    contents are whatever the memory held: for a caller that writes every
+    row itself (SGLang's tree step), which a -1 fill would only double."""
     import torch
 
     if rows < 0:
@@ -69,7 +71,7 @@ def _allocate(rows: int, vocab_size: int, *, recycle: bool) -> torch.Tensor:
         words = rows * shape[1]
         pooled = _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS
         if recycle and pooled:
-            return torch.from_numpy(_core._pooled_bitmask(*shape))
+            return torch.from_numpy(_core._pooled_bitmask(*shape, filled))
         # Not numpy's allocation either: numpy advises transparent huge
         # pages for arrays of 4 MiB or more, and where the kernel compacts
         # memory to find them, a fresh one took ten times as long. Nor
@@ -77,13 +79,17 @@ def _allocate(rows: int, vocab_size: int, *, recycle: bool) -> torch.Tensor:
         # which then spin on the cores the next fill needs (vLLM's first
         # step after its bitmask was made: 0.1-0.2 ms more, measured).
         bitmask = torch.empty(shape, dtype=torch.int32)
-        bitmask.numpy().fill(-1)
+        if filled:
+            bitmask.numpy().fill(-1)
         return bitmask
     try:
-        return torch.full(shape, -1, dtype=torch.int32, pin_memory=True)
+        bitmask = torch.empty(shape, dtype=torch.int32, pin_memory=True)
     except RuntimeError:
         # Pinning can fail (e.g. locked-memory limits); an unpinned buffer still works.
-        return torch.full(shape, -1, dtype=torch.int32)
+        bitmask = torch.empty(shape, dtype=torch.int32)
+    if filled:
+        bitmask.fill_(-1)
+    return bitmask
 
 
 def apply_token_bitmask_inplace(

@@ -47,9 +47,16 @@ impl Drop for PooledMask {
 }
 
 /// A `[rows, words]` int32 array of -1 (every token allowed) over a pooled
-/// buffer (see `bitmaskpool`).
+/// buffer (see `bitmaskpool`); with `all_ones` false, a recycled buffer
+/// keeps what it held (for a caller that writes every row).
 #[pyfunction]
-pub fn _pooled_bitmask(py: Python<'_>, rows: Int, words: Int) -> PyResult<Bound<'_, PyAny>> {
+#[pyo3(signature = (rows, words, all_ones=true))]
+pub fn _pooled_bitmask(
+    py: Python<'_>,
+    rows: Int,
+    words: Int,
+    all_ones: bool,
+) -> PyResult<Bound<'_, PyAny>> {
     // `Int`, as every maskpar integer: a negative or huge size is a
     // ValueError, not pyo3's OverflowError.
     let (rows, words) = (rows.non_negative("rows")?, words.non_negative("words")?);
@@ -65,7 +72,7 @@ pub fn _pooled_bitmask(py: Python<'_>, rows: Int, words: Int) -> PyResult<Bound<
             ))
         })?;
     let buf = py
-        .detach(|| bitmaskpool::take(len))
+        .detach(|| bitmaskpool::take(len, all_ones))
         .map_err(|e| PyMemoryError::new_err(format!("a {rows} x {words} bitmask: {e}")))?;
     let words_held = buf.len();
     let raw = Box::into_raw(buf) as *mut u32;

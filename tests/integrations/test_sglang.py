@@ -740,6 +740,30 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
     assert calls == ([len(live)] if live else [])
 
 
+def test_draft_tree_rows_in_recycled_memory(backend, reasoning_backend):
+    """The tree step takes its bitmask unfilled (maskpar writes its requests'
+    rows) from memory an earlier step left: every row it does not write (no
+    grammar, SGLang's walk, a terminated grammar) is still all ones."""
+    batch, n = 24, 16  # 384 rows of 4,048 words: a recycled buffer
+    words = (VOCAB + 31) // 32
+    assert batch * n * words >= maskpar._core._MIN_POOLED_BITMASK_WORDS
+    for seed in range(3):
+        stale = maskpar._core._pooled_bitmask(batch * n, words)
+        stale.fill(0x5A5A5A5A)
+        del stale  # back to the pool, as an earlier step's mask
+        reqs, (first, sibling, tokens) = make_batch(
+            backend, reasoning_backend, random.Random(seed), batch, n, wild=True
+        )
+        original = spec_utils.generate_token_bitmask._maskpar_original
+        expected, _ = original(reqs, first, sibling, tokens, VOCAB)
+        got, _ = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
+        if expected is None:
+            assert got is None
+            continue
+        for r in range(got.shape[0]):
+            assert torch.equal(got[r], expected[r]), f"row {r} (request {r // n}, node {r % n})"
+
+
 def test_draft_tree_eos_and_refused_trees(backend):
     """An accepted EOS ends SGLang's walk (its subtree keeps all-ones rows); a tree
     maskpar cannot read (a node no path reaches) is left to SGLang's walk."""

@@ -40,10 +40,12 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 import maskpar
 from maskpar import _core
+from maskpar._torch import _allocate
 
 from .sglang import _unwrap
 
@@ -169,24 +171,40 @@ def fill_draft_tree_masks(
 
     bitmask = None
     grammar = None
+    ours = False  # the bitmask is maskpar's, not filled yet
     fast: list[tuple[maskpar.Matcher, int]] = []  # (matcher, request index)
     slow: list[int] = []
     for i, (g, (inner, live)) in enumerate(zip(grammars, unwrapped)):
         if g is None:
             continue  # rows stay all ones, as in SGLang
         if bitmask is None:
-            bitmask = g.allocate_vocab_mask(
-                vocab_size=vocab_size, batch_size=draft_tokens.numel(), device="cpu"
-            )
+            if inner is not None:
+                # What this grammar's allocate_vocab_mask gives, but not
+                # filled: maskpar writes every row of its requests, and the
+                # others' rows are set to all ones below.
+                bitmask = _allocate(draft_tokens.numel(), vocab_size, recycle=True, filled=False)
+                ours = True
+            else:
+                bitmask = g.allocate_vocab_mask(
+                    vocab_size=vocab_size, batch_size=draft_tokens.numel(), device="cpu"
+                )
         grammar = g
         if inner is None or not live:
             slow.append(i)
         elif not inner.is_terminated():  # a terminated root: SGLang writes nothing
             fast.append((inner.matcher, i))
-    if fast:
-        slow += _fill_trees(fast, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask)
 
     num_nodes = draft_tokens.shape[-1]
+    if fast or ours:
+        rows = bitmask.numpy()
+        left = _fill_trees(fast, retrieve_next_token, retrieve_next_sibling, draft_tokens, rows)
+        slow += left
+        if ours:
+            written = {i for _, i in fast}.difference(left)
+            for i in range(len(reqs)):
+                if i not in written:
+                    rows[i * num_nodes : (i + 1) * num_nodes] = -1
+
     for i in sorted(slow):
         start = time.perf_counter()
         traverse_tree(
@@ -210,17 +228,18 @@ def _fill_trees(
     retrieve_next_token: torch.Tensor,
     retrieve_next_sibling: torch.Tensor,
     draft_tokens: torch.Tensor,
-    bitmask: torch.Tensor,
+    rows: np.ndarray,
 ) -> list[int]:
-    """Fills the rows of every ``(matcher, request index)`` in one parallel
-    call; returns the indices left to SGLang's walk, their rows all ones:
-    trees maskpar cannot read (a token outside its vocabulary, which SGLang
-    has its own rule for) and, should maskpar refuse a call (a parser bound),
-    the requests it refuses alone."""
+    """Fills the rows of every ``(matcher, request index)`` of ``rows`` (the
+    bitmask's numpy view) in one parallel call; returns the indices left to
+    SGLang's walk, their rows all ones: trees maskpar cannot read (a token
+    outside its vocabulary, which SGLang has its own rule for) and, should
+    maskpar refuse a call (a parser bound), the requests it refuses alone."""
+    if not items:
+        return []
     # numpy views of SGLang's CPU arrays: maskpar reads an array through
     # numpy's C API, a tensor through an attribute read per property.
     arrays = (retrieve_next_token.numpy(), retrieve_next_sibling.numpy(), draft_tokens.numpy())
-    rows = bitmask.numpy()
     try:
         filled = _core._fill_eagle_trees(items, *arrays, rows)
         return [i for (_, i), ok in zip(items, filled) if not ok]
