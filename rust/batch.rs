@@ -375,7 +375,8 @@ fn fill_with_drafts_alone(
 
 /// Fills row `row + i` of every request with the mask for the children of
 /// tree node i; nodes that the grammar refuses (and their descendants) get
-/// all-ones rows, and so do nodes past the end where `ones_after_end`. Returns, per request, which nodes are grammar-valid. Call
+/// all-ones rows, and so do nodes past the end where `ones_after_end`.
+/// Returns, per request, which nodes are grammar-valid. Call
 /// `check_layout` first; matchers are not changed.
 pub fn fill_with_tree(
     reqs: &[TreeRequest<'_>],

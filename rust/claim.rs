@@ -170,16 +170,14 @@ fn help_from<J: Send + 'static, R: Send + 'static>(
     shared.help(home);
 }
 
-/// Closes a call's claims when the caller unwinds out of it (see `close`).
+/// Closes a call's claims if the caller leaves it before every job is
+/// done, i.e. unwinds out of it (see `close`). Forgotten once every job is
+/// done: a normal return must not wait for a pool thread that woke late.
 struct CloseOnUnwind<'a, J, R>(&'a Shared<J, R>);
 
 impl<J, R> Drop for CloseOnUnwind<'_, J, R> {
     fn drop(&mut self) {
-        // Only when unwinding: a normal return comes after every job is
-        // done, and must not wait for a pool thread that woke late.
-        if std::thread::panicking() {
-            self.0.close();
-        }
+        self.0.close();
     }
 }
 
@@ -229,7 +227,7 @@ where
     pool.spawn(move || help_from(first, 1, parts));
     // Should a job of the caller's panic, no pool thread is on a job when
     // the panic leaves this function (jobs may write the caller's memory).
-    let _closing = CloseOnUnwind(&shared);
+    let closing = CloseOnUnwind(&shared);
     while let Some(i) = shared.claim(0) {
         mine(i, shared.take(i));
         shared.finish();
@@ -250,6 +248,8 @@ where
             std::thread::park_timeout(NAP);
         }
     }
+    // Every job is done: nothing left for the guard to wait for.
+    std::mem::forget(closing);
     if let Some(panic) = lock(&shared.panicked).take() {
         resume_unwind(panic);
     }
@@ -267,7 +267,9 @@ struct Rows {
 
 // SAFETY: a `Rows` is an address and a width; it is sent to pool threads
 // only inside `fill_rows`, whose comments show that each row is written by
-// one thread at a time and only while the buffer is borrowed.
+// one thread at a time and only while the buffer is borrowed. (A late pool
+// thread may still hold the call's `work` closure, and so a `Rows`, after
+// the call returned; it never claims a job then, so never makes a slice.)
 unsafe impl Send for Rows {}
 unsafe impl Sync for Rows {}
 

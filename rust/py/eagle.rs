@@ -27,11 +27,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rustc_hash::FxHashSet;
 
-use super::functions::{fill_bitmask, parse_items, thread_pool};
+use super::functions::{parse_items, run_tree_fill};
 use super::int::Int;
 use super::lists;
-use super::{detached, to_py_err};
-use crate::batch::{self, Span, TreeRequest};
+use crate::batch::TreeRequest;
 use crate::tree::DraftTree;
 
 /// For each `(matcher, i)`, fills rows `i * N .. (i + 1) * N` of `bitmask`
@@ -104,11 +103,6 @@ pub fn _fill_eagle_trees<'py>(
             });
         }
     }
-    let pool = thread_pool(num_threads)?;
-    let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
-    let mut bm = fill_bitmask(bitmask, &items, &spans)?;
-    let words = bm.words;
-    let buf = bm.words_mut();
-    detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)?;
+    run_tree_fill(py, &items, &reqs, bitmask, num_threads)?;
     lists::bools(py, &filled)
 }

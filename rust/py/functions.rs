@@ -155,14 +155,14 @@ fn int_seq(obj: &Bound<'_, PyAny>, i: usize, what: &str) -> PyResult<Vec<i64>> {
     })
 }
 
-pub(super) fn thread_pool(threads: Option<Int>) -> PyResult<Arc<ThreadPool>> {
+fn thread_pool(threads: Option<Int>) -> PyResult<Arc<ThreadPool>> {
     let threads = threads.map(num_threads).transpose()?;
     batch::pool(threads).map_err(to_py_err)
 }
 
 /// The bitmask of a fill call, checked against the first request's vocabulary
 /// (with no requests there is no width to check, but the buffer still must be valid).
-pub(super) fn fill_bitmask<'py>(
+fn fill_bitmask<'py>(
     bitmask: &Bound<'py, PyAny>,
     items: &[Item<'_>],
     spans: &[Span<'_>],
@@ -303,14 +303,25 @@ fn fill_next_token_bitmask_par_with_draft_tree<'py>(
             ones_after_end: false,
         });
     }
+    let valid = run_tree_fill(py, &items, &reqs, bitmask, num_threads)?;
+    lists::bool_rows(py, &valid)
+}
+
+/// The tree fill of `reqs` (read from `items`) into `bitmask`, checked
+/// against the first item's vocabulary, GIL released.
+pub(super) fn run_tree_fill(
+    py: Python<'_>,
+    items: &[Item<'_>],
+    reqs: &[TreeRequest<'_>],
+    bitmask: &Bound<'_, PyAny>,
+    num_threads: Option<Int>,
+) -> PyResult<Vec<Vec<bool>>> {
     let pool = thread_pool(num_threads)?;
     let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
-    let mut bm = fill_bitmask(bitmask, &items, &spans)?;
+    let mut bm = fill_bitmask(bitmask, items, &spans)?;
     let words = bm.words;
     let buf = bm.words_mut();
-    let valid =
-        detached(py, || batch::fill_with_tree(&reqs, buf, words, &pool))?.map_err(to_py_err)?;
-    lists::bool_rows(py, &valid)
+    detached(py, || batch::fill_with_tree(reqs, buf, words, &pool))?.map_err(to_py_err)
 }
 
 /// Grammar-aware drafts: for each `(matcher, drafts)`, the drafts up to the

@@ -747,21 +747,50 @@ def test_draft_tree_rows_in_recycled_memory(backend, reasoning_backend):
     batch, n = 24, 16  # 384 rows of 4,048 words: a recycled buffer
     words = (VOCAB + 31) // 32
     assert batch * n * words >= maskpar._core._MIN_POOLED_BITMASK_WORDS
+    original = spec_utils.generate_token_bitmask._maskpar_original
     for seed in range(3):
-        stale = maskpar._core._pooled_bitmask(batch * n, words)
-        stale.fill(0x5A5A5A5A)
-        del stale  # back to the pool, as an earlier step's mask
         reqs, (first, sibling, tokens) = make_batch(
             backend, reasoning_backend, random.Random(seed), batch, n, wild=True
         )
-        original = spec_utils.generate_token_bitmask._maskpar_original
         expected, _ = original(reqs, first, sibling, tokens, VOCAB)
+        # Every idle buffer the step could take, poisoned and handed back
+        # (the pool gives the smallest that fits; these take them first).
+        stale = [maskpar._core._pooled_bitmask(batch * n, words, False) for _ in range(8)]
+        addresses = set()
+        for buf in stale:
+            buf.fill(0x5A5A5A5A)
+            addresses.add(buf.ctypes.data)
+        del stale, buf
         got, _ = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
         if expected is None:
             assert got is None
             continue
+        if not torch.cuda.is_available():
+            assert got.data_ptr() in addresses  # the test reached the case
         for r in range(got.shape[0]):
             assert torch.equal(got[r], expected[r]), f"row {r} (request {r // n}, node {r % n})"
+
+
+def test_draft_tree_batch_led_by_another_backend(backend, xgrammar_backend):
+    """A batch whose first grammar is another backend's takes that backend's
+    bitmask (all ones); maskpar's requests after it are filled in one call."""
+    rng = random.Random(9)
+    grammars = [
+        compile_(xgrammar_backend, "regex", "[0-9]{1,3}"),
+        compile_(backend, "regex", r"(yes|no), [a-z ]{1,20}\."),
+        None,
+        compile_(backend, "regex", "[0-9]{1,3}"),
+    ]
+    trees = [
+        random_tree(rng, g.matcher if type(g) is mp_sglang.MaskparGrammar else None, 8, wild=False)
+        for g in grammars
+    ]
+    arrays = [torch.tensor([t[k] for t in trees]) for k in range(3)]
+    reqs = [SimpleNamespace(grammar=g) for g in grammars]
+    original = spec_utils.generate_token_bitmask._maskpar_original
+    expected, _ = original(reqs, *arrays, VOCAB)
+    got, _ = spec_utils.generate_token_bitmask(reqs, *arrays, VOCAB)
+    assert torch.equal(got, expected)
 
 
 def test_draft_tree_eos_and_refused_trees(backend):

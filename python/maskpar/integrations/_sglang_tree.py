@@ -232,9 +232,11 @@ def _fill_trees(
 ) -> list[int]:
     """Fills the rows of every ``(matcher, request index)`` of ``rows`` (the
     bitmask's numpy view) in one parallel call; returns the indices left to
-    SGLang's walk, their rows all ones: trees maskpar cannot read (a token
-    outside its vocabulary, which SGLang has its own rule for) and, should
-    maskpar refuse a call (a parser bound), the requests it refuses alone."""
+    SGLang's walk: trees maskpar cannot read (a token outside its
+    vocabulary, which SGLang has its own rule for) and, should maskpar
+    refuse a call (a parser bound), the requests it refuses alone. Their
+    rows are not maskpar's: the caller sets them to all ones (a tree not
+    read leaves them as they were)."""
     if not items:
         return []
     # numpy views of SGLang's CPU arrays: maskpar reads an array through
