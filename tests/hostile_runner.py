@@ -1525,6 +1525,82 @@ for _label, (_tree, _rows, _expect) in TREES.items():
     case(f"tree_{_label}", _expect)(lambda t=_tree, r=_rows: tree_fill(t, r))
 
 
+# SGLang's batch form (the private entry its adapter calls): the same trees
+# as [1, N] arrays, where a tree maskpar cannot read is reported, not raised.
+
+
+def eagle_fill(items: Any, arrays: Any, rows: int) -> Any:
+    return mp()._core._fill_eagle_trees(items, *arrays, bitmask(rows))
+
+
+def eagle_arrays(*rows: Any) -> Any:
+    import numpy as np
+
+    return [np.asarray([r], dtype=np.int64) for r in rows]
+
+
+def eagle_unread(tree: Any, rows: int) -> Any:
+    """A malformed tree in the batch form: not filled, rows untouched."""
+    bm = bitmask(rows)
+    bm.fill(7)
+    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *eagle_arrays(*tree), bm)
+    assert got == [False] and (bm == 7).all(), got
+    return got
+
+
+for _label, (_tree, _rows, _expect) in TREES.items():
+    if _label.startswith("eagle_") and _expect == VALUE and len({len(x) for x in _tree}) == 1:
+        case(f"eagle_batch_{_label[6:]}", OK)(lambda t=_tree, r=_rows: eagle_unread(t, r))
+
+
+@case("eagle_batch_index_past_the_batch", VALUE)
+def _():
+    return eagle_fill([(matcher(), 2**63)], eagle_arrays([1, -1], [-1, -1], [0, A]), 2)
+
+
+@case("eagle_batch_negative_index", VALUE)
+def _():
+    return eagle_fill([(matcher(), -1)], eagle_arrays([1, -1], [-1, -1], [0, A]), 2)
+
+
+@case("eagle_batch_token_past_the_vocabulary", OK)
+def _():
+    return eagle_fill([(matcher(), 0)], eagle_arrays([1, -1], [-1, -1], [0, 2**62]), 2)
+
+
+@case("eagle_batch_zero_nodes", OK)
+def _():
+    import numpy as np
+
+    empty = [np.zeros((1, 0), dtype=np.int64)] * 3
+    return eagle_fill([(matcher(), 0)], empty, 1)
+
+
+@case("eagle_batch_one_dimensional_arrays", TYPE)
+def _():
+    import numpy as np
+
+    return eagle_fill([(matcher(), 0)], [np.asarray([1, -1], dtype=np.int64)] * 3, 2)
+
+
+@case("eagle_batch_int32_arrays", TYPE)
+def _():
+    return eagle_fill(
+        [(matcher(), 0)], [a.astype("int32") for a in eagle_arrays([1, -1], [-1, -1], [0, A])], 2
+    )
+
+
+@case("eagle_batch_shapes_differ", VALUE)
+def _():
+    first, sibling, tokens = eagle_arrays([1, -1], [-1, -1], [0, A])
+    return eagle_fill([(matcher(), 0)], (first, sibling[:, :1], tokens), 2)
+
+
+@case("eagle_batch_bitmask_too_short", VALUE)
+def _():
+    return eagle_fill([(matcher(), 0)], eagle_arrays([1, -1, -1], [-1, 2, -1], [0, A, B]), 2)
+
+
 @case("tree_chain_1m_nodes", OK)
 def _():
     import numpy as np
