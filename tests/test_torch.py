@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import maskpar
-from maskpar._torch import _allocate
+from maskpar._torch import _allocate, _allocate_with_view
 
 torch = pytest.importorskip("torch")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -39,6 +39,33 @@ def test_allocate_token_bitmask():
     kept = _allocate(2 * POOLED_ROWS, 129_536, recycle=False)
     assert kept.shape == (2 * POOLED_ROWS, 4048) and (kept == -1).all()
     assert kept.is_pinned() == torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("recycle", [True, False])
+@pytest.mark.parametrize("size", ["small", "pooled"])
+@pytest.mark.parametrize("filled", [True, False])
+def test_allocate_with_view_is_one_memory(recycle, size, filled):
+    rows = 8 if size == "small" else POOLED_ROWS
+    bm, view = _allocate_with_view(rows, 129_536, recycle=recycle, filled=filled)
+    assert bm.shape == view.shape == (rows, 4048)
+    assert bm.dtype == torch.int32 and str(view.dtype) == "int32"
+    assert bm.is_contiguous() and view.flags.c_contiguous and view.flags.writeable
+    assert view.ctypes.data == bm.data_ptr()
+    assert bm.is_pinned() == torch.cuda.is_available()
+    if filled:
+        assert (bm == -1).all()
+    # Written through either, read through the other.
+    view[rows - 1, 4047] = 7
+    bm[0, 0] = 9
+    assert int(bm[rows - 1, 4047]) == 7 and int(view[0, 0]) == 9
+    # The view alone keeps the memory: the tensor dropped, it is still the
+    # buffer (a pooled one is not handed out again while the view is held).
+    address = bm.data_ptr()
+    del bm
+    other = _allocate(rows, 129_536, recycle=recycle)
+    assert other.data_ptr() != address
+    other.fill_(0)
+    assert int(view[rows - 1, 4047]) == 7 and int(view[0, 0]) == 9
 
 
 # Rows of a 129k-vocabulary bitmask (4,048 words) from which, without CUDA,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from . import _core, _triton_apply
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 
@@ -55,41 +56,61 @@ def allocate_token_bitmask(rows: int, vocab_size: int) -> torch.Tensor:
 
 def _allocate(rows: int, vocab_size: int, *, recycle: bool, filled: bool = True) -> torch.Tensor:
     """``allocate_token_bitmask``; with ``recycle=False``, for a bitmask a
-    framework keeps for good (vLLM's manager allocates one, once), the
-    memory comes from the C heap as torch's own allocations do: a buffer
-    never dropped has nothing to gain from the pool, and a fresh one from
-    the heap can reuse memory freed there before. With ``filled=False`` the
-    contents are whatever the memory held: for a caller that writes every
-    row itself (SGLang's tree step), which a -1 fill would only double."""
+    framework keeps for good (vLLM's manager allocates one, once), a large
+    one comes from the C heap as torch's own allocations do: a buffer never
+    dropped has nothing to gain from the pool, and a fresh one from the heap
+    can reuse memory freed there before. With ``filled=False`` the contents
+    are whatever the memory held: for a caller that writes every row itself
+    (SGLang's tree step), which a -1 fill would only double."""
+    return _allocate_with_view(rows, vocab_size, recycle=recycle, filled=filled)[0]
+
+
+def _allocate_with_view(
+    rows: int, vocab_size: int, *, recycle: bool, filled: bool = True
+) -> tuple[torch.Tensor, np.ndarray]:
+    """``_allocate``'s tensor and a numpy array over the same memory, for a
+    caller that fills it itself: maskpar checks a numpy array through
+    numpy's C API, a tensor through six attribute reads, and each call into
+    torch is a few microseconds more when its code has gone cold between
+    steps (``Tensor.numpy()`` 15-20 us then, as much as the allocation)."""
+    import numpy as np
     import torch
 
     if rows < 0:
         raise ValueError(f"rows must be >= 0, got {rows}")
     shape = (rows, bitmask_width(vocab_size))
-    pin = _cuda_available()
-    if not pin:
-        words = rows * shape[1]
-        pooled = _core._MIN_POOLED_BITMASK_WORDS <= words <= _core._MAX_POOLED_BITMASK_WORDS
-        if recycle and pooled:
-            return torch.from_numpy(_core._pooled_bitmask(*shape, filled))
-        # Not numpy's allocation either: numpy advises transparent huge
-        # pages for arrays of 4 MiB or more, and where the kernel compacts
-        # memory to find them, a fresh one took ten times as long. Nor
-        # torch.full: past 32k elements it fills on torch's OpenMP threads,
-        # which then spin on the cores the next fill needs (vLLM's first
-        # step after its bitmask was made: 0.1-0.2 ms more, measured).
-        bitmask = torch.empty(shape, dtype=torch.int32)
+    if _cuda_available():
+        try:
+            bitmask = torch.empty(shape, dtype=torch.int32, pin_memory=True)
+        except RuntimeError:
+            # Pinning can fail (e.g. locked-memory limits); an unpinned buffer still works.
+            bitmask = torch.empty(shape, dtype=torch.int32)
         if filled:
-            bitmask.numpy().fill(-1)
-        return bitmask
-    try:
-        bitmask = torch.empty(shape, dtype=torch.int32, pin_memory=True)
-    except RuntimeError:
-        # Pinning can fail (e.g. locked-memory limits); an unpinned buffer still works.
+            bitmask.fill_(-1)
+        return bitmask, bitmask.numpy()
+    words = rows * shape[1]
+    if words < _core._MIN_POOLED_BITMASK_WORDS:
+        # Under 4 MiB: numpy's allocation (the C heap; numpy advises huge
+        # pages only from 4 MiB on), which torch then views: one call into
+        # torch rather than two (torch.empty, then .numpy()).
+        view = np.empty(shape, dtype=np.int32)
+        bitmask = torch.from_numpy(view)
+    elif recycle and words <= _core._MAX_POOLED_BITMASK_WORDS:
+        view = _core._pooled_bitmask(*shape, filled)
+        return torch.from_numpy(view), view
+    else:
+        # Not numpy's allocation: numpy advises transparent huge pages for
+        # arrays of 4 MiB or more, and where the kernel compacts memory to
+        # find them, a fresh one took ten times as long.
         bitmask = torch.empty(shape, dtype=torch.int32)
+        view = bitmask.numpy()
     if filled:
-        bitmask.fill_(-1)
-    return bitmask
+        # Not torch.full or fill_: past 32k elements torch fills on its
+        # OpenMP threads, which then spin on the cores the next fill needs
+        # (vLLM's first step after its bitmask was made: 0.1-0.2 ms more,
+        # measured).
+        view.fill(-1)
+    return bitmask, view
 
 
 def apply_token_bitmask_inplace(

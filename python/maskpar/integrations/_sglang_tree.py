@@ -45,7 +45,7 @@ import torch
 
 import maskpar
 from maskpar import _core
-from maskpar._torch import _allocate
+from maskpar._torch import _allocate_with_view
 
 from .sglang import _unwrap
 
@@ -170,8 +170,8 @@ def fill_draft_tree_masks(
     assert len(reqs) == retrieve_next_token.shape[0]
 
     bitmask = None
+    rows: np.ndarray | None = None  # its numpy view, where maskpar made it
     grammar = None
-    ours = False  # the bitmask is maskpar's, not filled yet
     fast: list[tuple[maskpar.Matcher, int]] = []  # (matcher, request index)
     slow: list[int] = []
     for i, (g, (inner, live)) in enumerate(zip(grammars, unwrapped)):
@@ -182,8 +182,9 @@ def fill_draft_tree_masks(
                 # What this grammar's allocate_vocab_mask gives, but not
                 # filled: maskpar writes every row of its requests, and the
                 # others' rows are set to all ones below.
-                bitmask = _allocate(draft_tokens.numel(), vocab_size, recycle=True, filled=False)
-                ours = True
+                bitmask, rows = _allocate_with_view(
+                    draft_tokens.numel(), vocab_size, recycle=True, filled=False
+                )
             else:
                 bitmask = g.allocate_vocab_mask(
                     vocab_size=vocab_size, batch_size=draft_tokens.numel(), device="cpu"
@@ -195,8 +196,10 @@ def fill_draft_tree_masks(
             fast.append((inner.matcher, i))
 
     num_nodes = draft_tokens.shape[-1]
+    ours = rows is not None  # the bitmask is maskpar's, not filled yet
     if fast or ours:
-        rows = bitmask.numpy()
+        if rows is None:
+            rows = bitmask.numpy()
         left = _fill_trees(fast, retrieve_next_token, retrieve_next_sibling, draft_tokens, rows)
         slow += left
         if ours:
