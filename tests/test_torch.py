@@ -177,6 +177,53 @@ def test_fill_writes_through_torch_views():
         m.fill_next_token_bitmask(torch.zeros(1, 2, dtype=torch.int32).to_sparse())
 
 
+HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE_API, reason="torch without DLPack's C exchange API")
+def test_a_plain_tensor_is_read_without_its_python_attributes(monkeypatch):
+    """With DLPack's exchange API (torch 2.10+), a torch.Tensor's pointer,
+    dtype, device, shape and strides come from one C call: the fill works
+    with every Python attribute it would otherwise read made to raise. A
+    subclass (the exchange API is for the exact type) and every tensor the
+    C call does not describe as a host int32 tensor, 1-D or 2-D and
+    C-contiguous, still go through the attributes, which word the errors."""
+    tok = maskpar.Tokenizer.from_vocab([b"a", b"b", b"<eos>"], [2], vocab_size=40)
+    m = maskpar.Matcher(maskpar.compile_regex(tok, "a+"))
+    base = torch.full((4, 2), 0x11223344, dtype=torch.int32)
+    wide = torch.zeros((2, 5), dtype=torch.int32)
+    cube = torch.zeros((1, 1, 2), dtype=torch.int32)
+    floats = torch.zeros((1, 2), dtype=torch.float32)
+
+    class Sub(torch.Tensor):
+        pass
+
+    sub = torch.zeros((1, 2), dtype=torch.int32).as_subclass(Sub)
+
+    def boom(*_args):
+        raise AssertionError("a Python attribute was read")
+
+    for name in ("is_cpu", "dtype", "layout", "shape"):
+        monkeypatch.setattr(torch.Tensor, name, property(boom))
+    for name in ("is_contiguous", "data_ptr"):
+        monkeypatch.setattr(torch.Tensor, name, boom)
+    m.fill_next_token_bitmask(base[1:3], 1)  # a view at an offset
+    for bad in (wide[:, :2], cube, floats, sub):  # the attribute path: it raises
+        with pytest.raises(AssertionError, match="attribute was read"):
+            m.fill_next_token_bitmask(bad)
+    monkeypatch.undo()
+    assert base[2].tolist() == [0b001, 0]
+    assert (base[[0, 1, 3]] == 0x11223344).all()
+    with pytest.raises(ValueError, match="contiguous"):
+        m.fill_next_token_bitmask(wide[:, :2])
+    with pytest.raises(ValueError, match="dimensions"):
+        m.fill_next_token_bitmask(cube)
+    with pytest.raises(TypeError, match="int32"):
+        m.fill_next_token_bitmask(floats)
+    m.fill_next_token_bitmask(sub)
+    assert sub.tolist() == [[0b001, 0]]
+
+
 TRITON_CHECK = r"""
 import torch
 from maskpar import _triton_apply
@@ -265,3 +312,30 @@ def reference_apply_fast(logits, bitmask, indices=None):
         allowed[: min(vocab, bits.size)] = bits[:vocab].astype(bool)
         out[r, torch.from_numpy(~allowed)] = float("-inf")
     return out
+
+
+def test_is_view_of_compares_memory_and_layout():
+    """``_core._is_view_of(view, tensor)``: True exactly when the numpy array
+    covers the tensor's memory (same address, shape, int32, C-contiguous);
+    None where it cannot read the tensor in one C call."""
+    from maskpar import _core
+
+    t = torch.zeros((3, 4), dtype=torch.int32)
+    if not HAS_EXCHANGE_API:
+        assert _core._is_view_of(t.numpy(), t) is None
+        return
+    assert _core._is_view_of(t.numpy(), t) is True
+    assert _core._is_view_of(t[1:].numpy(), t) is False  # another address
+    assert _core._is_view_of(t[:2].numpy(), t) is False  # same address, fewer rows
+    assert _core._is_view_of(t.numpy().reshape(4, 3), t) is False
+    assert _core._is_view_of(t.numpy().view("float32"), t) is False
+    assert _core._is_view_of(t.numpy()[:, ::2], t[:, :2]) is False  # strided
+    assert _core._is_view_of(torch.zeros_like(t).numpy(), t) is False
+    assert _core._is_view_of([0] * 12, t) is False
+    assert _core._is_view_of(t.t().contiguous().numpy(), t.t()) is False  # a transpose
+    assert _core._is_view_of(t[1:].numpy(), t[1:]) is True
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert _core._is_view_of(t.numpy(), t.as_subclass(Sub)) is None

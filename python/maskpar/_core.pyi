@@ -290,3 +290,9 @@ def _fill_eagle_trees(
     bitmask: Any,
     num_threads: int | None = None,
 ) -> list[bool]: ...
+
+# Private: whether the numpy array view covers exactly the torch tensor's
+# memory (int32, C-contiguous, same address and shape), the tensor read in
+# one C call; None where torch has no DLPack exchange API or the tensor is
+# not a plain torch.Tensor (used by maskpar.integrations.vllm).
+def _is_view_of(view: Any, tensor: Any) -> bool | None: ...

@@ -4,6 +4,7 @@
 
 mod apply;
 mod buffer;
+mod dlpack;
 mod eagle;
 mod functions;
 mod grammar;
@@ -75,6 +76,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
     m.add_function(wrap_pyfunction!(pooledmask::_pooled_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(eagle::_fill_eagle_trees, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer::_is_view_of, m)?)?;
     m.add(
         "_MIN_POOLED_BITMASK_WORDS",
         crate::bitmaskpool::MIN_POOLED_WORDS,

@@ -231,6 +231,29 @@ def test_the_managers_bitmask_is_made_before_its_first_step(model_dir, k):
     assert again is not made and bool((again == -1).all())
 
 
+def test_the_kept_numpy_view_follows_the_bitmask_tensor():
+    """The step keeps one numpy view of the manager's bitmask and checks it
+    every call: a tensor given other memory (``.data =``), resized in place,
+    or replaced gets a new view over its current memory."""
+    import torch
+
+    from maskpar.integrations import _vllm_step
+
+    manager = type("Manager", (), {})()
+    t = torch.zeros((4, 8), dtype=torch.int32)
+    view = _vllm_step._numpy_view(manager, t)
+    assert view.ctypes.data == t.data_ptr() and view.shape == (4, 8)
+    assert _vllm_step._numpy_view(manager, t) is view  # kept
+    t.data = torch.zeros((2, 8), dtype=torch.int32)  # same object, other memory
+    moved = _vllm_step._numpy_view(manager, t)
+    assert moved.ctypes.data == t.data_ptr() and moved.shape == (2, 8)
+    t.resize_(1, 8)  # same memory, fewer rows
+    smaller = _vllm_step._numpy_view(manager, t)
+    assert smaller.ctypes.data == t.data_ptr() and smaller.shape == (1, 8)
+    other = torch.zeros((1, 8), dtype=torch.int32)
+    assert _vllm_step._numpy_view(manager, other).ctypes.data == other.data_ptr()
+
+
 # -- request types, against vLLM's xgrammar backend ---------------------------------------
 
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
