@@ -233,12 +233,10 @@ impl<'py> Bitmask<'py> {
     ) -> PyResult<Self> {
         let py = obj.py();
         // One C call describes a plain tensor; its fields are checked there.
-        if let Some(exporter) = torch.exporter {
-            if obj.get_type().is(torch.tensor.bind(py)) {
-                if let Some((ptr, shape)) = exporter.host_int32(obj) {
-                    let (rows, words) = layout(&shape, vocab_size)?;
-                    return Self::torch_memory(obj, ptr, rows, words);
-                }
+        if let Some(exporter) = &torch.exporter {
+            if let Some((ptr, shape)) = exporter.host_int32(obj)? {
+                let (rows, words) = layout(&shape, vocab_size)?;
+                return Self::torch_memory(obj, ptr, rows, words);
             }
         }
         if !obj.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? {
@@ -310,16 +308,16 @@ pub fn _is_view_of(view: &Bound<'_, PyAny>, tensor: &Bound<'_, PyAny>) -> PyResu
     let Some(torch) = torch_types(py)? else {
         return Ok(None);
     };
-    let Some(exporter) = torch.exporter else {
+    let Some(exporter) = &torch.exporter else {
         return Ok(None);
     };
-    if !tensor.get_type().is(torch.tensor.bind(py)) {
+    if !exporter.exports(tensor) {
         return Ok(None);
     }
     let Ok(array) = view.cast::<PyArrayDyn<i32>>() else {
         return Ok(Some(false));
     };
-    let Some((ptr, shape)) = exporter.host_int32(tensor) else {
+    let Some((ptr, shape)) = exporter.host_int32(tensor)? else {
         return Ok(Some(false));
     };
     Ok(Some(

@@ -22,6 +22,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyType};
 
@@ -61,12 +62,18 @@ struct DlTensor {
 
 type FromPyObject = unsafe extern "C" fn(py_object: *mut c_void, out: *mut DlTensor) -> c_int;
 
+/// `DLPackExchangeAPIHeader`: the part of the table every version shares.
+#[repr(C)]
+struct Header {
+    version: Version,
+    prev_api: *const c_void,
+}
+
 /// `DLPackExchangeAPI` (major version 1). Only the field this module calls is
 /// typed; the others are kept as opaque pointers for the layout.
 #[repr(C)]
 struct ExchangeApi {
-    version: Version,
-    prev_api: *const c_void,
+    header: Header,
     managed_tensor_allocator: *const c_void,
     managed_tensor_from_py_object_no_sync: *const c_void,
     managed_tensor_to_py_object_no_sync: *const c_void,
@@ -78,9 +85,13 @@ const CPU: i32 = 1; // kDLCPU
 const CUDA_HOST: i32 = 3; // kDLCUDAHost: pinned host memory
 const INT: u8 = 0; // kDLInt
 
-/// The exporter of one tensor type: its `dltensor_from_py_object_no_sync`.
-#[derive(Clone, Copy)]
-pub struct Exporter(FromPyObject);
+/// The exporter of one tensor type: its `dltensor_from_py_object_no_sync`,
+/// and the type, since the function may be given only objects of exactly
+/// that type.
+pub struct Exporter {
+    export: FromPyObject,
+    ty: Py<PyType>,
+}
 
 impl Exporter {
     /// The exporter `ty` publishes, if it publishes one this module can read
@@ -95,22 +106,36 @@ impl Exporter {
         // SAFETY: the capsule named "dlpack_exchange_api" holds a pointer to
         // the producer's `DLPackExchangeAPI`, which the DLPack spec requires
         // to live as long as the process. Its header (version, then a
-        // pointer) is stable across versions, so reading `version` first is
-        // sound for any version; the rest of the struct is read only once
-        // the major version is 1, whose layout `ExchangeApi` spells out.
-        let api = unsafe { &*(ptr.as_ptr() as *const ExchangeApi) };
-        if api.version.major != 1 {
+        // pointer) is the same in every version, so it is read alone first.
+        let header = unsafe { &*(ptr.as_ptr() as *const Header) };
+        if header.version.major != 1 {
             return None;
         }
-        api.dltensor_from_py_object_no_sync.map(Exporter)
+        // SAFETY: as above; with major version 1 the whole table is laid out
+        // as `ExchangeApi` spells it.
+        let api = unsafe { &*(ptr.as_ptr() as *const ExchangeApi) };
+        let export = api.dltensor_from_py_object_no_sync?;
+        Some(Exporter {
+            export,
+            ty: ty.clone().unbind(),
+        })
     }
 
-    /// Where `obj`'s words are and how many, if it is a host int32 tensor
-    /// of one or two dimensions laid out C-contiguously: `(pointer, shape)`.
-    /// `obj` must be of the type this exporter came from. None for anything
-    /// else (or if the export fails: its error is dropped, and the caller's
-    /// attribute checks say what is wrong).
-    pub fn host_int32(&self, obj: &Bound<'_, PyAny>) -> Option<(usize, Vec<usize>)> {
+    /// Whether `obj` is of exactly the type this exporter came from.
+    pub fn exports(&self, obj: &Bound<'_, PyAny>) -> bool {
+        obj.get_type().is(self.ty.bind(obj.py()))
+    }
+
+    /// Where `obj`'s words are and how many, if it is of this exporter's
+    /// type and a host int32 tensor of one or two dimensions laid out
+    /// C-contiguously: `(pointer, shape)`. None for anything else, and when
+    /// the export fails with an error of the tensor (the caller's attribute
+    /// checks then say what is wrong); any other error (an interrupt, out
+    /// of memory) is raised.
+    pub fn host_int32(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<(usize, Vec<usize>)>> {
+        if !self.exports(obj) {
+            return Ok(None);
+        }
         let mut t = DlTensor {
             data: std::ptr::null_mut(),
             device: Device {
@@ -128,14 +153,18 @@ impl Exporter {
             byte_offset: 0,
         };
         // SAFETY: the function comes from the table published by `obj`'s
-        // type (the caller's contract), takes a borrowed `PyObject*` and a
-        // caller-owned `DLTensor` to fill, and is called with the GIL held
-        // (`obj: Bound` proves it). On failure it returns non-zero with a
-        // Python exception set, which is taken below.
-        let rc = unsafe { (self.0)(obj.as_ptr() as *mut c_void, &mut t) };
+        // type (checked above to be exactly the type it was read from),
+        // takes a borrowed `PyObject*` and a caller-owned `DLTensor` to fill,
+        // and is called with the GIL held (`obj: Bound` proves it). On
+        // failure it returns non-zero with a Python exception set, which is
+        // taken below.
+        let rc = unsafe { (self.export)(obj.as_ptr() as *mut c_void, &mut t) };
         if rc != 0 {
-            let _ = PyErr::take(obj.py());
-            return None;
+            let py = obj.py();
+            return match PyErr::take(py) {
+                Some(e) if !tensor_error(py, &e) => Err(e),
+                _ => Ok(None),
+            };
         }
         if !matches!(t.device.device_type, CPU | CUDA_HOST)
             || (t.dtype.code, t.dtype.bits, t.dtype.lanes) != (INT, 32, 1)
@@ -143,7 +172,7 @@ impl Exporter {
             || t.shape.is_null()
             || t.strides.is_null()
         {
-            return None;
+            return Ok(None);
         }
         let ndim = t.ndim as usize;
         // SAFETY: a successful export with `ndim` in 1..=2 points `shape`
@@ -156,17 +185,31 @@ impl Exporter {
                 std::slice::from_raw_parts(t.strides, ndim).to_vec(),
             )
         };
-        let shape: Vec<usize> = shape
+        let Ok(shape) = shape
             .into_iter()
             .map(usize::try_from)
-            .collect::<Result<_, _>>()
-            .ok()?;
+            .collect::<Result<Vec<_>, _>>()
+        else {
+            return Ok(None);
+        };
         if !c_contiguous(&shape, &strides) {
-            return None;
+            return Ok(None);
         }
-        let ptr = (t.data as usize).checked_add(usize::try_from(t.byte_offset).ok()?)?;
-        Some((ptr, shape))
+        let ptr = usize::try_from(t.byte_offset)
+            .ok()
+            .and_then(|offset| (t.data as usize).checked_add(offset));
+        Ok(ptr.map(|ptr| (ptr, shape)))
     }
+}
+
+/// Whether an export failed because of the tensor (torch raises these for
+/// layouts DLPack cannot describe: sparse, meta, quantized, nested,
+/// wrapped), rather than an interrupt or a lack of memory.
+fn tensor_error(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance_of::<PyRuntimeError>(py)
+        || e.is_instance_of::<PyTypeError>(py)
+        || e.is_instance_of::<PyValueError>(py)
+        || e.is_instance_of::<PyBufferError>(py)
 }
 
 /// Whether elements at `strides` (in elements) over `shape` are laid out
