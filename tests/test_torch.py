@@ -182,7 +182,7 @@ HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
 
 @pytest.mark.skipif(not HAS_EXCHANGE_API, reason="torch without DLPack's C exchange API")
 def test_a_plain_tensor_is_read_without_its_python_attributes(monkeypatch):
-    """With DLPack's exchange API (torch 2.10+), a torch.Tensor's pointer,
+    """With DLPack's exchange API (recent torch), a torch.Tensor's pointer,
     dtype, device, shape and strides come from one C call: the fill works
     with every Python attribute it would otherwise read made to raise. A
     subclass (the exchange API is for the exact type) and every tensor the

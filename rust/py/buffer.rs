@@ -58,7 +58,7 @@ struct TorchTypes {
     tensor: Py<PyType>,
     int32: Py<PyAny>,
     strided: Py<PyAny>,
-    /// `torch.Tensor`'s DLPack exporter (torch 2.10 and later).
+    /// `torch.Tensor`'s DLPack exporter (recent torch; see `dlpack`).
     exporter: Option<Exporter>,
 }
 
@@ -298,7 +298,7 @@ impl<'py> Bitmask<'py> {
 /// Whether the numpy array `view` covers exactly the memory of the torch
 /// tensor `tensor`: both int32 and C-contiguous, same address, same shape.
 /// The tensor is read in one C call (`dlpack`); None where that call is not
-/// available (torch before 2.10, or not a plain `torch.Tensor`) and the
+/// available (an older torch, or not a plain `torch.Tensor`) and the
 /// caller must compare through the tensor's attributes. The vLLM adapter
 /// asks this each step of the numpy view it keeps of the manager's bitmask
 /// (three tensor attributes cost it about 0.7 us a step).

@@ -7,7 +7,8 @@
 //! has left the CPU's caches (measured on a structural tag's first mask: 25
 //! us with a tensor, 8 us with a numpy array). DLPack 1.3 lets a tensor type
 //! publish a table of C functions (`type(t).__dlpack_c_exchange_api__`, a
-//! capsule named `dlpack_exchange_api`; torch has it since 2.10), one of
+//! capsule named `dlpack_exchange_api`; torch publishes it in releases
+//! from 2026 on, 2.14 and 2.15 checked here), one of
 //! which fills a caller's `DLTensor` (data pointer, device, dtype, shape,
 //! strides) straight from the tensor: one call, no Python objects made.
 //!

@@ -125,12 +125,12 @@ def _numpy_view(manager: StructuredOutputManager, bitmask: Any) -> np.ndarray:
     """The numpy view of the manager's bitmask tensor, made again only when
     the tensor, its memory or its layout changed (``Tensor.numpy()`` is about
     a microsecond, a tenth of a one-request step). The kept view is checked
-    every call: ``_core._is_view_of`` reads the tensor in one C call (torch
-    2.10+); otherwise its data pointer, shape and strides are compared (three
-    tensor attributes, about 0.7 us). With the same address and layout, the
-    kept view covers exactly the memory a new one would, and it keeps the
-    tensor (owner of that memory) alive; vLLM allocates the tensor once and
-    never changes it."""
+    every call: ``_core._is_view_of`` reads the tensor in one C call (a torch
+    with DLPack's exchange API); otherwise its data pointer, shape and
+    strides are compared (three tensor attributes, about 0.7 us). With the
+    same address and layout, the kept view covers exactly the memory a new
+    one would, and it keeps the tensor (owner of that memory) alive; vLLM
+    allocates the tensor once and never changes it."""
     cached = getattr(manager, "_maskpar_bitmask_view", None)
     if cached is not None and cached[0] is bitmask:
         same = _is_view_of(cached[2], bitmask)
