@@ -147,6 +147,71 @@ def test_apply_with_real_mask(llama3):
     assert allowed and all(tok.token_bytes(t).isdigit() for t in allowed)
 
 
+@pytest.mark.skipif(not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"), reason="older torch")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("vocab", [70, 96, 130])
+def test_apply_on_plain_cpu_tensors_is_one_native_call(monkeypatch, dtype, vocab):
+    """Plain CPU logits and bitmask without indices are masked by one native
+    call that reads both tensors through DLPack: it works with the tensors'
+    Python attributes made to raise (all but ``requires_grad``, which it
+    reads), 2-D and 1-D, and agrees with the per-element reference."""
+    gen = torch.Generator().manual_seed(vocab + 1)
+    bitmask = torch.randint(-(2**31), 2**31 - 1, (4, 3), dtype=torch.int32, generator=gen)
+    logits = torch.randn(4, vocab, generator=gen).to(dtype)
+    want = reference_apply(logits.float(), bitmask).to(dtype)
+    want_row = reference_apply(logits[2:3].float(), bitmask[2:3]).to(dtype)
+    got, row = logits.clone(), logits[2].clone()
+
+    def boom(*_args):
+        raise AssertionError("a Python attribute was read")
+
+    for name in ("is_cpu", "dtype", "layout", "shape", "device"):
+        monkeypatch.setattr(torch.Tensor, name, property(boom))
+    for name in ("is_contiguous", "data_ptr", "dim", "is_floating_point", "numpy", "view"):
+        monkeypatch.setattr(torch.Tensor, name, boom)
+    maskpar.apply_token_bitmask_inplace(got, bitmask)
+    maskpar.apply_token_bitmask_inplace(row, bitmask[2])
+    monkeypatch.undo()
+    assert torch.equal(got, want)
+    assert torch.equal(row, want_row[0])
+
+
+def test_apply_leaves_other_tensors_to_the_torch_checks():
+    """What the native call does not take (anything but plain, contiguous,
+    non-overlapping CPU tensors of as many rows, logits not requiring grad)
+    it leaves untouched and says so; the wrapper's own path then masks or
+    raises as it always did."""
+    from maskpar import _core
+
+    bitmask = torch.tensor([[0b1010, 0], [0b0101, 0]], dtype=torch.int32)
+    wide = torch.zeros(2, 70)
+
+    class Sub(torch.Tensor):
+        pass
+
+    cases = [
+        ("columns", wide[:, :40], bitmask),
+        ("requires grad", torch.zeros(2, 40, requires_grad=True), bitmask),
+        ("row count", torch.zeros(3, 40), bitmask),
+        ("bitmask strided", torch.zeros(2, 40), torch.zeros(2, 4, dtype=torch.int32)[:, ::2]),
+        ("subclass", torch.zeros(2, 40).as_subclass(Sub), bitmask),
+        ("float64", torch.zeros(2, 40, dtype=torch.float64), bitmask),
+        ("int logits", torch.zeros(2, 40, dtype=torch.int32), bitmask),
+        ("empty", torch.zeros(0, 40), torch.zeros(0, 2, dtype=torch.int32)),
+    ]
+    for name, logits, bm in cases:
+        before = logits.detach().clone()
+        assert _core._apply_token_bitmask_cpu_tensors(logits, bm) is False, name
+        assert torch.equal(logits.detach(), before), name
+    shared = torch.zeros(1, 64)  # a (contiguous) bitmask over the logits' own memory
+    assert _core._apply_token_bitmask_cpu_tensors(shared, shared.view(torch.int32)[:, :2]) is False
+    assert _core._apply_token_bitmask_cpu_tensors([0.0], bitmask) is False
+    # The wrapper masks the column slice through its torch path.
+    maskpar.apply_token_bitmask_inplace(wide[:, :40], bitmask)
+    assert torch.isfinite(wide[0, :40]).nonzero().flatten().tolist() == [1, 3]
+    assert torch.isfinite(wide[:, 40:]).all()
+
+
 def test_apply_errors():
     bm = torch.zeros(2, 1, dtype=torch.int32)
     with pytest.raises(ValueError, match="rows"):

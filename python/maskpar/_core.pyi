@@ -296,3 +296,9 @@ def _fill_eagle_trees(
 # one C call; None where torch has no DLPack exchange API or the tensor is
 # not a plain torch.Tensor (used by maskpar.integrations.vllm).
 def _is_view_of(view: Any, tensor: Any) -> bool | None: ...
+
+# Private: apply_token_bitmask_inplace(logits, bitmask) for plain CPU
+# tensors without indices (float32/float16/bfloat16 logits, int32 bitmask,
+# C-contiguous, as many rows). Returns False, writing nothing, for anything
+# else (used by maskpar.apply_token_bitmask_inplace).
+def _apply_token_bitmask_cpu_tensors(logits: Any, bitmask: Any) -> bool: ...

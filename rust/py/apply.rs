@@ -4,9 +4,12 @@
 
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 
+use super::buffer::{torch_exporter, TorchWrite};
 use super::detached;
+use super::dlpack::{HostDtype, HostTensor};
 use super::int::{values, Int};
 use crate::apply::apply_bitmask;
 
@@ -76,4 +79,104 @@ pub fn _apply_token_bitmask_cpu(
     Err(PyTypeError::new_err(
         "logits_bits must be a 2-D int16 or int32 numpy array",
     ))
+}
+
+/// `apply_token_bitmask_inplace(logits, bitmask)` without `indices`, for
+/// plain CPU tensors, both read in one C call each (`dlpack`): float32,
+/// float16 or bfloat16 logits and an int32 bitmask, each of one or two
+/// C-contiguous dimensions, aligned, not overlapping, as many bitmask rows
+/// as logit rows, logits that do not require grad. Returns False, having
+/// written nothing, for anything else (an older torch, a subclass, another
+/// layout); the Python wrapper then checks and masks as before.
+#[pyfunction]
+pub fn _apply_token_bitmask_cpu_tensors(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+) -> PyResult<bool> {
+    let Some(exporter) = torch_exporter(py)? else {
+        return Ok(false);
+    };
+    let Some(lg) = exporter.host(logits)? else {
+        return Ok(false);
+    };
+    let Some((bm_ptr, bm_shape)) = exporter.host_int32(bitmask)? else {
+        return Ok(false);
+    };
+    let (rows, vocab) = match lg.shape[..] {
+        [v] => (1, v),
+        [r, v] => (r, v),
+        _ => return Ok(false),
+    };
+    let (mask_rows, words) = match bm_shape[..] {
+        [w] => (1, w),
+        [r, w] => (r, w),
+        _ => return Ok(false),
+    };
+    if rows == 0 || vocab == 0 || mask_rows != rows {
+        return Ok(false);
+    }
+    // An in-place write under autograd is torch's to refuse (the wrapper's
+    // torch path does).
+    if logits.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+        return Ok(false);
+    }
+    match lg.dtype {
+        HostDtype::Float32 => masked::<u32>(py, &lg, rows, vocab, bm_ptr, words, 0xff80_0000),
+        HostDtype::Float16 => masked::<u16>(py, &lg, rows, vocab, bm_ptr, words, 0xfc00),
+        HostDtype::BFloat16 => masked::<u16>(py, &lg, rows, vocab, bm_ptr, words, 0xff80),
+        HostDtype::Int32 => Ok(false),
+    }
+}
+
+/// The fast path's masking, once `T` (the logits' bit pattern type) and
+/// -inf's bits are known.
+#[allow(clippy::too_many_arguments)]
+fn masked<T: Copy + Send + Sync>(
+    py: Python<'_>,
+    lg: &HostTensor,
+    rows: usize,
+    vocab: usize,
+    bm_ptr: usize,
+    words: usize,
+    neg_inf: T,
+) -> PyResult<bool> {
+    let size = std::mem::size_of::<T>();
+    let (Some(lg_bytes), Some(bm_bytes)) = (
+        rows.checked_mul(vocab).and_then(|n| n.checked_mul(size)),
+        rows.checked_mul(words).and_then(|n| n.checked_mul(4)),
+    ) else {
+        return Ok(false);
+    };
+    let (lg_end, bm_end) = (lg.ptr + lg_bytes, bm_ptr + bm_bytes);
+    if lg.ptr % std::mem::align_of::<T>() != 0
+        || bm_ptr % 4 != 0
+        || (bm_bytes > 0 && bm_ptr == 0)
+        || (lg.ptr < bm_end && bm_ptr < lg_end)
+    {
+        return Ok(false);
+    }
+    let _writing = TorchWrite::new(lg.ptr, lg_end, "logits")?;
+    // SAFETY: `lg.ptr` is the data pointer of a host tensor of exactly
+    // `rows x vocab` C-contiguous elements of `T`'s size (checked by its
+    // export: dtype, device, shape, strides), aligned for `T` (checked), so
+    // `lg.ptr .. lg_end` is its live, initialised memory for the length of
+    // this call (the call's arguments hold both tensors, as the bitmask
+    // path's `TorchBorrow` holds its tensor); `TorchWrite` keeps every
+    // other maskpar call from writing it meanwhile, and the bitmask's range
+    // does not overlap it (checked). Every bit pattern is a valid `T`.
+    let lg_slice = unsafe { std::slice::from_raw_parts_mut(lg.ptr as *mut T, rows * vocab) };
+    // SAFETY: likewise for the bitmask: `rows x words` C-contiguous int32s
+    // (checked by its export), 4-byte aligned (checked), not overlapping the
+    // logits; only read. With no words the slice is empty and not read.
+    let bm_slice: &[u32] = if bm_bytes == 0 {
+        &[]
+    } else {
+        unsafe { std::slice::from_raw_parts(bm_ptr as *const u32, rows * words) }
+    };
+    let all: Vec<usize> = (0..rows).collect();
+    detached(py, || {
+        apply_bitmask(lg_slice, vocab, bm_slice, words, &all, neg_inf)
+    })?;
+    Ok(true)
 }

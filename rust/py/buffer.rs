@@ -110,14 +110,7 @@ struct TorchBorrow<'py> {
 
 impl<'py> TorchBorrow<'py> {
     fn new(tensor: &Bound<'py, PyAny>, ptr: usize, len: usize) -> PyResult<Self> {
-        let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        let end = ptr + len * 4;
-        if in_use.iter().any(|&(a, b)| ptr < b && a < end) {
-            return Err(PyValueError::new_err(
-                "bitmask is in use elsewhere (another thread or call is writing it)",
-            ));
-        }
-        in_use.push((ptr, end));
+        register(ptr, ptr + len * 4, "bitmask")?;
         Ok(TorchBorrow {
             _tensor: tensor.clone(),
             ptr,
@@ -142,11 +135,53 @@ impl<'py> TorchBorrow<'py> {
 
 impl Drop for TorchBorrow<'_> {
     fn drop(&mut self) {
-        let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = in_use.iter().position(|&(a, _)| a == self.ptr) {
-            in_use.swap_remove(i);
-        }
+        unregister(self.ptr);
     }
+}
+
+/// Registers `start .. end` in `TORCH_IN_USE`, or says `what` is in use.
+fn register(start: usize, end: usize, what: &str) -> PyResult<()> {
+    let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    if in_use.iter().any(|&(a, b)| start < b && a < end) {
+        return Err(PyValueError::new_err(format!(
+            "{what} is in use elsewhere (another thread or call is writing it)"
+        )));
+    }
+    in_use.push((start, end));
+    Ok(())
+}
+
+fn unregister(start: usize) {
+    let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = in_use.iter().position(|&(a, _)| a == start) {
+        in_use.swap_remove(i);
+    }
+}
+
+/// Bytes `start .. end` of a torch tensor that maskpar writes outside a
+/// `Bitmask` (the logits of `apply_token_bitmask_inplace`), registered in
+/// `TORCH_IN_USE` until dropped, so that no other maskpar call writes them
+/// meanwhile.
+pub(super) struct TorchWrite {
+    start: usize,
+}
+
+impl TorchWrite {
+    pub(super) fn new(start: usize, end: usize, what: &str) -> PyResult<Self> {
+        register(start, end, what)?;
+        Ok(TorchWrite { start })
+    }
+}
+
+impl Drop for TorchWrite {
+    fn drop(&mut self) {
+        unregister(self.start);
+    }
+}
+
+/// torch's DLPack exporter, if torch is imported and publishes one.
+pub(super) fn torch_exporter(py: Python<'_>) -> PyResult<Option<&'static Exporter>> {
+    Ok(torch_types(py)?.and_then(|t| t.exporter.as_ref()))
 }
 
 /// Rows and words per row of a bitmask of shape `shape`, checked against

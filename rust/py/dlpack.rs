@@ -85,6 +85,25 @@ struct ExchangeApi {
 const CPU: i32 = 1; // kDLCPU
 const CUDA_HOST: i32 = 3; // kDLCUDAHost: pinned host memory
 const INT: u8 = 0; // kDLInt
+const FLOAT: u8 = 2; // kDLFloat
+const BFLOAT: u8 = 4; // kDLBfloat
+
+/// The element types this module hands on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostDtype {
+    Int32,
+    Float32,
+    Float16,
+    BFloat16,
+}
+
+/// A host tensor's memory: C-contiguous elements of `dtype` from `ptr`, in
+/// `shape` (one or two dimensions).
+pub struct HostTensor {
+    pub ptr: usize,
+    pub shape: Vec<usize>,
+    pub dtype: HostDtype,
+}
 
 /// The exporter of one tensor type: its `dltensor_from_py_object_no_sync`,
 /// and the type, since the function may be given only objects of exactly
@@ -129,11 +148,21 @@ impl Exporter {
 
     /// Where `obj`'s words are and how many, if it is of this exporter's
     /// type and a host int32 tensor of one or two dimensions laid out
-    /// C-contiguously: `(pointer, shape)`. None for anything else, and when
-    /// the export fails with an error of the tensor (the caller's attribute
-    /// checks then say what is wrong); any other error (an interrupt, out
-    /// of memory) is raised.
+    /// C-contiguously: `(pointer, shape)`. None for anything else (see
+    /// `host`).
     pub fn host_int32(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<(usize, Vec<usize>)>> {
+        Ok(self
+            .host(obj)?
+            .filter(|t| t.dtype == HostDtype::Int32)
+            .map(|t| (t.ptr, t.shape)))
+    }
+
+    /// `obj`'s memory, if it is of this exporter's type and a host tensor
+    /// of one or two dimensions laid out C-contiguously, of a dtype in
+    /// `HostDtype`. None for anything else, and when the export fails with
+    /// an error of the tensor (the caller's attribute checks then say what
+    /// is wrong); any other error (an interrupt, out of memory) is raised.
+    pub fn host(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<HostTensor>> {
         if !self.exports(obj) {
             return Ok(None);
         }
@@ -167,8 +196,14 @@ impl Exporter {
                 _ => Ok(None),
             };
         }
+        let dtype = match (t.dtype.code, t.dtype.bits, t.dtype.lanes) {
+            (INT, 32, 1) => HostDtype::Int32,
+            (FLOAT, 32, 1) => HostDtype::Float32,
+            (FLOAT, 16, 1) => HostDtype::Float16,
+            (BFLOAT, 16, 1) => HostDtype::BFloat16,
+            _ => return Ok(None),
+        };
         if !matches!(t.device.device_type, CPU | CUDA_HOST)
-            || (t.dtype.code, t.dtype.bits, t.dtype.lanes) != (INT, 32, 1)
             || !(1..=2).contains(&t.ndim)
             || t.shape.is_null()
             || t.strides.is_null()
@@ -199,7 +234,7 @@ impl Exporter {
         let ptr = usize::try_from(t.byte_offset)
             .ok()
             .and_then(|offset| (t.data as usize).checked_add(offset));
-        Ok(ptr.map(|ptr| (ptr, shape)))
+        Ok(ptr.map(|ptr| HostTensor { ptr, shape, dtype }))
     }
 }
 

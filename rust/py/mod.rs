@@ -74,6 +74,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     functions::register(m)?;
     m.add_function(wrap_pyfunction!(stag::compile_structural_tag, m)?)?;
     m.add_function(wrap_pyfunction!(apply::_apply_token_bitmask_cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        apply::_apply_token_bitmask_cpu_tensors,
+        m
+    )?)?;
     m.add_function(wrap_pyfunction!(pooledmask::_pooled_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(eagle::_fill_eagle_trees, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::_is_view_of, m)?)?;
