@@ -49,7 +49,7 @@ pub fn apply_bitmask<T: Copy + Send + Sync>(
 /// Logits masked on the calling thread below this many (a few 128k-token
 /// rows): waking the thread pool costs more than the work, which runs at
 /// about a nanosecond per logit.
-const PARALLEL_FROM: usize = 1 << 20;
+pub const PARALLEL_FROM: usize = 1 << 20;
 
 fn apply_row<T: Copy>(row: &mut [T], mask: &[u32], neg_inf: T) {
     let covered = row.len().min(mask.len() * 32);

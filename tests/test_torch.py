@@ -198,6 +198,11 @@ def test_apply_leaves_other_tensors_to_the_torch_checks():
         ("float64", torch.zeros(2, 40, dtype=torch.float64), bitmask),
         ("int logits", torch.zeros(2, 40, dtype=torch.int32), bitmask),
         ("empty", torch.zeros(0, 40), torch.zeros(0, 2, dtype=torch.int32)),
+        ("negated logits", torch._neg_view(torch.zeros(2, 40)), bitmask),
+        ("negated bitmask", torch.zeros(2, 40), torch._neg_view(bitmask)),
+        # Masked in parallel with the GIL released: the wrapper's views hold
+        # the memory then (see the next test).
+        ("large", torch.zeros(8, 1 << 17), torch.zeros(8, 1 << 12, dtype=torch.int32)),
     ]
     for name, logits, bm in cases:
         before = logits.detach().clone()
@@ -210,6 +215,41 @@ def test_apply_leaves_other_tensors_to_the_torch_checks():
     maskpar.apply_token_bitmask_inplace(wide[:, :40], bitmask)
     assert torch.isfinite(wide[0, :40]).nonzero().flatten().tolist() == [1, 3]
     assert torch.isfinite(wide[:, 40:]).all()
+
+
+UNDER_SET = r"""
+import sys, threading, time, torch, maskpar
+rows, vocab = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(10):
+    logits = torch.zeros(rows, vocab)
+    bitmask = torch.zeros(rows, (vocab + 31) // 32, dtype=torch.int32)
+    go = threading.Event()
+    def swap():
+        go.wait()
+        time.sleep(0.0002)
+        logits.set_(torch.empty(0))  # drops the tensor's memory
+    t = threading.Thread(target=swap)
+    t.start()
+    go.set()
+    maskpar.apply_token_bitmask_inplace(logits, bitmask)
+    t.join()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("rows,vocab", [(4, 4096), (64, 1 << 17)])
+def test_apply_survives_another_thread_dropping_the_logits_memory(rows, vocab):
+    """Another thread giving the logits other memory (``set_``) while they
+    are masked: the fast path holds the GIL (so that thread waits), larger
+    masks go through views that keep the memory. It used to crash."""
+    out = subprocess.run(
+        [sys.executable, "-c", UNDER_SET, str(rows), str(vocab)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 def test_apply_errors():

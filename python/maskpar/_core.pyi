@@ -299,6 +299,7 @@ def _is_view_of(view: Any, tensor: Any) -> bool | None: ...
 
 # Private: apply_token_bitmask_inplace(logits, bitmask) for plain CPU
 # tensors without indices (float32/float16/bfloat16 logits, int32 bitmask,
-# C-contiguous, as many rows). Returns False, writing nothing, for anything
-# else (used by maskpar.apply_token_bitmask_inplace).
+# C-contiguous, as many rows, under 2^20 logits), masked with the GIL held.
+# Returns False, writing nothing, for anything else (used by
+# maskpar.apply_token_bitmask_inplace).
 def _apply_token_bitmask_cpu_tensors(logits: Any, bitmask: Any) -> bool: ...

@@ -8,10 +8,10 @@ use pyo3::intern;
 use pyo3::prelude::*;
 
 use super::buffer::{torch_exporter, TorchWrite};
-use super::detached;
 use super::dlpack::{HostDtype, HostTensor};
 use super::int::{values, Int};
-use crate::apply::apply_bitmask;
+use super::{attached, detached};
+use crate::apply::{apply_bitmask, PARALLEL_FROM};
 
 fn check_rows(rows: &[i64], limit: usize) -> PyResult<Vec<usize>> {
     rows.iter()
@@ -100,7 +100,7 @@ pub fn _apply_token_bitmask_cpu_tensors(
     let Some(lg) = exporter.host(logits)? else {
         return Ok(false);
     };
-    let Some((bm_ptr, bm_shape)) = exporter.host_int32(bitmask)? else {
+    let Some(bm) = exporter.host_int32(bitmask)? else {
         return Ok(false);
     };
     let (rows, vocab) = match lg.shape[..] {
@@ -108,12 +108,15 @@ pub fn _apply_token_bitmask_cpu_tensors(
         [r, v] => (r, v),
         _ => return Ok(false),
     };
-    let (mask_rows, words) = match bm_shape[..] {
+    let (mask_rows, words) = match bm.shape[..] {
         [w] => (1, w),
         [r, w] => (r, w),
         _ => return Ok(false),
     };
-    if rows == 0 || vocab == 0 || mask_rows != rows {
+    // Masked on this thread with the GIL kept (see `masked`): only sizes
+    // the kernel masks serially anyway; larger ones take the wrapper's
+    // path, which releases the GIL over views that hold the memory.
+    if rows == 0 || vocab == 0 || mask_rows != rows || rows.saturating_mul(vocab) >= PARALLEL_FROM {
         return Ok(false);
     }
     // An in-place write under autograd is torch's to refuse (the wrapper's
@@ -121,10 +124,18 @@ pub fn _apply_token_bitmask_cpu_tensors(
     if logits.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
         return Ok(false);
     }
+    // A negated view (`torch._neg_view`) exports its raw memory: -inf's
+    // bits would read as +inf through it, and its bitmask words as their
+    // negation. The wrapper's path refuses both.
+    for tensor in [logits, bitmask] {
+        if tensor.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+            return Ok(false);
+        }
+    }
     match lg.dtype {
-        HostDtype::Float32 => masked::<u32>(py, &lg, rows, vocab, bm_ptr, words, 0xff80_0000),
-        HostDtype::Float16 => masked::<u16>(py, &lg, rows, vocab, bm_ptr, words, 0xfc00),
-        HostDtype::BFloat16 => masked::<u16>(py, &lg, rows, vocab, bm_ptr, words, 0xff80),
+        HostDtype::Float32 => masked::<u32>(py, &lg, rows, vocab, bm.ptr, words, 0xff80_0000),
+        HostDtype::Float16 => masked::<u16>(py, &lg, rows, vocab, bm.ptr, words, 0xfc00),
+        HostDtype::BFloat16 => masked::<u16>(py, &lg, rows, vocab, bm.ptr, words, 0xff80),
         HostDtype::Int32 => Ok(false),
     }
 }
@@ -133,7 +144,8 @@ pub fn _apply_token_bitmask_cpu_tensors(
 /// -inf's bits are known.
 #[allow(clippy::too_many_arguments)]
 fn masked<T: Copy + Send + Sync>(
-    py: Python<'_>,
+    // Held throughout: what keeps the memory the tensors' (SAFETY below).
+    _gil: Python<'_>,
     lg: &HostTensor,
     rows: usize,
     vocab: usize,
@@ -148,7 +160,10 @@ fn masked<T: Copy + Send + Sync>(
     ) else {
         return Ok(false);
     };
-    let (lg_end, bm_end) = (lg.ptr + lg_bytes, bm_ptr + bm_bytes);
+    let (Some(lg_end), Some(bm_end)) = (lg.ptr.checked_add(lg_bytes), bm_ptr.checked_add(bm_bytes))
+    else {
+        return Ok(false);
+    };
     if lg.ptr % std::mem::align_of::<T>() != 0
         || bm_ptr % 4 != 0
         || (bm_bytes > 0 && bm_ptr == 0)
@@ -156,27 +171,30 @@ fn masked<T: Copy + Send + Sync>(
     {
         return Ok(false);
     }
-    let _writing = TorchWrite::new(lg.ptr, lg_end, "logits")?;
+    // Logits another maskpar call is writing now: the wrapper's path.
+    let Ok(_writing) = TorchWrite::new(lg.ptr, lg_end, "logits") else {
+        return Ok(false);
+    };
     // SAFETY: `lg.ptr` is the data pointer of a host tensor of exactly
     // `rows x vocab` C-contiguous elements of `T`'s size (checked by its
     // export: dtype, device, shape, strides), aligned for `T` (checked), so
-    // `lg.ptr .. lg_end` is its live, initialised memory for the length of
-    // this call (the call's arguments hold both tensors, as the bitmask
-    // path's `TorchBorrow` holds its tensor); `TorchWrite` keeps every
-    // other maskpar call from writing it meanwhile, and the bitmask's range
+    // `lg.ptr .. lg_end` is its initialised memory. The tensor owns that
+    // memory and only Python code can make it let go (`set_`, `.data =`):
+    // the GIL is held until the slices are gone, so none runs meanwhile.
+    // `TorchWrite` keeps the other maskpar writers of torch memory (fills
+    // into tensors, which release the GIL) off it, and the bitmask's range
     // does not overlap it (checked). Every bit pattern is a valid `T`.
     let lg_slice = unsafe { std::slice::from_raw_parts_mut(lg.ptr as *mut T, rows * vocab) };
     // SAFETY: likewise for the bitmask: `rows x words` C-contiguous int32s
-    // (checked by its export), 4-byte aligned (checked), not overlapping the
-    // logits; only read. With no words the slice is empty and not read.
+    // (checked by its export), alive while the GIL is held, 4-byte aligned
+    // (checked), not overlapping the logits; only read. With no words the
+    // slice is empty and not read.
     let bm_slice: &[u32] = if bm_bytes == 0 {
         &[]
     } else {
         unsafe { std::slice::from_raw_parts(bm_ptr as *const u32, rows * words) }
     };
     let all: Vec<usize> = (0..rows).collect();
-    detached(py, || {
-        apply_bitmask(lg_slice, vocab, bm_slice, words, &all, neg_inf)
-    })?;
+    attached(|| apply_bitmask(lg_slice, vocab, bm_slice, words, &all, neg_inf))?;
     Ok(true)
 }

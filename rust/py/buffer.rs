@@ -102,7 +102,8 @@ static TORCH_IN_USE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// A torch tensor's memory, registered in `TORCH_IN_USE` until dropped.
 struct TorchBorrow<'py> {
-    /// Keeps the tensor (and so its storage) alive while the words are written.
+    /// Keeps the tensor (and, unless another thread gives it other memory
+    /// meanwhile, its memory) alive while the words are written.
     _tensor: Bound<'py, PyAny>,
     ptr: usize,
     len: usize,
@@ -135,12 +136,16 @@ impl<'py> TorchBorrow<'py> {
 
 impl Drop for TorchBorrow<'_> {
     fn drop(&mut self) {
-        unregister(self.ptr);
+        unregister(self.ptr, self.ptr + self.len * 4);
     }
 }
 
 /// Registers `start .. end` in `TORCH_IN_USE`, or says `what` is in use.
+/// An empty range overlaps nothing and is not registered.
 fn register(start: usize, end: usize, what: &str) -> PyResult<()> {
+    if start >= end {
+        return Ok(());
+    }
     let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
     if in_use.iter().any(|&(a, b)| start < b && a < end) {
         return Err(PyValueError::new_err(format!(
@@ -151,9 +156,11 @@ fn register(start: usize, end: usize, what: &str) -> PyResult<()> {
     Ok(())
 }
 
-fn unregister(start: usize) {
+/// Removes the range `register` added (registered ranges never overlap, so
+/// there is at most one).
+fn unregister(start: usize, end: usize) {
     let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = in_use.iter().position(|&(a, _)| a == start) {
+    if let Some(i) = in_use.iter().position(|&r| r == (start, end)) {
         in_use.swap_remove(i);
     }
 }
@@ -164,18 +171,19 @@ fn unregister(start: usize) {
 /// meanwhile.
 pub(super) struct TorchWrite {
     start: usize,
+    end: usize,
 }
 
 impl TorchWrite {
     pub(super) fn new(start: usize, end: usize, what: &str) -> PyResult<Self> {
         register(start, end, what)?;
-        Ok(TorchWrite { start })
+        Ok(TorchWrite { start, end })
     }
 }
 
 impl Drop for TorchWrite {
     fn drop(&mut self) {
-        unregister(self.start);
+        unregister(self.start, self.end);
     }
 }
 
@@ -269,9 +277,9 @@ impl<'py> Bitmask<'py> {
         let py = obj.py();
         // One C call describes a plain tensor; its fields are checked there.
         if let Some(exporter) = &torch.exporter {
-            if let Some((ptr, shape)) = exporter.host_int32(obj)? {
-                let (rows, words) = layout(&shape, vocab_size)?;
-                return Self::torch_memory(obj, ptr, rows, words);
+            if let Some(host) = exporter.host_int32(obj)? {
+                let (rows, words) = layout(&host.shape, vocab_size)?;
+                return Self::torch_memory(obj, host.ptr, rows, words);
             }
         }
         if !obj.getattr(intern!(py, "is_cpu"))?.extract::<bool>()? {
@@ -352,12 +360,12 @@ pub fn _is_view_of(view: &Bound<'_, PyAny>, tensor: &Bound<'_, PyAny>) -> PyResu
     let Ok(array) = view.cast::<PyArrayDyn<i32>>() else {
         return Ok(Some(false));
     };
-    let Some((ptr, shape)) = exporter.host_int32(tensor)? else {
+    let Some(host) = exporter.host_int32(tensor)? else {
         return Ok(Some(false));
     };
     Ok(Some(
         array.is_c_contiguous()
-            && array.shape() == shape.as_slice()
-            && array.data() as usize == ptr,
+            && array.shape() == host.shape.as_slice()
+            && array.data() as usize == host.ptr,
     ))
 }

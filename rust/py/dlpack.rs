@@ -98,7 +98,11 @@ pub enum HostDtype {
 }
 
 /// A host tensor's memory: C-contiguous elements of `dtype` from `ptr`, in
-/// `shape` (one or two dimensions).
+/// `shape` (one or two dimensions). Nothing here keeps that memory alive:
+/// the tensor owns it, and another thread giving the tensor other memory
+/// (`set_`, `.data =`) frees it. So memory read this way is used with the
+/// GIL held, or (a fill's bitmask) with the same exposure a data pointer
+/// read through the tensor's attributes has always had (docs/security.md).
 pub struct HostTensor {
     pub ptr: usize,
     pub shape: Vec<usize>,
@@ -148,13 +152,9 @@ impl Exporter {
 
     /// Where `obj`'s words are and how many, if it is of this exporter's
     /// type and a host int32 tensor of one or two dimensions laid out
-    /// C-contiguously: `(pointer, shape)`. None for anything else (see
-    /// `host`).
-    pub fn host_int32(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<(usize, Vec<usize>)>> {
-        Ok(self
-            .host(obj)?
-            .filter(|t| t.dtype == HostDtype::Int32)
-            .map(|t| (t.ptr, t.shape)))
+    /// C-contiguously. None for anything else (see `host`).
+    pub fn host_int32(&self, obj: &Bound<'_, PyAny>) -> PyResult<Option<HostTensor>> {
+        Ok(self.host(obj)?.filter(|t| t.dtype == HostDtype::Int32))
     }
 
     /// `obj`'s memory, if it is of this exporter's type and a host tensor

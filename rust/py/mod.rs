@@ -50,14 +50,22 @@ fn shortened(m: String) -> String {
 /// callers other than the rows of the buffer being filled.
 pub(crate) fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
     py.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)))
-        .map_err(|panic| {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            PyRuntimeError::new_err(format!("maskpar internal error (please report): {msg}"))
-        })
+        .map_err(internal_error)
+}
+
+/// `f`'s result, a panic inside it reported as `detached` reports one, with
+/// the GIL kept (for work that must not let other Python threads run).
+pub(crate) fn attached<T>(f: impl FnOnce() -> T) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(internal_error)
+}
+
+fn internal_error(panic: Box<dyn std::any::Any + Send>) -> PyErr {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    PyRuntimeError::new_err(format!("maskpar internal error (please report): {msg}"))
 }
 
 #[pymodule]
