@@ -14,6 +14,12 @@ from maskpar._torch import _allocate, _allocate_with_view
 
 torch = pytest.importorskip("torch")
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+
+
+def _attribute_read(*_args):
+    """Stands in for a tensor attribute a one-C-call path must not read."""
+    raise AssertionError("a Python attribute was read")
 
 
 def reference_apply(logits, bitmask, indices=None):
@@ -147,7 +153,7 @@ def test_apply_with_real_mask(llama3):
     assert allowed and all(tok.token_bytes(t).isdigit() for t in allowed)
 
 
-@pytest.mark.skipif(not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"), reason="older torch")
+@pytest.mark.skipif(not HAS_EXCHANGE_API, reason="torch without DLPack's C exchange API")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("vocab", [70, 96, 130])
 def test_apply_on_plain_cpu_tensors_is_one_native_call(monkeypatch, dtype, vocab):
@@ -162,13 +168,10 @@ def test_apply_on_plain_cpu_tensors_is_one_native_call(monkeypatch, dtype, vocab
     want_row = reference_apply(logits[2:3].float(), bitmask[2:3]).to(dtype)
     got, row = logits.clone(), logits[2].clone()
 
-    def boom(*_args):
-        raise AssertionError("a Python attribute was read")
-
     for name in ("is_cpu", "dtype", "layout", "shape", "device"):
-        monkeypatch.setattr(torch.Tensor, name, property(boom))
+        monkeypatch.setattr(torch.Tensor, name, property(_attribute_read))
     for name in ("is_contiguous", "data_ptr", "dim", "is_floating_point", "numpy", "view"):
-        monkeypatch.setattr(torch.Tensor, name, boom)
+        monkeypatch.setattr(torch.Tensor, name, _attribute_read)
     maskpar.apply_token_bitmask_inplace(got, bitmask)
     maskpar.apply_token_bitmask_inplace(row, bitmask[2])
     monkeypatch.undo()
@@ -282,9 +285,6 @@ def test_fill_writes_through_torch_views():
         m.fill_next_token_bitmask(torch.zeros(1, 2, dtype=torch.int32).to_sparse())
 
 
-HAS_EXCHANGE_API = hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
-
-
 @pytest.mark.skipif(not HAS_EXCHANGE_API, reason="torch without DLPack's C exchange API")
 def test_a_plain_tensor_is_read_without_its_python_attributes(monkeypatch):
     """With DLPack's exchange API (recent torch), a torch.Tensor's pointer,
@@ -305,13 +305,10 @@ def test_a_plain_tensor_is_read_without_its_python_attributes(monkeypatch):
 
     sub = torch.zeros((1, 2), dtype=torch.int32).as_subclass(Sub)
 
-    def boom(*_args):
-        raise AssertionError("a Python attribute was read")
-
     for name in ("is_cpu", "dtype", "layout", "shape"):
-        monkeypatch.setattr(torch.Tensor, name, property(boom))
+        monkeypatch.setattr(torch.Tensor, name, property(_attribute_read))
     for name in ("is_contiguous", "data_ptr"):
-        monkeypatch.setattr(torch.Tensor, name, boom)
+        monkeypatch.setattr(torch.Tensor, name, _attribute_read)
     m.fill_next_token_bitmask(base[1:3], 1)  # a view at an offset
     for bad in (wide[:, :2], cube, floats, sub):  # the attribute path: it raises
         with pytest.raises(AssertionError, match="attribute was read"):

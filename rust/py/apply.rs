@@ -103,16 +103,7 @@ pub fn _apply_token_bitmask_cpu_tensors(
     let Some(bm) = exporter.host_int32(bitmask)? else {
         return Ok(false);
     };
-    let (rows, vocab) = match lg.shape[..] {
-        [v] => (1, v),
-        [r, v] => (r, v),
-        _ => return Ok(false),
-    };
-    let (mask_rows, words) = match bm.shape[..] {
-        [w] => (1, w),
-        [r, w] => (r, w),
-        _ => return Ok(false),
-    };
+    let ((rows, vocab), (mask_rows, words)) = (lg.matrix(), bm.matrix());
     // Masked on this thread with the GIL kept (see `masked`): only sizes
     // the kernel masks serially anyway; larger ones take the wrapper's
     // path, which releases the GIL over views that hold the memory.

@@ -17,9 +17,10 @@
 //! which `dltensor_from_py_object_no_sync` is the fourth and may be null.
 //! It is looked up once on `torch.Tensor` and used only for objects of
 //! exactly that type (the spec asks for the type the table came from);
-//! anything it does not describe as a host int32 tensor of one or two
-//! dimensions, C-contiguous, goes back to the attribute checks, which also
-//! word the errors.
+//! anything it does not describe as a host tensor of one or two dimensions,
+//! C-contiguous, of a dtype in `HostDtype` (int32 for a bitmask, a float
+//! type for logits), goes back to the callers' attribute checks, which
+//! also word the errors.
 
 use std::ffi::{c_int, c_void};
 
@@ -107,6 +108,20 @@ pub struct HostTensor {
     pub ptr: usize,
     pub shape: Vec<usize>,
     pub dtype: HostDtype,
+}
+
+impl HostTensor {
+    /// Rows and columns: a 1-D tensor is one row (`Exporter::host` hands
+    /// on one or two dimensions only).
+    pub fn matrix(&self) -> (usize, usize) {
+        let cols = self.shape.last().copied().unwrap_or(0);
+        let rows = if self.shape.len() == 2 {
+            self.shape[0]
+        } else {
+            1
+        };
+        (rows, cols)
+    }
 }
 
 /// The exporter of one tensor type: its `dltensor_from_py_object_no_sync`,
@@ -214,21 +229,21 @@ impl Exporter {
         // SAFETY: a successful export with `ndim` in 1..=2 points `shape`
         // and `strides` (checked non-null) at `ndim` int64s each, owned by
         // the tensor and valid until control returns to Python, which it
-        // does not before these copies.
-        let (shape, strides) = unsafe {
+        // does not while these slices are used.
+        let (dims, strides) = unsafe {
             (
-                std::slice::from_raw_parts(t.shape, ndim).to_vec(),
-                std::slice::from_raw_parts(t.strides, ndim).to_vec(),
+                std::slice::from_raw_parts(t.shape, ndim),
+                std::slice::from_raw_parts(t.strides, ndim),
             )
         };
-        let Ok(shape) = shape
-            .into_iter()
-            .map(usize::try_from)
+        let Ok(shape) = dims
+            .iter()
+            .map(|&d| usize::try_from(d))
             .collect::<Result<Vec<_>, _>>()
         else {
             return Ok(None);
         };
-        if !c_contiguous(&shape, &strides) {
+        if !c_contiguous(&shape, strides) {
             return Ok(None);
         }
         let ptr = usize::try_from(t.byte_offset)
