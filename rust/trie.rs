@@ -48,6 +48,10 @@ pub struct TokenTrie {
     walked_below: Vec<u32>,
     tokens: Vec<u32>,
     max_depth: usize,
+    /// The root's child on each byte (0: none): the root has a child for
+    /// nearly every byte, and finding one by its siblings' `subtree_end`
+    /// links is a cache miss per sibling.
+    root_children: Box<[u32; 256]>,
 }
 
 impl TokenTrie {
@@ -129,6 +133,12 @@ impl TokenTrie {
             height[p] = height[p].max(height[i] + 1);
         }
         path_at.push(0);
+        let mut root_children = Box::new([0u32; 256]);
+        let mut c = 1;
+        while c < nodes.len() - 1 {
+            root_children[nodes[c].byte as usize] = c as u32;
+            c = nodes[c].subtree_end as usize;
+        }
         let (by_length, at_least) = by_length(&sorted, max_depth);
         // A node is stepped on the way to the nodes `d` deep exactly when
         // its deepest descendant (or itself) is that deep.
@@ -150,6 +160,7 @@ impl TokenTrie {
             walked_below,
             tokens,
             max_depth,
+            root_children,
         })
     }
 
@@ -187,6 +198,9 @@ impl TokenTrie {
 
     /// The child of `node` on the edge `byte`, if any.
     pub fn child(&self, node: usize, byte: u8) -> Option<usize> {
+        if node == 0 {
+            return Some(self.root_children[byte as usize] as usize).filter(|&c| c != 0);
+        }
         self.children(node)
             .take_while(|&(_, b)| b <= byte)
             .find(|&(_, b)| b == byte)
@@ -353,6 +367,28 @@ mod tests {
         let mut row = vec![0u32; 1];
         t.fill_allowed(1, only(b"ab"), &mut row);
         assert_eq!(iter_set_bits(&row).collect::<Vec<_>>(), vec![0, 1, 3, 4]);
+    }
+
+    #[test]
+    fn child_finds_the_node_whose_path_is_the_parents_and_the_byte() {
+        // Every byte at the root (the root's own table) and below it.
+        let tokens: Vec<Vec<u8>> = (0..=255u8)
+            .step_by(3)
+            .flat_map(|b| [vec![b], vec![b, 0x41], vec![b, 0xff, 7]])
+            .collect();
+        let refs: Vec<&[u8]> = tokens.iter().map(|t| &t[..]).collect();
+        let t = trie(&refs);
+        for node in 0..t.num_nodes() {
+            for byte in 0..=255u8 {
+                let want = (node + 1..t.subtree_end(node))
+                    .find(|&c| t.parent(c) == node && t.byte(c) == byte);
+                assert_eq!(t.child(node, byte), want, "{node} {byte}");
+                if let Some(c) = want {
+                    assert_eq!(t.path(c), [t.path(node), &[byte]].concat());
+                }
+            }
+        }
+        assert_eq!(trie(&[]).child(0, b'a'), None);
     }
 
     #[test]

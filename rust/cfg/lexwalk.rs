@@ -163,13 +163,17 @@ fn walk_scans(
     trie: &TokenTrie,
     key: &LexKey,
     top: usize,
-    on_token: impl FnMut(u32),
-    on_stop: impl FnMut(usize),
+    mut on_token: impl FnMut(u32),
+    mut on_stop: impl FnMut(usize),
 ) {
     if let [(l, q)] = key[..] {
-        // One scan (the common case): a table lookup per node.
+        // One scan (the common case): a table lookup per node, after the
+        // path of its forced bytes.
         let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
-        trie.walk_visits_split(top, &mut stepper, on_token, on_stop);
+        if let Some((node, q)) = stepper.follow_forced(trie, top, q, &mut on_token, &mut on_stop) {
+            stepper.restart(q);
+            trie.walk_visits_split(node, &mut stepper, on_token, on_stop);
+        }
     } else {
         let mut ends = vec![0usize; trie.max_depth() + 2];
         ends[0] = key.len();
@@ -229,6 +233,40 @@ pub(crate) fn backs_off(lexing: Lexing, lexeme: &Lexeme) -> bool {
 }
 
 impl OneScan<'_> {
+    /// Follows the bytes the scan must read next from `top` in state `q`
+    /// (one live byte per state: inside a literal, such as a key or a tag),
+    /// reporting what a walk would on that path: a walk also steps every
+    /// sibling off it, all dead, which at a shallow node are a few hundred
+    /// table lookups for nothing. Returns the node and DFA state where the
+    /// path has more than one way on (a walk from there finishes), or None
+    /// where the walk has ended (no token goes on, or the scan stops).
+    fn follow_forced(
+        &self,
+        trie: &TokenTrie,
+        top: usize,
+        mut q: u32,
+        on_token: &mut impl FnMut(u32),
+        on_stop: &mut impl FnMut(usize),
+    ) -> Option<(usize, u32)> {
+        let mut node = top;
+        // A forced byte's state is not accepting, so every other byte is
+        // dead there (`decide`), and the byte itself leads to a live state.
+        while let Some(byte) = self.dfa.forced_byte(q) {
+            let child = trie.child(node, byte)?;
+            let q2 = self.dfa.step(q, byte);
+            match self.decide(q, q2) {
+                Visit::Live => trie.node_tokens(child).iter().for_each(|&t| on_token(t)),
+                Visit::Stop => {
+                    on_stop(child);
+                    return None;
+                }
+                Visit::Dead => return None,
+            }
+            (node, q) = (child, q2);
+        }
+        Some((node, q))
+    }
+
     /// Starts the walk over, from DFA state `q`.
     pub(super) fn restart(&mut self, q: u32) {
         self.states[0] = q;
@@ -275,5 +313,98 @@ impl VisitStepper for OneScan<'_> {
         let q2 = self.dfa.step(q, byte);
         self.states[depth] = q2;
         self.decide(q, q2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cfg::{gbnf, lark, lower::lower};
+    use crate::vocab::testing::random_vocab;
+
+    /// The walk without the forced path: every node below `top` visited.
+    fn plain(cfg: &Cfg, trie: &TokenTrie, l: u32, q: u32, top: usize) -> (Vec<u32>, Vec<usize>) {
+        let (mut ids, mut stops) = (Vec::new(), Vec::new());
+        let mut stepper = OneScan::new(cfg, l, q, trie.max_depth());
+        trie.walk_visits(top, &mut stepper, |t| ids.push(t), |n| stops.push(n));
+        ids.sort_unstable();
+        stops.sort_unstable();
+        (ids, stops)
+    }
+
+    fn with_forced_path(
+        cfg: &Cfg,
+        trie: &TokenTrie,
+        l: u32,
+        q: u32,
+        top: usize,
+    ) -> (Vec<u32>, Vec<usize>) {
+        let (mut ids, mut stops) = (Vec::new(), Vec::new());
+        walk_scans(
+            cfg,
+            trie,
+            &vec![(l, q)],
+            top,
+            |t| ids.push(t),
+            |n| stops.push(n),
+        );
+        ids.sort_unstable();
+        stops.sort_unstable();
+        (ids, stops)
+    }
+
+    /// Every state of every lexeme (those reachable over the alphabet), at
+    /// the root and at nodes below it: the walk that follows forced bytes
+    /// first reports what the plain walk does. Returns how many of the
+    /// cases had a forced byte to follow.
+    fn check(cfg: &Cfg, alphabet: &[u8]) -> usize {
+        let vocab = random_vocab(alphabet, 900, 30, 11);
+        let trie = vocab.trie();
+        let tops: Vec<usize> = [&b""[..], b"a", b"ab", b"<", b"abc"]
+            .iter()
+            .filter_map(|p| {
+                let (node, depth, _) = trie.follow(p);
+                (depth == p.len()).then_some(node)
+            })
+            .collect();
+        let mut forced = 0;
+        for (l, lexeme) in cfg.lexemes.iter().enumerate() {
+            let Some(dfa) = lexeme.dfa.as_ref() else {
+                continue;
+            };
+            let (mut seen, mut todo) = (vec![dfa.start()], vec![dfa.start()]);
+            while let Some(q) = todo.pop() {
+                forced += dfa.forced_byte(q).is_some() as usize;
+                for &top in &tops {
+                    let want = plain(cfg, trie, l as u32, q, top);
+                    let got = with_forced_path(cfg, trie, l as u32, q, top);
+                    assert_eq!(got, want, "lexeme {l} state {q} top {top}");
+                }
+                for &b in alphabet {
+                    let q2 = dfa.step(q, b);
+                    if q2 != DEAD && !seen.contains(&q2) {
+                        seen.push(q2);
+                        todo.push(q2);
+                    }
+                }
+            }
+        }
+        forced
+    }
+
+    #[test]
+    fn the_forced_path_reports_what_the_whole_walk_does() {
+        let grammars = [
+            r#"root ::= "abcab<" [a-c]* ">" | "ab" "c" | "<" ("ab")+ "c>""#,
+            r#"root ::= "aaab" | "aa" [bc] "cab<<" | "a"+"#,
+        ];
+        for g in grammars {
+            let cfg = lower(&gbnf::parse(g).unwrap()).unwrap();
+            assert!(check(&cfg, b"abc<>") > 10, "{g}");
+        }
+        // Longest-match lexing (Lark), where literals compete with a regex.
+        let g = "start: A | B | C\nA: \"abcab<\"\nB: /a[abc]*>/\nC: \"<ab\" \"c>\"";
+        let cfg = lower(&lark::parse(g).unwrap()).unwrap();
+        assert!(check(&cfg, b"abc<>") > 5);
     }
 }
