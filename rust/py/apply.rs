@@ -85,9 +85,11 @@ pub fn _apply_token_bitmask_cpu(
 /// plain CPU tensors, both read in one C call each (`dlpack`): float32,
 /// float16 or bfloat16 logits and an int32 bitmask, each of one or two
 /// C-contiguous dimensions, aligned, not overlapping, as many bitmask rows
-/// as logit rows, logits that do not require grad. Returns False, having
-/// written nothing, for anything else (an older torch, a subclass, another
-/// layout); the Python wrapper then checks and masks as before.
+/// as logit rows, logits that do not require grad, neither a negated view,
+/// fewer than `PARALLEL_FROM` logits in all (masked with the GIL held, see
+/// `masked`). Returns False, having written nothing, for anything else (an
+/// older torch, a subclass, another layout, a larger mask); the Python
+/// wrapper then checks and masks as before.
 #[pyfunction]
 pub fn _apply_token_bitmask_cpu_tensors(
     py: Python<'_>,
