@@ -47,6 +47,16 @@ LARK_DIALECT = [
     'start: item{2,3} ("," item){,2}\nitem: /[a-z]{1,3}/',
     'start: "<" NUM{1} ">" x-y{2,}\nx-y: "ab" | "c"\nNUM: /[0-9]/{1,4}',
     '// a comment\nstart: A "x" # another\nA: /a*/',
+    # A table: counted rows of counted cells.
+    'start: row{1,3}\nrow: cell ("," cell){2} "\\n"\ncell: /[a-z0-9]{1,5}/',
+    # Optional names, dashed rule names with digits, a terminal that may be
+    # empty (the terminal becomes optional).
+    'start: greet-1 name{,2} E "!"\ngreet-1: "hello" | "hi"\nname: " " /[A-Z][a-z]+/\nE: /[?]*/',
+    # Numbers with a counted fraction, and alternatives of counted groups.
+    'start: NUM ("." /[0-9]/{2})? (" " unit){0,1}\nNUM: /-?[1-9][0-9]{0,3}/\nunit: "kg" | "m"',
+    # A JSON block inside a call, as tool-calling grammars write it.
+    'start: "<call>" %json {"type": "object", "properties": {"name": {"enum": ["a", "b"]}, '
+    '"n": {"type": "integer"}}, "required": ["name", "n"]} "</call>"',
 ]
 
 
@@ -77,6 +87,11 @@ EBNF = [
     # Escapes, dashed and dotted rule names, and [^].
     'root ::= "\\u00e9" [\\x41-\\x43]{1,3} rule-a.b\nrule-a.b ::= "\\U0001F600" | "z" [^]',
     'root ::= ("a" | "\\x62")+ end.x\nend.x ::= "\\u0021"',
+    # JSON-like text, with whitespace rules.
+    'root ::= "{" ws "\\"k\\"" ws ":" ws num ws "}"\nnum ::= "-"? [0-9]+\nws ::= [ \\t\\n]*',
+    # Counted repetitions, and a class with escapes.
+    'root ::= [0-9]{2,4} ("-" [0-9]{2}){0,2} [\\t\\x2E]?',
+    'root ::= "a"* "b"+ "c"? item.list\nitem.list ::= ("[" [^\\]\\n]{1,3} "]")*',
 ]
 
 

@@ -278,6 +278,31 @@ def test_known_differences_from_llguidance(tok):
     assert accepts(g, "12") and not accepts(g, "1 2")
 
 
+# (grammar, text, maskpar, llguidance): the documented differences in where
+# ignored text may come (docs/semantics.md, `%lark` blocks).
+IGNORED_TEXT_DIFFERENCES = [
+    # Ignored by both the grammar and the block, before the block's first
+    # terminal: llguidance takes it, maskpar does not.
+    ('start: "a" %lark {\nstart: "b"\n%ignore " "\n}\n%ignore " "', "a b", False, True),
+    # At the very end of the text: maskpar takes it (as Lark does),
+    # llguidance never does.
+    ('start: "a" "b"\n%ignore " "', "ab ", True, False),
+    # Where both agree, beside them.
+    ('start: "a" %lark {\nstart: "b"\n%ignore " "\n}\n%ignore " "', "ab", True, True),
+    ('start: "a" "b"\n%ignore " "', "a b", True, True),
+]
+
+
+@pytest.mark.parametrize(("grammar", "text", "ours", "theirs"), IGNORED_TEXT_DIFFERENCES)
+def test_ignored_text_differences_from_llguidance(tok, grammar, text, ours, theirs):
+    assert accepts(lark(tok, grammar), text) == ours
+    llguidance = pytest.importorskip("llguidance")
+    llt = llguidance_bytes_tokenizer()
+    m = llguidance.LLMatcher(llt, llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0)
+    took = m.consume_tokens(list(text.encode())) and not m.is_error() and m.is_accepting()
+    assert took == theirs
+
+
 INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 

@@ -144,18 +144,21 @@ HEADER = (
 )
 
 WALK_GRAMMARS = [
-    TOOL_CALL,
-    HEADER,
-    'start: ("x" | <[128002-128004]>){1,4} "y"?',
+    ("lark", TOOL_CALL),
+    ("lark", HEADER),
+    ("lark", 'start: ("x" | <[128002-128004]>){1,4} "y"?'),
+    # GBNF, as llama.cpp writes token references: by name and by id.
+    ("gbnf", 'root ::= ([a-z]+ " ")* <|start_header_id|> "{" [a-z]{1,6} "}" <[128007]>'),
+    ("gbnf", 'root ::= ("x" | <[128002]> | <|reserved_special_token_1|>){1,4} "y"?'),
 ]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(grammar=st.sampled_from(WALK_GRAMMARS), seed=st.integers(0, 2**32 - 1))
-def test_specials_are_allowed_only_where_named(grammar: str, seed: int) -> None:
+def test_specials_are_allowed_only_where_named(grammar: tuple[str, str], seed: int) -> None:
     enc, tokens, special = llama3_vocab()
     tok = _llama3_tokenizer()
-    g = maskpar.compile_grammar(tok, grammar, syntax="lark")
+    g = maskpar.compile_grammar(tok, grammar[1], syntax=grammar[0])
     named = {PYTHON_TAG, EOM, 128002, 128003, 128004}
     rng = random.Random(seed)
     m = maskpar.Matcher(g)

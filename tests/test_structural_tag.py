@@ -212,6 +212,26 @@ CATALOGUE: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
         ['Checking. <function=weather>{"city": "Lima"}</function>'],
         ["<function=weather>{}</function>"],
     ),
+    (
+        "legacy-at-least-one",
+        {
+            "type": "structural_tag",
+            "structures": [
+                {"begin": "<function=weather>", "schema": CITY["json_schema"], "end": "</function>"}
+            ],
+            "triggers": ["<function="],
+            "at_least_one": True,
+            "stop_after_first": True,
+        },
+        ['<function=weather>{"city": "Lima"}</function>'],
+        [
+            "No call at all.",
+            "",
+            'Checking. <function=weather>{"city": "Lima"}</function>',
+            '<function=weather>{"city": "Lima"}</function>'
+            '<function=weather>{"city": "Oslo"}</function>',
+        ],
+    ),
 ]
 
 
@@ -239,7 +259,14 @@ def xgr_spec(spec: dict[str, Any]) -> str:
     if "structures" not in spec:
         return json.dumps(spec)
     items = [xgr.StructuralTagItem(**s) for s in spec["structures"]]
-    return xgr.StructuralTag.from_legacy_structural_tag(items, spec["triggers"]).model_dump_json()
+    converted = xgr.StructuralTag.from_legacy_structural_tag(items, spec["triggers"])
+    out = json.loads(converted.model_dump_json())
+    # SGLang's flags beside the legacy shape mean what they mean on the
+    # current shape's `triggered_tags` (xgrammar's converter drops them).
+    for flag in ("at_least_one", "stop_after_first"):
+        if flag in spec:
+            out["format"][flag] = spec[flag]
+    return json.dumps(out)
 
 
 def xgr_accepts(compiler: Any, spec: dict[str, Any], text: str) -> bool:
