@@ -5,6 +5,7 @@ judged by ``jsonschema`` and by an order computed from the schema alone
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -131,6 +132,95 @@ def test_schema_order_has_no_property_count_limit(tok):
     big_const = {"const": {n: 1 for n in names}}
     g = maskpar.compile_json_schema(tok, big_const, key_order="schema")
     assert accepts(g, json.dumps(big_const["const"]))
+
+
+def test_schema_order_counted_objects_have_no_property_count_limit(tok):
+    """Member counts in schema order need no member set: 300 listed
+    properties with a minimum and a maximum compile, and count exactly."""
+    names = [f"p{i}" for i in range(300)]
+    schema = {
+        "type": "object",
+        "properties": {n: {"type": "integer"} for n in names},
+        "required": ["p7", "p250"],
+        "minProperties": 3,
+        "maxProperties": 4,
+        "additionalProperties": {"type": "boolean"},
+    }
+    g = maskpar.compile_json_schema(tok, schema, key_order="schema")
+    assert accepts(g, '{"p3": 1, "p7": 2, "p250": 3}')
+    assert accepts(g, '{"p7": 2, "p250": 3, "z": true}')
+    assert accepts(g, '{"p7": 2, "p100": 0, "p250": 3, "p299": 4}')
+    assert not accepts(g, '{"p7": 2, "p250": 3}')  # two: at least three
+    assert not accepts(g, '{"p1": 1, "p7": 2, "p9": 1, "p250": 3, "z": true}')  # five
+    assert not accepts(g, '{"p7": 2, "p3": 1, "p250": 3}')  # out of order
+    assert not accepts(g, '{"p7": 2, "z": true, "p250": 3}')  # unlisted before listed
+    # Only `required` and a minimum: counts past it are not told apart.
+    at_least = {"properties": {n: {} for n in names}, "minProperties": 2}
+    g = maskpar.compile_json_schema(tok, at_least, key_order="schema")
+    assert accepts(g, json.dumps({n: 1 for n in names[::7]}))
+    assert not accepts(g, '{"p5": 1}')
+    with pytest.raises(ValueError, match="member counts above 200"):
+        maskpar.compile_json_schema(tok, {**at_least, "maxProperties": 201}, key_order="schema")
+
+
+def _counted_schemas(rng: random.Random, count: int):
+    """Small objects with member counts, in every combination of the parts
+    a count meets: listed members (some required, some never allowed),
+    unlisted ones allowed, refused or typed, a minimum, a maximum."""
+    extras = [None, False, {"type": "integer"}, {"type": "string"}]
+    for _ in range(count):
+        n = rng.randrange(4)
+        props = {f"p{i}": rng.choice([{"type": "integer"}, {}, False]) for i in range(n)}
+        schema = {"type": "object", "properties": props}
+        required = [k for k in props if rng.random() < 0.3]
+        if required:
+            schema["required"] = required
+        extra = rng.choice(extras)
+        if extra is not None:
+            schema["additionalProperties"] = extra
+        lo = rng.choice([0, 0, 1, 2, 3])
+        hi = rng.choice([None, 0, 1, 2, 3, 4])
+        if lo:
+            schema["minProperties"] = lo
+        if hi is not None:
+            schema["maxProperties"] = hi
+        if lo or hi is not None:
+            yield schema
+
+
+def test_schema_order_counts_equal_the_oracle_on_every_small_object(tok):
+    """Every text of up to five members (three listed names and two others,
+    in every order) is accepted exactly when `jsonschema` validates it and
+    its members come in schema order (`schema_order`); walks along the
+    masks never stall and end in such texts."""
+    keys = ["p0", "p1", "p2", "x", "y"]
+    texts = [
+        "{" + ", ".join(f'"{k}": 1' for k in combo) + "}"
+        for size in range(len(keys) + 1)
+        for combo in itertools.permutations(keys, size)
+    ]
+    rng = random.Random(5)
+    checked = 0
+    for schema in _counted_schemas(rng, 160):
+        try:
+            g = maskpar.compile_json_schema(tok, schema, key_order="schema")
+        except ValueError as e:  # only a schema that no value satisfies
+            assert re.search("matches no string|no value satisfies", str(e)), (schema, e)
+            assert not any(jsonschema.Draft202012Validator(schema).is_valid(json.loads(t)) for t in texts)
+            continue
+        validator = jsonschema.Draft202012Validator(schema)
+        for text in texts:
+            value = json.loads(text, object_pairs_hook=Pairs)
+            want = validator.is_valid(pairs_to_value(value)) and in_schema_order(value, schema)
+            assert accepts(g, text) == want, (schema, text)
+        for _ in range(4):
+            walked = random_walk(g, rng, 200)
+            if walked is not None:
+                value = json.loads(walked, object_pairs_hook=Pairs)
+                assert validator.is_valid(pairs_to_value(value)), (schema, walked)
+                assert in_schema_order(value, schema), (schema, walked)
+        checked += 1
+    assert checked > 80
 
 
 def test_counted_objects_take_many_unlisted_members_in_order(tok):

@@ -8,8 +8,9 @@
 //! or maximum is given) the top byte counts the unlisted ones, saturating at
 //! `MAX_COUNT`.
 //!
-//! Ordered objects (`key_order="schema"` with counts or dependencies; plain
-//! ones need no set, see `schema::objects`) also fix the order: a listed
+//! Ordered objects (`key_order="schema"` with dependencies, and any counts
+//! beside them; plain and only counted ones need no set: their rules carry
+//! the order and the count, see `schema::objects`) also fix the order: a listed
 //! member comes after every listed member used before it, all before the
 //! unlisted ones. Bit `EXTRAS_BEGUN` (so at most 119 listed members) records
 //! that an unlisted member came, and each step keeps the object completable

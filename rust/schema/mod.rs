@@ -36,6 +36,7 @@ mod negate;
 mod negations;
 mod numbers;
 mod objects;
+mod ordered;
 mod records;
 mod refs;
 mod scalars;

@@ -16,15 +16,15 @@
 //!
 //! `key_order="schema"` fixes the order instead: listed members in their
 //! order (`properties`, then names only `required` lists), unlisted ones
-//! after them. Without counts, dependencies or a witness that is a plain
-//! sequence of optional members (`ordered_members`, no member sets and no
-//! bound on the members); with them, the member sets also check the order
-//! (`MemberRules::ordered`).
+//! after them. Without dependencies or a witness that is a plain sequence
+//! of optional members, with the count so far in the rules where members
+//! are counted (`ordered`: no member sets and no bound on the members);
+//! with them, the member sets also check the order (`MemberRules::ordered`).
 
 use super::keys::{matching, KeyPattern};
 use super::keywords::count;
-use super::{check, lit, pointer_part, refuse, rule, strings, Compiler, KeyOrder};
-use crate::cfg::ast::{Members, Node, Pos};
+use super::{check, lit, pointer_part, refuse, strings, Compiler, KeyOrder};
+use crate::cfg::ast::{Members, Node};
 use crate::cfg::members::MAX_MEMBERS;
 use crate::error::Result;
 use serde_json::{Map, Value};
@@ -284,6 +284,9 @@ impl<'a> Compiler<'a> {
         if ordered && counts.plain() {
             return Ok(self.ordered_members(&entries, extra));
         }
+        if ordered && counts.only_counted() {
+            return self.ordered_counted_members(&entries, extra, counts.min, counts.max, ptr);
+        }
         // Witness forms: each a listed member of its own, one of them needed.
         let (mut twins, mut any_of) = (Vec::new(), Vec::new());
         for (i, value) in counts.twins {
@@ -367,53 +370,6 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// `{ ... }` with the listed members in their order (required ones
-    /// present, optional ones may be left out), then `extra` members in any
-    /// order: no member sets, just two rules per member, read right to left.
-    /// `first_i` is what may follow when no member came yet, `rest_i` after
-    /// one did (so `sep` comes before every member but the first):
-    ///
-    /// ```text
-    /// first_i -> open member_i rest_{i+1} | first_{i+1}   (the latter if optional)
-    /// rest_i  -> sep member_i rest_{i+1}  | rest_{i+1}    (likewise)
-    /// first_n -> open extra (sep extra)* close | close_empty
-    /// rest_n  -> (sep extra)* close
-    /// ```
-    fn ordered_members(&mut self, listed: &[(Node, bool)], extra: Option<(Node, Node)>) -> Node {
-        let (open, close) = match self.item_lines() {
-            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
-            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
-        };
-        let sep = self.item_sep();
-        let define = |c: &mut Self, body: Node| {
-            let name = format!("k{}", c.rules.len());
-            c.rules.push(rule(&name, body));
-            Node::Ref(name, Pos::default())
-        };
-        let (mut first, mut rest) = match extra {
-            Some((x, more)) => {
-                let tail = define(self, Node::seq(vec![Node::repeat(more, 0, None), close]));
-                let first = Node::alt(vec![
-                    Node::seq(vec![open.clone(), x, tail.clone()]),
-                    lit("}"),
-                ]);
-                (define(self, first), tail)
-            }
-            None => (define(self, lit("}")), define(self, close)),
-        };
-        for (member, required) in listed.iter().rev() {
-            let mut first_alts = vec![Node::seq(vec![open.clone(), member.clone(), rest.clone()])];
-            let mut rest_alts = vec![Node::seq(vec![sep.clone(), member.clone(), rest.clone()])];
-            if !required {
-                first_alts.push(first.clone());
-                rest_alts.push(rest.clone());
-            }
-            first = define(self, Node::alt(first_alts));
-            rest = define(self, Node::alt(rest_alts));
-        }
-        Node::seq(vec![lit("{"), self.ws(), first])
-    }
-
     /// `dependentRequired` (`dependencies` in drafts 4-7, array form): each
     /// member name and the names it requires.
     fn dependent_required(
@@ -468,11 +424,13 @@ pub(super) struct MemberCounts {
 impl MemberCounts {
     /// No constraint beyond which members are required.
     fn plain(&self) -> bool {
-        self.min == 0
-            && self.max.is_none()
-            && self.dependent.is_empty()
-            && self.twins.is_empty()
-            && self.other_witness.is_none()
+        self.min == 0 && self.max.is_none() && self.only_counted()
+    }
+
+    /// No constraint beyond which members are required and how many
+    /// members there are.
+    fn only_counted(&self) -> bool {
+        self.dependent.is_empty() && self.twins.is_empty() && self.other_witness.is_none()
     }
 }
 

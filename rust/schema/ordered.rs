@@ -1,0 +1,198 @@
+//! Objects in schema key order (`key_order="schema"`): members in the order
+//! of `properties` (as xgrammar and llguidance generate them), optional ones
+//! left out at will, then the unlisted ones in any order.
+//!
+//! A member-set object (`cfg::members`) lets the parser check which members
+//! came; in schema order most objects need no such set, because the order
+//! itself says which members may still come: the grammar is a chain read
+//! right to left, two rules per listed member, and an object may list any
+//! number of members. With a minimum or maximum member count the count so
+//! far is one more part of each rule (members times counts rules). Only
+//! `dependentRequired` (which member came decides which must come) keeps
+//! the member sets, in `objects`.
+
+use super::{lit, refuse, rule, Compiler};
+use crate::cfg::ast::{Node, Pos};
+use crate::cfg::members::MAX_COUNT;
+use crate::error::Result;
+
+impl Compiler<'_> {
+    /// `{ ... }` with the listed members in their order (required ones
+    /// present, optional ones may be left out), then `extra` members in any
+    /// order: no member sets, just two rules per member, read right to left.
+    /// `first_i` is what may follow when no member came yet, `rest_i` after
+    /// one did (so `sep` comes before every member but the first):
+    ///
+    /// ```text
+    /// first_i -> open member_i rest_{i+1} | first_{i+1}   (the latter if optional)
+    /// rest_i  -> sep member_i rest_{i+1}  | rest_{i+1}    (likewise)
+    /// first_n -> open extra (sep extra)* close | close_empty
+    /// rest_n  -> (sep extra)* close
+    /// ```
+    pub(super) fn ordered_members(
+        &mut self,
+        listed: &[(Node, bool)],
+        extra: Option<(Node, Node)>,
+    ) -> Node {
+        let (open, close) = match self.item_lines() {
+            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
+            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        };
+        let sep = self.item_sep();
+        let define = |c: &mut Self, body: Node| {
+            let name = format!("k{}", c.rules.len());
+            c.rules.push(rule(&name, body));
+            Node::Ref(name, Pos::default())
+        };
+        let (mut first, mut rest) = match extra {
+            Some((x, more)) => {
+                let tail = define(self, Node::seq(vec![Node::repeat(more, 0, None), close]));
+                let first = Node::alt(vec![
+                    Node::seq(vec![open.clone(), x, tail.clone()]),
+                    lit("}"),
+                ]);
+                (define(self, first), tail)
+            }
+            None => (define(self, lit("}")), define(self, close)),
+        };
+        for (member, required) in listed.iter().rev() {
+            let mut first_alts = vec![Node::seq(vec![open.clone(), member.clone(), rest.clone()])];
+            let mut rest_alts = vec![Node::seq(vec![sep.clone(), member.clone(), rest.clone()])];
+            if !required {
+                first_alts.push(first.clone());
+                rest_alts.push(rest.clone());
+            }
+            first = define(self, Node::alt(first_alts));
+            rest = define(self, Node::alt(rest_alts));
+        }
+        Node::seq(vec![lit("{"), self.ws(), first])
+    }
+
+    /// `ordered_members` with a minimum or maximum member count
+    /// (`minProperties`, `maxProperties`): the count so far is part of each
+    /// rule, so no member set is needed and an object may list any number
+    /// of members (the rules grow with members times counts, within the
+    /// grammar's bounds). With `c` members before the i-th listed one:
+    ///
+    /// ```text
+    /// first_i   -> open member_i rest_{i+1,1} | first_{i+1}           (no member yet)
+    /// rest_i,c  -> sep member_i rest_{i+1,c+1} | rest_{i+1,c}
+    /// first_n   -> open extra (sep extra){min-1, max-1} close | close_empty (if min = 0)
+    /// rest_n,c  -> (sep extra){min-c, max-c} close
+    /// ```
+    ///
+    /// the second alternatives only for optional members, a member only
+    /// while the count stays within the maximum, and without a maximum
+    /// counts past the minimum told apart no more. A rule that cannot reach
+    /// an allowed count derives nothing (`never`) and is pruned with the
+    /// grammar's other unproductive rules, so every prefix the parser takes
+    /// can still close.
+    pub(super) fn ordered_counted_members(
+        &mut self,
+        listed: &[(Node, bool)],
+        extra: Option<(Node, Node)>,
+        min: u32,
+        max: Option<u32>,
+        ptr: &str,
+    ) -> Result<Node> {
+        if min > MAX_COUNT || max.is_some_and(|m| m > MAX_COUNT) {
+            return refuse(
+                ptr,
+                format!("member counts above {MAX_COUNT} are not supported"),
+            );
+        }
+        let (open, close) = match self.item_lines() {
+            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
+            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        };
+        let sep = self.item_sep();
+        let define = |c: &mut Self, alts: Vec<Node>| -> Node {
+            let body = if alts.is_empty() {
+                c.never()
+            } else {
+                Node::alt(alts)
+            };
+            let name = format!("k{}", c.rules.len());
+            c.rules.push(rule(&name, body));
+            Node::Ref(name, Pos::default())
+        };
+        // Counts told apart: 0..=cap.
+        let cap = max.unwrap_or(min) as usize;
+        let after_one = |c: usize| match max {
+            Some(_) => (c < cap).then_some(c + 1),
+            None => Some((c + 1).min(cap)),
+        };
+        // Unlisted members after `c` members: how many more may come.
+        let more = |c: usize| {
+            let lo = (min as usize).saturating_sub(c);
+            let hi = max.map(|m| (m as usize).saturating_sub(c));
+            (lo, hi)
+        };
+        let n = listed.len();
+        // rest[c] for the member after the last one seen (c >= 1).
+        let mut rest: Vec<Node> = Vec::with_capacity(cap + 1);
+        rest.push(Node::Empty); // rest_{i,0} is never referred to
+        for c in 1..=cap.min(n) {
+            let (lo, hi) = more(c);
+            let alts = match &extra {
+                Some((_, sep_extra)) if hi.is_none_or(|h| h >= lo) => vec![Node::seq(vec![
+                    Node::repeat(sep_extra.clone(), lo as u32, hi.map(|h| h as u32)),
+                    close.clone(),
+                ])],
+                None if lo == 0 => vec![close.clone()],
+                _ => Vec::new(),
+            };
+            rest.push(define(self, alts));
+        }
+        let mut first = {
+            let mut alts = Vec::new();
+            let (lo, hi) = more(1);
+            if let Some((x, more_x)) = &extra {
+                if max != Some(0) && hi.is_none_or(|h| h >= lo) {
+                    alts.push(Node::seq(vec![
+                        open.clone(),
+                        x.clone(),
+                        Node::repeat(more_x.clone(), lo as u32, hi.map(|h| h as u32)),
+                        close.clone(),
+                    ]));
+                }
+            }
+            if min == 0 {
+                alts.push(lit("}"));
+            }
+            define(self, alts)
+        };
+        for (i, (member, required)) in listed.iter().enumerate().rev() {
+            // rest_{i,c} exists for the counts i members can reach.
+            let mut here: Vec<Node> = vec![Node::Empty];
+            for c in 1..=cap.min(i) {
+                let mut alts = Vec::new();
+                if let Some(c2) = after_one(c) {
+                    alts.push(Node::seq(vec![
+                        sep.clone(),
+                        member.clone(),
+                        rest[c2].clone(),
+                    ]));
+                }
+                if !required {
+                    alts.push(rest[c].clone());
+                }
+                here.push(define(self, alts));
+            }
+            let mut alts = Vec::new();
+            if let Some(c2) = after_one(0) {
+                alts.push(Node::seq(vec![
+                    open.clone(),
+                    member.clone(),
+                    rest[c2].clone(),
+                ]));
+            }
+            if !required {
+                alts.push(first);
+            }
+            first = define(self, alts);
+            rest = here;
+        }
+        Ok(Node::seq(vec![lit("{"), self.ws(), first]))
+    }
+}
