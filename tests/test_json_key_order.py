@@ -206,7 +206,9 @@ def test_schema_order_counts_equal_the_oracle_on_every_small_object(tok):
             g = maskpar.compile_json_schema(tok, schema, key_order="schema")
         except ValueError as e:  # only a schema that no value satisfies
             assert re.search("matches no string|no value satisfies", str(e)), (schema, e)
-            assert not any(jsonschema.Draft202012Validator(schema).is_valid(json.loads(t)) for t in texts)
+            assert not any(
+                jsonschema.Draft202012Validator(schema).is_valid(json.loads(t)) for t in texts
+            )
             continue
         validator = jsonschema.Draft202012Validator(schema)
         for text in texts:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_draft_tree import to_first_child_next_sibling
 
 import maskpar
 
@@ -225,20 +226,6 @@ def _tree(
     return tokens, parents
 
 
-def _sglang_arrays(parents: list[int], tokens: list[int]) -> tuple[list[int], list[int], list[int]]:
-    """SGLang's first-child / next-sibling arrays of the same tree."""
-    n = len(parents)
-    first, sibling, last = [-1] * n, [-1] * n, {}
-    for i in range(1, n):
-        p = parents[i]
-        if p in last:
-            sibling[last[p]] = i
-        else:
-            first[p] = i
-        last[p] = i
-    return first, sibling, tokens
-
-
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("form", ["parents", "sglang"])
 def test_draft_trees_equal_sequential_walks(cases: Any, llama3: Any, seed: int, form: str) -> None:
@@ -252,7 +239,11 @@ def test_draft_trees_equal_sequential_walks(cases: Any, llama3: Any, seed: int, 
             m = maskpar.Matcher(g)
             assert m.consume_tokens(text[:start])
             tokens, parents = _tree(rng, pool, text[start:], rng.randrange(2, 14))
-            tree: Any = (tokens, parents) if form == "parents" else _sglang_arrays(parents, tokens)
+            if form == "parents":
+                tree: Any = (tokens, parents)
+            else:  # SGLang's first-child / next-sibling arrays of the same tree
+                identity = list(range(len(parents)))
+                tree = (*to_first_child_next_sibling(parents, identity), tokens)
             requests.append((m, row, tree))
             expect.append((m, row, tokens, parents, _state(m, words)))
             row += len(tokens)
