@@ -213,6 +213,20 @@ CATALOGUE: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
         ["<function=weather>{}</function>"],
     ),
     (
+        "json-max-whitespace",
+        st(
+            {
+                "type": "json_schema",
+                # (booleans: xgrammar refuses `1.0` for an integer, maskpar
+                # takes it, as JSON Schema does; see test_differences)
+                "json_schema": {"type": "object", "properties": {"a": {"type": "boolean"}}},
+                "max_whitespace_cnt": 1,
+            }
+        ),
+        ['{"a": true}', '{ "a":false }', '{\n"a":\ttrue}', "{}"],
+        ['{"a":  true}', '{"a": true  }', "{  }", '{"a":\n false}'],
+    ),
+    (
         "legacy-at-least-one",
         {
             "type": "structural_tag",

@@ -7,8 +7,13 @@
 pub enum Format {
     /// Exactly this text.
     ConstString(String),
-    /// A JSON value valid against the schema (its JSON text).
-    JsonSchema(String),
+    /// A JSON value valid against the schema (its JSON text), with at most
+    /// `max_whitespace` whitespace characters in a row where JSON allows
+    /// them (xgrammar's `max_whitespace_cnt`).
+    JsonSchema {
+        schema: String,
+        max_whitespace: Option<u32>,
+    },
     /// Text matched by an EBNF grammar (xgrammar's dialect of GBNF).
     Grammar(String),
     /// Text fully matched by a regular expression.

@@ -211,8 +211,12 @@ impl<'v> Lowering<'v> {
         budget::charge(64)?;
         Ok(match f {
             Format::ConstString(s) => literal(s),
-            Format::JsonSchema(text) => {
+            Format::JsonSchema {
+                schema: text,
+                max_whitespace,
+            } => {
                 let opts = SchemaOptions {
+                    max_whitespace: *max_whitespace,
                     // xgrammar's structural tags refuse members the schema
                     // does not list, unless additionalProperties allows them.
                     strict_properties: true,

@@ -74,7 +74,10 @@ fn legacy(obj: &Map<String, Value>) -> Result<Format> {
         };
         tags.push(Tag {
             begin: Delim::Text(string(s, "begin", &path)?),
-            content: Box::new(Format::JsonSchema(schema)),
+            content: Box::new(Format::JsonSchema {
+                schema,
+                max_whitespace: None,
+            }),
             ends: vec![Delim::Text(string(s, "end", &path)?)],
         });
     }
@@ -302,16 +305,14 @@ impl Reader {
                 "json_schema with any_order=true is not supported",
             ));
         }
-        if let Some(n) = count(o, "max_whitespace_cnt", path)? {
-            return Err(bad(
-                path,
-                format!("json_schema with max_whitespace_cnt ({n}) is not supported"),
-            ));
-        }
+        let max_whitespace = count(o, "max_whitespace_cnt", path)?;
         if !excludes(o, "excludes", path)?.is_empty() {
             return Err(bad(path, "json_schema with excludes is not supported"));
         }
-        Ok(Format::JsonSchema(schema))
+        Ok(Format::JsonSchema {
+            schema,
+            max_whitespace,
+        })
     }
 
     fn tag(&self, v: &Value, path: &str, depth: usize) -> Result<Tag> {
@@ -526,7 +527,10 @@ mod tests {
         assert!(t.at_least_one && !t.stop_after_first);
         assert_eq!(
             *t.tags[1].content,
-            Format::JsonSchema("{\"type\": \"string\"}".into())
+            Format::JsonSchema {
+                schema: "{\"type\": \"string\"}".into(),
+                max_whitespace: None
+            }
         );
     }
 
