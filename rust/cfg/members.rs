@@ -8,9 +8,9 @@
 //! or maximum is given) the top byte counts the unlisted ones, saturating at
 //! `MAX_COUNT`.
 //!
-//! Ordered objects (`key_order="schema"` with dependencies, and any counts
-//! beside them; plain and only counted ones need no set: their rules carry
-//! the order and the count, see `schema::objects`) also fix the order: a listed
+//! Ordered objects (`key_order="schema"` whose dependencies would take too
+//! many chain states; others need no set: their rules carry the order, the
+//! count and the dependencies, see `schema::ordered`) also fix the order: a listed
 //! member comes after every listed member used before it, all before the
 //! unlisted ones. Bit `EXTRAS_BEGUN` (so at most 119 listed members) records
 //! that an unlisted member came, and each step keeps the object completable

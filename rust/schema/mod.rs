@@ -37,6 +37,7 @@ mod negations;
 mod numbers;
 mod objects;
 mod ordered;
+mod ordered_deps;
 mod records;
 mod refs;
 mod scalars;

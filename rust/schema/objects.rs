@@ -16,10 +16,12 @@
 //!
 //! `key_order="schema"` fixes the order instead: listed members in their
 //! order (`properties`, then names only `required` lists), unlisted ones
-//! after them. Without dependencies or a witness that is a plain sequence
-//! of optional members, with the count so far in the rules where members
-//! are counted (`ordered`: no member sets and no bound on the members);
-//! with them, the member sets also check the order (`MemberRules::ordered`).
+//! after them. Without a witness that is a chain of optional members, with
+//! the count so far and the dependencies' state in its rules where there
+//! are counts or dependencies (`ordered`, `ordered_deps`: no member sets
+//! and no bound on the members); with a witness, or dependencies of too
+//! many states, the member sets also check the order
+//! (`MemberRules::ordered`).
 
 use super::keys::{matching, KeyPattern};
 use super::keywords::count;
@@ -286,6 +288,20 @@ impl<'a> Compiler<'a> {
         }
         if ordered && counts.only_counted() {
             return self.ordered_counted_members(&entries, extra, counts.min, counts.max, ptr);
+        }
+        if ordered && counts.twins.is_empty() && counts.other_witness.is_none() {
+            let chain = self.ordered_dependent_members(
+                &entries,
+                &extra,
+                counts.min,
+                counts.max,
+                &counts.dependent,
+                ptr,
+            )?;
+            if let Some(node) = chain {
+                return Ok(node);
+            }
+            // Too many dependency states: the member sets below.
         }
         // Witness forms: each a listed member of its own, one of them needed.
         let (mut twins, mut any_of) = (Vec::new(), Vec::new());

@@ -7,14 +7,36 @@
 //! itself says which members may still come: the grammar is a chain read
 //! right to left, two rules per listed member, and an object may list any
 //! number of members. With a minimum or maximum member count the count so
-//! far is one more part of each rule (members times counts rules). Only
-//! `dependentRequired` (which member came decides which must come) keeps
-//! the member sets, in `objects`.
+//! far is one more part of each rule (members times counts rules), and with
+//! `dependentRequired` (which member came decides which must come) the
+//! state of the members dependencies name (`ordered_deps`).
 
 use super::{lit, refuse, rule, Compiler};
 use crate::cfg::ast::{Node, Pos};
 use crate::cfg::members::MAX_COUNT;
 use crate::error::Result;
+
+/// Refuses member counts past `MAX_COUNT` (`objects` bounds them so too).
+pub(super) fn check_counts(min: u32, max: Option<u32>, ptr: &str) -> Result<()> {
+    if min > MAX_COUNT || max.is_some_and(|m| m > MAX_COUNT) {
+        return refuse(
+            ptr,
+            format!("member counts above {MAX_COUNT} are not supported"),
+        );
+    }
+    Ok(())
+}
+
+/// The member count after one more member from `count`: None past the
+/// maximum; without one, every count from the minimum on is the minimum
+/// (nothing tells them apart).
+pub(super) fn one_more(count: usize, min: u32, max: Option<u32>) -> Option<usize> {
+    let cap = max.unwrap_or(min) as usize;
+    match max {
+        Some(_) => (count < cap).then_some(count + 1),
+        None => Some((count + 1).min(cap)),
+    }
+}
 
 impl Compiler<'_> {
     /// `{ ... }` with the listed members in their order (required ones
@@ -95,16 +117,8 @@ impl Compiler<'_> {
         max: Option<u32>,
         ptr: &str,
     ) -> Result<Node> {
-        if min > MAX_COUNT || max.is_some_and(|m| m > MAX_COUNT) {
-            return refuse(
-                ptr,
-                format!("member counts above {MAX_COUNT} are not supported"),
-            );
-        }
-        let (open, close) = match self.item_lines() {
-            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
-            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
-        };
+        check_counts(min, max, ptr)?;
+        let (open, close) = self.member_ends();
         let sep = self.item_sep();
         let define = |c: &mut Self, alts: Vec<Node>| -> Node {
             let body = if alts.is_empty() {
@@ -118,50 +132,17 @@ impl Compiler<'_> {
         };
         // Counts told apart: 0..=cap.
         let cap = max.unwrap_or(min) as usize;
-        let after_one = |c: usize| match max {
-            Some(_) => (c < cap).then_some(c + 1),
-            None => Some((c + 1).min(cap)),
-        };
-        // Unlisted members after `c` members: how many more may come.
-        let more = |c: usize| {
-            let lo = (min as usize).saturating_sub(c);
-            let hi = max.map(|m| (m as usize).saturating_sub(c));
-            (lo, hi)
-        };
+        let after_one = |c: usize| one_more(c, min, max);
         let n = listed.len();
         // rest[c] for the member after the last one seen (c >= 1).
         let mut rest: Vec<Node> = Vec::with_capacity(cap + 1);
         rest.push(Node::Empty); // rest_{i,0} is never referred to
         for c in 1..=cap.min(n) {
-            let (lo, hi) = more(c);
-            let alts = match &extra {
-                Some((_, sep_extra)) if hi.is_none_or(|h| h >= lo) => vec![Node::seq(vec![
-                    Node::repeat(sep_extra.clone(), lo as u32, hi.map(|h| h as u32)),
-                    close.clone(),
-                ])],
-                None if lo == 0 => vec![close.clone()],
-                _ => Vec::new(),
-            };
+            let alts = self.chain_end(true, c, min, max, &extra, &open, &close);
             rest.push(define(self, alts));
         }
-        let mut first = {
-            let mut alts = Vec::new();
-            let (lo, hi) = more(1);
-            if let Some((x, more_x)) = &extra {
-                if max != Some(0) && hi.is_none_or(|h| h >= lo) {
-                    alts.push(Node::seq(vec![
-                        open.clone(),
-                        x.clone(),
-                        Node::repeat(more_x.clone(), lo as u32, hi.map(|h| h as u32)),
-                        close.clone(),
-                    ]));
-                }
-            }
-            if min == 0 {
-                alts.push(lit("}"));
-            }
-            define(self, alts)
-        };
+        let alts = self.chain_end(false, 0, min, max, &extra, &open, &close);
+        let mut first = define(self, alts);
         for (i, (member, required)) in listed.iter().enumerate().rev() {
             // rest_{i,c} exists for the counts i members can reach.
             let mut here: Vec<Node> = vec![Node::Empty];
@@ -194,5 +175,65 @@ impl Compiler<'_> {
             rest = here;
         }
         Ok(Node::seq(vec![lit("{"), self.ws(), first]))
+    }
+
+    /// What comes before an object's first member and after its last (a
+    /// line each with `indent`).
+    pub(super) fn member_ends(&self) -> (Node, Node) {
+        match self.item_lines() {
+            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
+            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
+        }
+    }
+
+    /// The alternatives after the listed members: the unlisted ones
+    /// (`extra`: the first one, and one after a separator) as many as the
+    /// counts allow after `count` members, then the object's end; `started`
+    /// says whether a member came (if not, `count` is 0).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn chain_end(
+        &self,
+        started: bool,
+        count: usize,
+        min: u32,
+        max: Option<u32>,
+        extra: &Option<(Node, Node)>,
+        open: &Node,
+        close: &Node,
+    ) -> Vec<Node> {
+        // Unlisted members after `c` members: how many more may come.
+        let more = |c: usize| {
+            let lo = (min as usize).saturating_sub(c);
+            let hi = max.map(|m| (m as usize).saturating_sub(c));
+            (lo as u32, hi.map(|h| h as u32))
+        };
+        let mut alts = Vec::new();
+        if started {
+            let (lo, hi) = more(count);
+            match extra {
+                Some((_, sep_extra)) if hi.is_none_or(|h| h >= lo) => alts.push(Node::seq(vec![
+                    Node::repeat(sep_extra.clone(), lo, hi),
+                    close.clone(),
+                ])),
+                None if lo == 0 => alts.push(close.clone()),
+                _ => {}
+            }
+            return alts;
+        }
+        let (lo, hi) = more(1);
+        if let Some((first, sep_extra)) = extra {
+            if max != Some(0) && hi.is_none_or(|h| h >= lo) {
+                alts.push(Node::seq(vec![
+                    open.clone(),
+                    first.clone(),
+                    Node::repeat(sep_extra.clone(), lo, hi),
+                    close.clone(),
+                ]));
+            }
+        }
+        if min == 0 {
+            alts.push(lit("}"));
+        }
+        alts
     }
 }
