@@ -60,16 +60,31 @@ def peak_rss_mib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def case(name: str, expect: frozenset[str] = OK_OR_VALUE, cap: int = MEMORY_CAP_BYTES):
+def case(
+    name: str,
+    expect: frozenset[str] = OK_OR_VALUE,
+    cap: int = MEMORY_CAP_BYTES,
+    imports_torch: bool = False,
+):
     """Registers a case under ``name`` with the outcomes it may end with and
-    its address-space cap (torch alone maps more than 4 GiB of it)."""
+    its address-space cap (torch alone maps more than 4 GiB of it);
+    ``imports_torch``: the runner imports torch before the case, and the
+    parent gives that import time of its own (``IMPORTS_TORCH``)."""
 
     def register(fn: Callable[[], Any]) -> Callable[[], Any]:
         assert name not in CASES, name
         CASES[name] = (fn, expect, cap)
+        if imports_torch:
+            IMPORTS_TORCH.add(name)
         return fn
 
     return register
+
+
+# Cases whose process imports torch first: a cold import (torch's libraries
+# out of the page cache, the 2-core machine loaded) took over the 10 s limit
+# once in CI, a time that is not maskpar's.
+IMPORTS_TORCH: set[str] = set()
 
 
 # --------------------------------------------------------------------------
@@ -1325,7 +1340,7 @@ def _misaligned(w: int) -> Any:
 _buffer_cases()
 
 
-@case("buffer_torch_variants", OK, cap=32 << 30)
+@case("buffer_torch_variants", OK, cap=32 << 30, imports_torch=True)
 def _():
     import torch
 
@@ -1377,7 +1392,7 @@ def _():
     return out
 
 
-@case("pooled_bitmasks_allocated_and_dropped_under_the_cap", OK, cap=32 << 30)
+@case("pooled_bitmasks_allocated_and_dropped_under_the_cap", OK, cap=32 << 30, imports_torch=True)
 def _():
     # Bitmasks the pool recycles, allocated and dropped many times over (and
     # a few held at once): the pool's idle buffers stay within its bound, so
@@ -2078,6 +2093,8 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     fn = SELF_TESTS[name] if name in SELF_TESTS else CASES[name][0]
     mp()  # import outside the timed part
+    if name in IMPORTS_TORCH:
+        import torch  # noqa: F401  (likewise; the parent allows for it)
     out = _outcome(fn)
     sys.stdout.write("HOSTILE-RESULT " + json.dumps(out) + "\n")
     sys.stdout.flush()

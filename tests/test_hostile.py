@@ -23,11 +23,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from hostile_runner import CASES, MEMORY_CAP_BYTES
+from hostile_runner import CASES, IMPORTS_TORCH, MEMORY_CAP_BYTES
 
 RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_runner.py")
 # The target is about one second per case; the limit leaves room for a noisy CI.
 TIME_LIMIT_S = float(os.environ.get("MASKPAR_HOSTILE_TIME_LIMIT", "10"))
+# More for a case whose process imports torch first (`IMPORTS_TORCH`).
+TORCH_IMPORT_S = 50.0
 WORKERS = int(os.environ.get("MASKPAR_HOSTILE_WORKERS", "3"))
 MARKER = "HOSTILE-RESULT "
 
@@ -48,7 +50,8 @@ def run_case(name: str, cap: int | None = None) -> dict[str, Any]:
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=TIME_LIMIT_S)
+        limit = TIME_LIMIT_S + (TORCH_IMPORT_S if name in IMPORTS_TORCH else 0.0)
+        out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
