@@ -324,10 +324,7 @@ impl<'a> Compiler<'a> {
                 ),
             );
         }
-        let (open, close) = match self.item_lines() {
-            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
-            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
-        };
+        let (open, close) = self.member_ends();
         let body = Members {
             listed: entries,
             extra,
@@ -374,10 +371,7 @@ impl<'a> Compiler<'a> {
     /// The text around the members of a non-empty object, as the layout
     /// writes it.
     pub(super) fn member_glue(&self) -> MemberGlue {
-        let (open, close) = match self.item_lines() {
-            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
-            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
-        };
+        let (open, close) = self.member_ends();
         MemberGlue {
             open: Node::seq(vec![lit("{"), self.ws(), open]),
             key_sep: self.key_sep(),

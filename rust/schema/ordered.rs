@@ -56,10 +56,7 @@ impl Compiler<'_> {
         listed: &[(Node, bool)],
         extra: Option<(Node, Node)>,
     ) -> Node {
-        let (open, close) = match self.item_lines() {
-            Some((first, last)) => (lit(&first), lit(&format!("{last}}}"))),
-            None => (Node::Empty, Node::seq(vec![self.ws(), lit("}")])),
-        };
+        let (open, close) = self.member_ends();
         let sep = self.item_sep();
         let define = |c: &mut Self, body: Node| {
             let name = format!("k{}", c.rules.len());
@@ -132,7 +129,6 @@ impl Compiler<'_> {
         };
         // Counts told apart: 0..=cap.
         let cap = max.unwrap_or(min) as usize;
-        let after_one = |c: usize| one_more(c, min, max);
         let n = listed.len();
         // rest[c] for the member after the last one seen (c >= 1).
         let mut rest: Vec<Node> = Vec::with_capacity(cap + 1);
@@ -148,7 +144,7 @@ impl Compiler<'_> {
             let mut here: Vec<Node> = vec![Node::Empty];
             for c in 1..=cap.min(i) {
                 let mut alts = Vec::new();
-                if let Some(c2) = after_one(c) {
+                if let Some(c2) = one_more(c, min, max) {
                     alts.push(Node::seq(vec![
                         sep.clone(),
                         member.clone(),
@@ -161,7 +157,7 @@ impl Compiler<'_> {
                 here.push(define(self, alts));
             }
             let mut alts = Vec::new();
-            if let Some(c2) = after_one(0) {
+            if let Some(c2) = one_more(0, min, max) {
                 alts.push(Node::seq(vec![
                     open.clone(),
                     member.clone(),
