@@ -1340,6 +1340,35 @@ def _misaligned(w: int) -> Any:
 _buffer_cases()
 
 
+@case("schema_order_dependencies_crossing_over_20000_members", VALUE)
+def _():
+    # Schema order carries dependentRequired in its rules: 2,000
+    # dependencies reaching over each other would make 2^2000 chain states;
+    # the bound (4096) sends them to member sets, which refuse 20,000 members.
+    names = [f"p{i}" for i in range(20_000)]
+    deps = {f"p{i}": [f"p{i + 3000}"] for i in range(2000)}
+    s = {"properties": {n: {} for n in names}, "dependentRequired": deps}
+    return size(schema(s, key_order="schema"))
+
+
+@case("schema_order_counts_on_20000_members", VALUE)
+def _():
+    # The count is part of each rule: 4 million rules, refused before they
+    # are written (building them ran out of memory under the cap).
+    names = [f"p{i}" for i in range(20_000)]
+    s = {"properties": {n: {} for n in names}, "minProperties": 150, "maxProperties": 200}
+    return size(schema(s, key_order="schema"))
+
+
+@case("stag_json_max_whitespace_cnt_huge", VALUE)
+def _():
+    spec = {
+        "type": "structural_tag",
+        "format": {"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": 4_000_000_000},
+    }
+    return size(mp().compile_structural_tag(tok(), spec))
+
+
 @case("buffer_torch_variants", OK, cap=32 << 30, imports_torch=True)
 def _():
     import torch

@@ -13,6 +13,7 @@
 
 use super::{lit, refuse, rule, Compiler};
 use crate::cfg::ast::{Node, Pos};
+use crate::cfg::lower::MAX_RULES;
 use crate::cfg::members::MAX_COUNT;
 use crate::error::Result;
 
@@ -115,6 +116,22 @@ impl Compiler<'_> {
         ptr: &str,
     ) -> Result<Node> {
         check_counts(min, max, ptr)?;
+        // first_i and rest_{i,c}: refused here, before they are written,
+        // past what the lowering takes (tens of thousands of members with
+        // counts in the hundreds ran out of memory building them).
+        let cap = max.unwrap_or(min) as usize;
+        let rules = (0..=listed.len()).map(|i| 1 + i.min(cap)).sum::<usize>();
+        if rules > MAX_RULES {
+            return refuse(
+                ptr,
+                format!(
+                    "{} members counted up to {cap} in schema key order need {rules} rules, \
+                     more than {MAX_RULES}",
+                    listed.len()
+                ),
+            );
+        }
+        crate::budget::charge_n(rules)?;
         let (open, close) = self.member_ends();
         let sep = self.item_sep();
         let define = |c: &mut Self, alts: Vec<Node>| -> Node {
@@ -127,8 +144,6 @@ impl Compiler<'_> {
             c.rules.push(rule(&name, body));
             Node::Ref(name, Pos::default())
         };
-        // Counts told apart: 0..=cap.
-        let cap = max.unwrap_or(min) as usize;
         let n = listed.len();
         // rest[c] for the member after the last one seen (c >= 1).
         let mut rest: Vec<Node> = Vec::with_capacity(cap + 1);
