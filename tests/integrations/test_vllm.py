@@ -220,15 +220,34 @@ def test_the_managers_bitmask_is_made_before_its_first_step(model_dir, k):
     manager = StructuredOutputManager(make_config(model_dir, k=k))
     request = make_request(manager, "r", StructuredOutputsParams(regex="[0-9]+"))
     made = manager.backend._first_bitmask
+    primed = manager.backend._first_view  # its numpy view, made then too
     vocab = manager.vllm_config.model_config.get_vocab_size()
     assert made.shape == (16 * (k + 1), (vocab + 31) // 32)
-    assert bool((made == -1).all())
+    assert bool((made == -1).all())  # priming the step's paths wrote nothing
+    assert primed[0] is made and np.shares_memory(primed[2], made.numpy())
     rows = manager.grammar_bitmask({"r": request}, ["r"], {"r": [-1] * k} if k else {})
     assert manager._grammar_bitmask is made  # handed over, not allocated in the step
     assert manager.backend._first_bitmask is None
+    assert manager._maskpar_bitmask_view is primed and manager.backend._first_view is None
     assert rows.shape == (k + 1, (vocab + 31) // 32)
     again = manager.backend.allocate_token_bitmask(16 * (k + 1))
     assert again is not made and bool((again == -1).all())
+
+
+def test_a_first_bitmask_not_handed_over_takes_its_view_with_it(model_dir):
+    # A manager asking for another row count gets a new tensor; the view
+    # made of the first one is dropped with it, and the step views the new.
+    manager = StructuredOutputManager(make_config(model_dir, k=0))
+    request = make_request(manager, "r", StructuredOutputsParams(regex="[0-9]+"))
+    backend = manager.backend
+    other = backend.allocate_token_bitmask(backend._first_rows + 1)
+    assert backend._first_bitmask is None and backend._first_view is None
+    manager._grammar_bitmask = other
+    rows = manager.grammar_bitmask({"r": request}, ["r"], {})
+    assert manager._maskpar_bitmask_view[0] is other
+    assert np.shares_memory(rows, other.numpy())
+    digits = {t for t, b in enumerate(backend._token_bytes) if b.isdigit()}
+    assert digits and allowed(rows[0], manager.vllm_config.model_config.get_vocab_size()) == digits
 
 
 def test_the_kept_numpy_view_follows_the_bitmask_tensor():

@@ -302,6 +302,11 @@ class MaskparBackend(StructuredOutputBackend):
         config = self.vllm_config
         rows = config.scheduler_config.max_num_seqs * (1 + config.num_speculative_tokens)
         self._first_bitmask: torch.Tensor | None = _allocate(rows, self.vocab_size, recycle=False)
+        self._first_rows = rows
+        from . import _vllm_step  # it imports this module
+
+        # The first step's one-time paths too, and its numpy view.
+        self._first_view = _vllm_step.prime(self._first_bitmask, self.mp_tokenizer)
 
     # -- compiling --------------------------------------------------------
 
@@ -398,11 +403,20 @@ class MaskparBackend(StructuredOutputBackend):
         one made when the backend started, if it has that many rows (the
         manager's first call), else a new one (all ones)."""
         made, self._first_bitmask = self._first_bitmask, None
-        if made is not None and made.shape[0] == max_num_seqs:
+        # Its row count as kept (a tensor's shape is a slow read in a step).
+        if made is not None and self._first_rows == max_num_seqs:
             return made
+        self._first_view = None
         return _allocate(max_num_seqs, self.vocab_size, recycle=False)
 
+    def _take_first_view(self, bitmask: torch.Tensor) -> tuple[Any, Any, Any] | None:
+        """The numpy view ``_vllm_step.prime`` made of the first bitmask, as
+        the step keeps views, if ``bitmask`` is that tensor; given once."""
+        kept, self._first_view = self._first_view, None
+        return kept if kept is not None and kept[0] is bitmask else None
+
     def destroy(self) -> None:
+        self._first_bitmask = self._first_view = None
         self._grammars.clear()
         self._stop_set_tokenizers.clear()
 
