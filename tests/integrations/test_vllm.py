@@ -681,6 +681,25 @@ def test_fast_path_is_one_maskpar_call(model_dir, monkeypatch):
         assert calls == [want]
 
 
+def test_a_step_without_drafts_asks_each_requests_bounds_once(model_dir):
+    # The last request still reasoning sends the step down the general path,
+    # which reads the bounds the first pass asked for.
+    manager = StructuredOutputManager(make_config(model_dir, k=0))
+    requests, _ = build_batch(manager, random.Random(6), 3, "once-")
+    ids = list(requests)
+    asked = []
+
+    def bounds(request, tokens, *args, **kwargs):
+        asked.append(request.request_id)
+        return (1, 1) if request.request_id == ids[-1] else (0, 0)
+
+    manager._get_constraint_bounds = bounds
+    manager._masked_reasoning_ends = lambda request: ()
+    rows = manager.grammar_bitmask(requests, ids, {})
+    assert asked == ids
+    assert (rows[2] == -1).all()  # the reasoning request's row: all ones
+
+
 def test_speculative_step_with_a_reasoning_parser_equals_vllm_loop(model_dir):
     """A real reasoning parser: rows stay unconstrained until its end token, in
     drafts too; the manager's own bounds, not made-up ones."""
