@@ -81,44 +81,40 @@ class _Block:
         if self.drafts is None:
             last, failed = p, False
         else:
-            eos = self.grammar.eos_token_ids
-            drafts = self.drafts
-            # A terminated maskpar matcher still takes end tokens; vLLM refuses
-            # every token once the grammar has terminated.
-            terminated = self.grammar.matcher.is_terminated()
-            if terminated:
-                accepted = 0
-            for j in range(accepted):
-                if drafts[j] in eos:
-                    accepted = j + 1
-                    terminated = True
-                    break
-            last = self.gs + accepted
-            failed = accepted < len(drafts)
+            count, terminated = _outcome(self.grammar, self.drafts, accepted)
+            last = self.gs + count
+            failed = count < len(self.drafts)
             if terminated and last >= cs:
                 bm[base + last] = -1
         for i in range(min(cs, last + 1)):  # reasoning rows
             bm[base + i] = -1
             if self.masked:
                 _clear_ids(bm[base + i], self.masked)
-        if failed:
-            bm[base + last + 1 : base + n + 1] = bm[base + last]
-        elif p < n:
-            bm[base + p + 1 : base + n + 1] = -1
+        _later_rows(bm, base, n, p, last, failed)
 
 
-def _strip() -> Any:
-    """vLLM's ``strip_speculative_padding``, imported once (an import
-    statement in the step costs it a module lookup every call)."""
-    global _STRIP
-    if _STRIP is None:
-        from vllm.v1.structured_output.utils import strip_speculative_padding
-
-        _STRIP = strip_speculative_padding
-    return _STRIP
+def _later_rows(bm: np.ndarray, base: int, n: int, p: int, last: int, refused: bool) -> None:
+    """A block's rows after ``last``, the last one vLLM's loop fills: copies
+    of row ``last`` after a refused draft, else -1 from the padding on."""
+    if refused:
+        bm[base + last + 1 : base + n + 1] = bm[base + last]
+    elif p < n:
+        bm[base + p + 1 : base + n + 1] = -1
 
 
-_STRIP: Any = None
+def _outcome(grammar: MaskparGrammar, drafts: list[int], accepted: int) -> tuple[int, bool]:
+    """How far vLLM's loop gets along ``drafts`` of which maskpar's chain
+    took ``accepted``: the drafts its grammar accepts, and whether the grammar
+    has terminated there. A terminated maskpar matcher still takes end
+    tokens; vLLM's grammar refuses every token once it has terminated."""
+    if grammar.matcher.is_terminated():
+        return 0, True
+    eos = grammar.eos_token_ids
+    if accepted and not eos.isdisjoint(drafts[:accepted]):
+        for j in range(accepted):
+            if drafts[j] in eos:
+                return j + 1, True
+    return accepted, False
 
 
 def _numpy_view(manager: StructuredOutputManager, bitmask: Any) -> np.ndarray:
@@ -192,14 +188,17 @@ def grammar_bitmask(
     k = config.num_speculative_tokens
     stride = k + 1
     batch = []
+    drafted = False
     for req_id in structured_output_request_ids:
         request = requests[req_id]
         grammar = request.structured_output_request.grammar
         tokens = scheduled_spec_decode_tokens.get(req_id, ())
         if not isinstance(grammar, MaskparGrammar) or len(tokens) > k:
             return NotImplemented
-        if tokens and min(tokens) < -1:
-            return NotImplemented
+        if tokens:
+            if min(tokens) < -1:
+                return NotImplemented
+            drafted = True
         batch.append((request, grammar, tokens))
 
     if manager._grammar_bitmask is None:
@@ -216,7 +215,7 @@ def grammar_bitmask(
     # reads them when some request is still reasoning. (One loop, no
     # comprehension: each of those cost the step about 0.3 us.)
     no_draft_bounds = None
-    if not any(tokens for _, _, tokens in batch):
+    if not drafted:
         no_draft_bounds = []
         rows: list[tuple[maskpar.Matcher, int]] | None = []
         for index, (request, grammar, _) in enumerate(batch):
@@ -232,53 +231,56 @@ def grammar_bitmask(
                 if matcher.is_terminated():
                     bm[base] = -1
             return bm[: len(structured_output_request_ids) * stride]
-    strip = _strip()
-
     blocks: list[_Block] = []
     chains: list[tuple[maskpar.Matcher, int, list[int]]] = []
-    owners: list[_Block | None] = []  # per chain: its block (None: a plain request)
-    # Requests without drafts past their reasoning: their one row is the
-    # grammar's mask, or -1 once it has terminated, with no block to finish.
-    plain: list[tuple[MaskparGrammar, int]] = []
+    # Per chain of a request past its reasoning (most requests): what vLLM's
+    # rules need once maskpar has written its rows, with no block (each
+    # block and its finish cost a one-request step about 1.5 us). Reasoning
+    # requests' chains come after these, in `blocks` order.
+    fed: list[tuple[MaskparGrammar, int, int, int]] = []
     with_drafts = False
     for index, (request, grammar, tokens) in enumerate(batch):
         base = index * stride
-        if tokens:
-            n = len(tokens)
-            p = tokens.index(-1) if -1 in tokens else n
-            gs, cs = manager._get_constraint_bounds(request, strip(tokens))
+        n = len(tokens)
+        # Draft ids are -1 or token ids (checked above), so vLLM's
+        # `strip_speculative_padding` is the drafts before the first -1.
+        p = tokens.index(-1) if -1 in tokens else n
+        if no_draft_bounds is not None:
+            gs, cs = no_draft_bounds[index]
         else:
-            n = p = 0
-            if no_draft_bounds is not None:
-                gs, cs = no_draft_bounds[index]
-            else:
-                gs, cs = manager._get_constraint_bounds(request, ())
-            if gs == cs == 0:
-                chains.append((grammar.matcher, base, []))
-                owners.append(None)
-                plain.append((grammar, base))
-                continue
+            gs, cs = manager._get_constraint_bounds(request, tokens[:p])
+        if gs == cs == 0:
+            drafts = list(tokens[:p])
+            chains.append((grammar.matcher, base, drafts))
+            fed.append((grammar, base, n, p))
+            with_drafts = with_drafts or p > 0
+            continue
         masked = manager._masked_reasoning_ends(request) if cs else ()
-        drafts = list(tokens[gs:p]) if gs <= p else None
-        block = _Block(base, n, p, gs, cs, masked, grammar, drafts)
-        blocks.append(block)
-        if drafts is not None:
-            chains.append((grammar.matcher, base + gs, drafts))
-            owners.append(block)
-            with_drafts = with_drafts or bool(drafts)
+        blocks.append(
+            _Block(base, n, p, gs, cs, masked, grammar, list(tokens[gs:p]) if gs <= p else None)
+        )
+    owned = [b for b in blocks if b.drafts is not None] if blocks else blocks
+    for block in owned:
+        chains.append((block.grammar.matcher, block.base + block.gs, block.drafts))
+        with_drafts = with_drafts or bool(block.drafts)
 
-    accepted: list[int] = [0] * len(chains)
     if with_drafts:
         accepted = maskpar.fill_next_token_bitmask_par_with_draft_tokens(chains, bm)
-    elif chains:
-        maskpar.fill_next_token_bitmask_par([(m, row) for m, row, _ in chains], bm)
-    for grammar, base in plain:
-        if grammar.matcher.is_terminated():
-            bm[base] = -1
+    else:
+        accepted = [0] * len(chains)
+        if chains:
+            maskpar.fill_next_token_bitmask_par([(m, row) for m, row, _ in chains], bm)
+    for (grammar, base, n, p), (_, _, drafts), count in zip(fed, chains, accepted):
+        last, terminated = _outcome(grammar, drafts, count)
+        if terminated:
+            bm[base + last] = -1
+        _later_rows(bm, base, n, p, last, last < len(drafts))
     if blocks:
-        counts = {id(b): a for b, a in zip(owners, accepted) if b is not None}
+        for block, count in zip(owned, accepted[len(fed) :]):
+            block.finish(bm, count)
         for block in blocks:
-            block.finish(bm, counts.get(id(block), 0))
+            if block.drafts is None:
+                block.finish(bm, 0)
 
     # A new view each step: the kept one never leaves this module.
     return bm[: len(structured_output_request_ids) * stride]
