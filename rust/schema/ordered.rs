@@ -4,12 +4,15 @@
 //!
 //! A member-set object (`cfg::members`) lets the parser check which members
 //! came; in schema order most objects need no such set, because the order
-//! itself says which members may still come: the grammar is a chain read
-//! right to left, two rules per listed member, and an object may list any
-//! number of members. With a minimum or maximum member count the count so
-//! far is one more part of each rule (members times counts rules), and with
-//! `dependentRequired` (which member came decides which must come) the
-//! state of the members dependencies name (`ordered_deps`).
+//! itself says which members may still come: the grammar is a chain, a
+//! rule or two per listed member, and an object may list any number of
+//! members. Without member counts the chain is read left to right, so that
+//! the parser's state after a member is the same whichever optional members
+//! came before (see `ordered_members`). With a minimum or maximum member
+//! count the count so far is one more part of each rule (members times
+//! counts rules), and with `dependentRequired` (which member came decides
+//! which must come) the state of the members dependencies name
+//! (`ordered_deps`); those chains are still read right to left.
 
 use super::{lit, refuse, rule, Compiler};
 use crate::cfg::ast::{Node, Pos};
@@ -42,16 +45,26 @@ pub(super) fn one_more(count: usize, min: u32, max: Option<u32>) -> Option<usize
 impl Compiler<'_> {
     /// `{ ... }` with the listed members in their order (required ones
     /// present, optional ones may be left out), then `extra` members in any
-    /// order: no member sets, just two rules per member, read right to left.
-    /// `first_i` is what may follow when no member came yet, `rest_i` after
-    /// one did (so `sep` comes before every member but the first):
+    /// order: no member sets, just one rule per member, read left to right.
+    /// `none` is the object's start, before any member (while every member
+    /// so far is optional); `some_i` is the object up to the i-th listed
+    /// member with one or more members in it (so `sep` comes before every
+    /// member but the first):
     ///
     /// ```text
-    /// first_i -> open member_i rest_{i+1} | first_{i+1}   (the latter if optional)
-    /// rest_i  -> sep member_i rest_{i+1}  | rest_{i+1}    (likewise)
-    /// first_n -> open extra (sep extra)* close | close_empty
-    /// rest_n  -> (sep extra)* close
+    /// none   -> "{" ws
+    /// some_i -> none open member_i | some_{i-1} sep member_i | some_{i-1}
+    ///           (the first only while none stands, the last if optional)
+    /// object -> some_n (sep extra)* close | none (open extra (sep extra)* close | "}")
     /// ```
+    ///
+    /// Left to right, so that the parser's state after a member names only
+    /// the member and the object's start: the same state whichever optional
+    /// members came before, and a fill met once (a warm-up's sample has
+    /// them all) is a copy the next time (`fillmemo`). Right to left (a rule
+    /// per member for what may follow it) each state held the chain of
+    /// members that came, and an instance that left out one member met
+    /// every later state anew.
     pub(super) fn ordered_members(
         &mut self,
         listed: &[(Node, bool)],
@@ -64,28 +77,41 @@ impl Compiler<'_> {
             c.rules.push(rule(&name, body));
             Node::Ref(name, Pos::default())
         };
-        let (mut first, mut rest) = match extra {
+        let start = Node::seq(vec![lit("{"), self.ws()]);
+        let mut none = Some(define(self, start));
+        let mut some: Option<Node> = None;
+        for (member, required) in listed {
+            let mut alts = Vec::new();
+            if let Some(none) = &none {
+                alts.push(Node::seq(vec![none.clone(), open.clone(), member.clone()]));
+            }
+            if let Some(some) = &some {
+                alts.push(Node::seq(vec![some.clone(), sep.clone(), member.clone()]));
+                if !required {
+                    alts.push(some.clone());
+                }
+            }
+            some = Some(define(self, Node::alt(alts)));
+            if *required {
+                none = None;
+            }
+        }
+        let (after_none, after_some) = match extra {
             Some((x, more)) => {
                 let tail = define(self, Node::seq(vec![Node::repeat(more, 0, None), close]));
-                let first = Node::alt(vec![
-                    Node::seq(vec![open.clone(), x, tail.clone()]),
-                    lit("}"),
-                ]);
-                (define(self, first), tail)
+                let after_none = Node::alt(vec![Node::seq(vec![open, x, tail.clone()]), lit("}")]);
+                (after_none, tail)
             }
-            None => (define(self, lit("}")), define(self, close)),
+            None => (lit("}"), close),
         };
-        for (member, required) in listed.iter().rev() {
-            let mut first_alts = vec![Node::seq(vec![open.clone(), member.clone(), rest.clone()])];
-            let mut rest_alts = vec![Node::seq(vec![sep.clone(), member.clone(), rest.clone()])];
-            if !required {
-                first_alts.push(first.clone());
-                rest_alts.push(rest.clone());
-            }
-            first = define(self, Node::alt(first_alts));
-            rest = define(self, Node::alt(rest_alts));
+        let mut ends = Vec::new();
+        if let Some(some) = some {
+            ends.push(Node::seq(vec![some, after_some]));
         }
-        Node::seq(vec![lit("{"), self.ws(), first])
+        if let Some(none) = none {
+            ends.push(Node::seq(vec![none, after_none]));
+        }
+        Node::alt(ends)
     }
 
     /// `ordered_members` with a minimum or maximum member count
@@ -246,5 +272,101 @@ impl Compiler<'_> {
             alts.push(lit("}"));
         }
         alts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cfg::earley::Chart;
+    use crate::schema::{compile, KeyOrder, SchemaOptions};
+    use crate::stag::tests::ast_accepts;
+
+    fn options() -> SchemaOptions {
+        SchemaOptions {
+            key_order: KeyOrder::Schema,
+            ..SchemaOptions::default()
+        }
+    }
+
+    /// Every text of up to four distinct members of a, b, c, d (each
+    /// `"k": 1`), `b` required, `additionalProperties` as given: accepted
+    /// exactly when the listed ones come in `properties` order, `b` among
+    /// them, and an unlisted one only after them.
+    #[test]
+    fn members_in_schema_order_exactly() {
+        for extra in [false, true] {
+            let schema = serde_json::json!({
+                "type": "object",
+                "properties": {"a": {}, "b": {}, "c": {}},
+                "required": ["b"],
+                "additionalProperties": extra,
+            });
+            let ast = compile(&schema.to_string(), &options()).unwrap();
+            let keys = ["a", "b", "c", "d"];
+            let mut texts: Vec<Vec<usize>> = vec![vec![]];
+            let mut i = 0;
+            while i < texts.len() {
+                let t = texts[i].clone();
+                for k in 0..keys.len() {
+                    if !t.contains(&k) {
+                        texts.push([&t[..], &[k]].concat());
+                    }
+                }
+                i += 1;
+            }
+            for t in texts {
+                let listed: Vec<usize> = t.iter().copied().filter(|&k| k < 3).collect();
+                let want = listed.windows(2).all(|w| w[0] < w[1])
+                    && listed.contains(&1)
+                    && (extra || !t.contains(&3))
+                    && t.iter().skip_while(|&&k| k < 3).all(|&k| k == 3);
+                let members: Vec<String> =
+                    t.iter().map(|&k| format!("\"{}\": 1", keys[k])).collect();
+                let text = format!("{{{}}}", members.join(", "));
+                assert_eq!(ast_accepts(&ast, &text), want, "{text} (extra: {extra})");
+            }
+        }
+    }
+
+    /// The parser state's position-free name at the end of each of
+    /// `texts`, all on one grammar (names are the grammar's own).
+    fn end_keys(schema: &serde_json::Value, texts: &[&str]) -> Vec<Box<[u32]>> {
+        let ast = compile(&schema.to_string(), &options()).unwrap();
+        let cfg = crate::cfg::lower::lower(&ast).unwrap();
+        let end_key = |text: &str| {
+            let mut chart = Chart::new();
+            let st = cfg.initial(&mut chart).unwrap();
+            let st = cfg.advance_bytes(&mut chart, &st, text.as_bytes());
+            cfg.names.state_key(&chart, &st.unwrap().unwrap()).unwrap()
+        };
+        texts.iter().map(|t| end_key(t)).collect()
+    }
+
+    #[test]
+    fn the_state_after_a_member_is_the_same_whichever_members_came_before() {
+        // Otherwise an instance that leaves out a member the warm-up's
+        // sample has meets every later state of the object cold.
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"},
+                "c": {"type": "string"}, "d": {"type": "integer"}},
+        });
+        let k = end_keys(
+            &schema,
+            &[
+                r#"{"a": 1, "b": 2, "c": "x"#,
+                r#"{"a": 1, "c": "x"#,
+                r#"{"b": 2, "c": "x"#,
+                r#"{"a": 1, "b": 2, "c": "x", "#,
+                r#"{"b": 2, "c": "x", "#,
+                r#"{"a": 1, "b": 2, "c": "x", "d": 3"#,
+            ],
+        );
+        assert_eq!(k[0], k[1]);
+        assert_eq!(k[0], k[2]);
+        assert_eq!(k[3], k[4]);
+        // Another place in the object is another state.
+        assert_ne!(k[0], k[5]);
+        assert_ne!(k[0], k[3]);
     }
 }
