@@ -60,6 +60,10 @@ ORDINARY = [
     {"type": "array", "items": {"type": "integer"}, "maxItems": 1},
     {"type": "array", "items": {"type": "string"}, "maxItems": 0},
     True,
+    {"type": "object", "additionalProperties": {"type": "integer"}},
+    {"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "boolean"}}},
+    {"type": "object", "additionalProperties": {"type": "string"}, "maxProperties": 1},
+    {"type": "object", "additionalProperties": False},
 ]
 
 
@@ -69,6 +73,23 @@ def test_samples_of_ordinary_schemas_are_instances(schema):
     assert text is not None
     jsonschema.validate(json.loads(text), schema)
     assert json_sample(json.dumps(schema)) == text  # JSON text or dict alike
+
+
+def test_maps_get_two_members():
+    """An object that lists no properties but takes others gets two members
+    (the second's key follows a comma), within its bounds and its key
+    pattern."""
+    assert list(json.loads(json_sample({"type": "object"}))) == ["key", "name"]
+    integers = {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert list(json.loads(json_sample(integers)).values()) == [1, 1]
+    one = json_sample({"type": "object", "additionalProperties": {}, "maxProperties": 1})
+    assert len(json.loads(one)) == 1
+    patterned = {"type": "object", "patternProperties": {"^x-[a-z]+$": {}}}
+    keys = list(json.loads(json_sample(patterned)))
+    assert len(keys) == 2 and re.fullmatch("x-[a-z]+", keys[0])
+    # Listed properties, or no others allowed: no extra members.
+    assert json_sample({"type": "object", "properties": {"a": {"const": 1}}}) == '{"a": 1}'
+    assert json_sample({"type": "object", "additionalProperties": False}) == "{}"
 
 
 def test_free_strings_hold_an_escape_that_splits_from_its_letter(llama3):

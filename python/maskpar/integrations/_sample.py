@@ -10,6 +10,7 @@ steps meet it (see ``_warm.warm_up``). This module writes that text from the
 schema alone: every listed property in ``properties`` order (the adapters
 compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
 first ``enum`` value, two array items (fewer where ``maxItems`` says so),
+two members of an object that lists no properties but takes others (a map),
 numbers within their bounds, a typical value of each ``format``, a text each
 ``pattern`` matches (``_regex_sample``: a fixed filler refused by the pattern
 used to end the walk there, leaving every later value cold), else a short
@@ -152,6 +153,8 @@ class _Writer:
             for name in required if isinstance(required, list) else ():
                 if isinstance(name, str) and name not in out and self.nodes <= MAX_NODES:
                     out[name] = "text"
+            if not out:
+                out.update(self.map_members(schema, depth))
             return out
         if kind == "array":
             items = schema.get("prefixItems", schema.get("items", {}))
@@ -165,6 +168,28 @@ class _Writer:
         if kind in ("string", "integer", "number", "boolean", "null"):
             return _scalar(kind, schema, self.strings)
         return "some text"
+
+    def map_members(self, schema: dict, depth: int) -> dict[str, Any]:
+        """Two members of an object that lists none but takes others (a map:
+        ``patternProperties``, an ``additionalProperties`` schema, or no
+        keywords at all), so that its key and value states are warm: the
+        first member's and, after a comma, every later one's."""
+        extra = schema.get("additionalProperties", True)
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict) and patterns:
+            pattern, value_schema = next(iter(patterns.items()))
+            key = self.strings.pattern(pattern, 0, None)
+            if key is None:
+                return {}
+            keys = [key, key + "2"]  # the second may fall outside the pattern: the walk stops there
+        elif extra is True or isinstance(extra, dict):
+            value_schema = extra if isinstance(extra, dict) else {"type": "string"}
+            keys = ["key", "name"]
+        else:
+            return {}
+        most = schema.get("maxProperties")
+        count = max(0, min(most, 2)) if isinstance(most, int) else 2
+        return {k: self.value(value_schema, depth + 1) for k in keys[:count]}
 
 
 def _kind(schema: dict) -> Any:
