@@ -153,7 +153,7 @@ class _Writer:
             for name in required if isinstance(required, list) else ():
                 if isinstance(name, str) and name not in out and self.nodes <= MAX_NODES:
                     out[name] = "text"
-            if not out:
+            if not out and not (isinstance(props, dict) and props):
                 out.update(self.map_members(schema, depth))
             return out
         if kind == "array":
