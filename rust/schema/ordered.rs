@@ -61,10 +61,10 @@ impl Compiler<'_> {
     /// Left to right, so that the parser's state after a member names only
     /// the member and the object's start: the same state whichever optional
     /// members came before, and a fill met once (a warm-up's sample has
-    /// them all) is a copy the next time (`fillmemo`). Right to left (a rule
-    /// per member for what may follow it) each state held the chain of
-    /// members that came, and an instance that left out one member met
-    /// every later state anew.
+    /// them all) is a copy the next time (`fillmemo`). Read right to left
+    /// (two rules per member, for what may follow it) each state held the
+    /// chain of members that came, and an instance that left out one member
+    /// met every later state anew.
     pub(super) fn ordered_members(
         &mut self,
         listed: &[(Node, bool)],
