@@ -164,6 +164,19 @@ CATALOGUE: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
         ["<a>1</a>,", "<a>1</a><b>x</b>"],
     ),
     (
+        "tags_with_separator_at_least_one",
+        st(
+            {
+                "type": "tags_with_separator",
+                "tags": [tag("<a>", INT, "</a>"), tag("<b>", const("x"), "</b>")],
+                "separator": ";",
+                "at_least_one": True,
+            }
+        ),
+        ["<b>x</b>", "<a>1</a>;<b>x</b>;<a>22</a>;<a>3</a>"],
+        ["", "<a>1</a>;", ";<a>1</a>", "<a>1</a>;;<b>x</b>"],
+    ),
+    (
         "tags_with_separator_flags",
         st(
             {

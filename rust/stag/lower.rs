@@ -148,6 +148,33 @@ impl<'v> Lowering<'v> {
         Ok(self.define(Node::alt(alts)))
     }
 
+    /// One or more of `tags` with `separator` between them, as two rules
+    /// that read every tag alike, `L -> P begin_t body_t` (one alternative
+    /// per tag) and `P -> ε | L sep`. After a tag's begin the set holds that
+    /// one item, whose origin is `L`'s (left recursion keeps it where the
+    /// loop started), and its predictions: the same set for the first tag
+    /// and every later one, so the tag's states are named alike
+    /// (`cfg::setnames`). As `tag (sep tag)*`, the first tag had states of
+    /// its own, which a request whose first call was a tool the warm-up's
+    /// sample called later met cold.
+    fn separated(&mut self, tags: &[Tag], separator: &str) -> Result<Node> {
+        let (loop_name, before_name) = (self.fresh_name(), self.fresh_name());
+        let before = || Node::Ref(before_name.clone(), Pos::default());
+        let mut alts = Vec::with_capacity(tags.len());
+        for tag in tags {
+            let begin = self.delim(&tag.begin)?;
+            alts.push(Node::seq(vec![before(), begin, self.tag_body(tag)?]));
+        }
+        let me = Node::Ref(loop_name.clone(), Pos::default());
+        let after = Node::seq(vec![me.clone(), literal(separator)]);
+        self.rules.push(rule(loop_name, Node::Alt(alts)));
+        self.rules.push(rule(
+            before_name.clone(),
+            Node::alt(vec![Node::Empty, after]),
+        ));
+        Ok(me)
+    }
+
     fn delim(&mut self, d: &Delim) -> Result<Node> {
         match d {
             Delim::Text(s) => Ok(literal(s)),
@@ -325,13 +352,10 @@ impl<'v> Lowering<'v> {
                 at_least_one,
                 stop_after_first,
             } => {
-                let one = self.one_tag(tags)?;
                 let body = if *stop_after_first {
-                    one
+                    self.one_tag(tags)?
                 } else {
-                    let more =
-                        Node::repeat(Node::seq(vec![literal(separator), one.clone()]), 0, None);
-                    Node::seq(vec![one, more])
+                    self.separated(tags, separator)?
                 };
                 if *at_least_one {
                     self.define(body)
@@ -489,6 +513,29 @@ mod tests {
                 assert_eq!(first, later);
                 assert_eq!(after_text, later);
             }
+        }
+    }
+
+    #[test]
+    fn tags_with_separator_read_every_tag_from_the_same_states() {
+        let json = |t: &str| {
+            json!({"type": "json_schema", "json_schema":
+                {"type": "object", "properties": {"x": {"type": t}}}})
+        };
+        let tags = json!([
+            tag("<f=a>", json("integer"), json!("</f>")),
+            tag("<f=b>", json("string"), json!("</f>"))
+        ]);
+        for at_least_one in [false, true] {
+            let format = json!({"type": "tags_with_separator", "separator": "\n",
+                "tags": tags, "at_least_one": at_least_one});
+            let spec = json!({"type": "structural_tag", "format": format});
+            let ast = compile(&spec.to_string(), &vocab()).unwrap();
+            let first = state_key(&ast, "<f=b>{\"x\": \"ab");
+            let second = state_key(&ast, "<f=a>{\"x\": 1}</f>\n<f=b>{\"x\": \"ab");
+            let third = state_key(&ast, "<f=a>{}</f>\n<f=b>{}</f>\n<f=b>{\"x\": \"ab");
+            assert_eq!(first, second, "{format}");
+            assert_eq!(first, third, "{format}");
         }
     }
 
