@@ -21,7 +21,9 @@ apart from the compile and reported next to it: xgrammar spends the same
 place's time precomputing its masks, and that is in its compile.
 
 Compile: "spec to a matcher ready for its first fill", ``--compile-reps``
-fresh compiles per engine, engines rotating, after one untimed compile.
+fresh compiles per engine (20: with 5, one compile landing on a busy moment
+of this shared machine moved a mean by a fifth), engines rotating, after
+one untimed compile.
 
 Before any workload, each engine compiles and walks an unrelated spec
 (``WARM_UP``: a constant and a JSON string, no free text), untimed: that pays
@@ -30,17 +32,28 @@ tables, llguidance's and xgrammar's equivalents), as the tokenizer build is
 not timed either. Per-grammar costs and the first use of a free-text lexeme
 stay in the cold passes.
 
-Masks: per text, a fresh compile (untimed), a *cold* pass, then ``--reps``
-*warm* passes after ``reset()``, then one more fresh compile's first pass
-(*fresh*: the process has met the spec, the grammar is new). At each
-token: the fill (timed, "mask"), an untimed check that the token's bit is
-set, then consume. Texts every
-engine must accept (a rejection drops that engine from the workload, printed).
-Reported: compile ms mean (and maskpar's warm-up walk), mask us mean / p99
-/ max over cold, warm and fresh passes, and each maskpar's / the best
-reference's.
+Masks: per text and engine, the ``WARM_UP`` walk again (untimed, engines
+that take that spec), a fresh compile (untimed), a *cold* pass, then
+``--reps`` *warm* passes after ``reset()``, then one more fresh compile's
+first pass (*fresh*: the process has met the spec, the grammar is new). At
+each token: the fill (timed, "mask"), an untimed check that the token's
+bit is set, then consume. Texts every engine must accept (a rejection drops
+that engine from the workload, printed). Reported: compile ms mean (and
+maskpar's warm-up walk), mask us mean / p99 / max over cold, warm and fresh
+passes, and each maskpar's / the best reference's. Each workload has two
+texts, so a p99 is not one fill.
 
-Run: ``python bench/bench_structural_tag.py`` (about a minute on 2 CPUs).
+Why the ``WARM_UP`` walk before each engine's passes: the engines share
+this process, and another engine's passes (xgrammar's 50-90 ms compile
+above all) leave the CPU's caches holding none of an engine's code, which
+a server running one engine every step never sees. Without it a cold
+pass's first fill measured that: maskpar's 25-60 us after xgrammar's
+compile, 3-10 us after its own work (its first fill after a Python
+tensor call of its own: 3 us), xgrammar's 28-48 us; with 65-136 fills a
+workload, one or two such fills were its p99. The walk is of another spec,
+so the pass's grammar is as cold as before.
+
+Run: ``python bench/bench_structural_tag.py`` (10-60 s on 2 CPUs, as busy as the machine is).
 """
 
 from __future__ import annotations
@@ -163,7 +176,7 @@ WORKLOADS = (
             ],
             "triggers": ["<function="],
         },
-        (CALLS,),
+        (CALLS, EMAIL_CALL),
         True,
     ),
     Workload(
@@ -193,6 +206,10 @@ WORKLOADS = (
             "no text around them.</think>"
             '<function=get_weather>{"city": "Paris", "unit": "celsius"}</function>\n'
             '<function=set_timer>{"seconds": 300, "label": "tea"}</function>',
+            "<think>Search first, then mail the two results to Ana.</think>"
+            '<function=search>{"query": "flights Paris Lisbon June", "limit": 2}</function>\n'
+            '<function=send_email>{"to": ["ana@example.com"], "subject": "Flights", '
+            '"body": "Two options:\\n1. TAP 08:10\\n2. Air France 12:45"}</function>',
         ),
         False,
     ),
@@ -217,6 +234,9 @@ WARM_UP = (
 
 class Engine:
     name = ""
+    # Whether the engine compiles ``WARM_UP``'s spec (llguidance's grammar
+    # here is the workload's tags whatever the spec).
+    takes_warm_up = True
 
     def compile(self, spec: dict[str, Any]) -> Any:
         raise NotImplementedError
@@ -289,6 +309,7 @@ class XGrammarEngine(Engine):
 
 class LLGuidanceEngine(Engine):
     name = "llguidance"
+    takes_warm_up = False
 
     def __init__(self, vocab: Vocab) -> None:
         import llguidance
@@ -356,6 +377,8 @@ def run(wl: Workload, engines: list[Engine], vocab: Vocab, args: argparse.Namesp
         for e in engines:
             if e.name in dropped:
                 continue
+            if e.takes_warm_up:
+                walk(e, e.compile(WARM_UP[0]), vocab.encode(WARM_UP[1]), bitmask)
             m = e.compile(wl.spec)
             times = walk(e, m, seq, bitmask)
             if times is None:
@@ -416,7 +439,7 @@ def run(wl: Workload, engines: list[Engine], vocab: Vocab, args: argparse.Namesp
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--compile-reps", type=int, default=5)
+    p.add_argument("--compile-reps", type=int, default=20)
     p.add_argument("--reps", type=int, default=2, help="warm passes per text")
     p.add_argument("--only", default=None, help="comma-separated workload names")
     args = p.parse_args(argv)
@@ -429,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         LLGuidanceEngine(vocab),
     ]
     bitmask = torch.zeros((1, (VOCAB_SIZE + 31) // 32), dtype=torch.int32)
-    for e in engines[:3]:  # llguidance's StructTag grammar takes no such spec
+    for e in (e for e in engines if e.takes_warm_up):
         assert walk(e, e.compile(WARM_UP[0]), vocab.encode(WARM_UP[1]), bitmask) is not None
     only = set(args.only.split(",")) if args.only else None
     print("# Structural tags: maskpar vs xgrammar vs llguidance (Llama-3 vocabulary, 1 thread)")
