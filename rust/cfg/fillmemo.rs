@@ -9,11 +9,13 @@
 //! when a scan loops there (string content), so states that never recur
 //! cost no copy.
 //!
-//! Rows are interned by content (`sharedrows`): a grammar meets about three
-//! states per distinct row, so the bound on bytes counts each distinct row
-//! once, and rows equal across grammars are one allocation. A memo keeps up
-//! to `ENTRIES` states and `ROW_BYTES` of distinct rows; past either the
-//! least recently used go. A warm-up walk keeps every row at once but only
+//! Rows are kept as `keptrow` keeps them: interned by content
+//! (`sharedrows`), or, where few words differ from all zeros or all ones,
+//! as those words. A grammar meets about three states per distinct row, so
+//! the bound on bytes counts each distinct row once (and a sparse row at
+//! its few bytes), and rows equal across grammars are one allocation. A
+//! memo keeps up to `ENTRIES` states and `ROW_BYTES` of distinct rows; past
+//! either the least recently used go. A warm-up walk keeps every row at once but only
 //! while there is room, so a long walk keeps its first states, the ones a
 //! request meets first (`Asker`). (With 32 rows and recency in a list, a
 //! walk that met 40 states in turn missed every one of them on its next
@@ -33,16 +35,20 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::earley::{CfgState, Chart, EarleySet};
+use super::keptrow::KeptRow;
 use super::setnames::SetNames;
-use super::sharedrows;
 
 /// States remembered per grammar (rows are kept only for those seen twice,
 /// or looping). A JSON text meets about a hundred distinct states, most of
-/// them more than once.
-const ENTRIES: usize = 256;
-/// Bound on the bytes of the distinct rows one grammar keeps (64 rows of a
-/// 128K-token vocabulary): a process may hold hundreds of grammars (the
-/// schema cache), and rows equal across grammars are one allocation.
+/// them more than once; a long warm-up walk several hundred (at 256, once
+/// sparse rows made room for more rows than states, walking 150 fresh
+/// dev-split schemas along their instances met 15% more cold fills than
+/// at 512).
+const ENTRIES: usize = 512;
+/// Bound on the bytes of the distinct rows one grammar keeps (64 dense rows
+/// of a 128K-token vocabulary, and sparse ones at their few bytes, see
+/// `keptrow`): a process may hold hundreds of grammars (the schema cache),
+/// and rows equal across grammars are one allocation.
 const ROW_BYTES: usize = 1 << 20;
 
 /// What names a state in the memo.
@@ -98,7 +104,7 @@ impl MemoKey {
 struct Entry {
     /// When the state was last asked for (`Memo::clock`).
     used: u64,
-    row: Option<Arc<[u32]>>,
+    row: Option<KeptRow>,
 }
 
 #[derive(Debug, Default)]
@@ -141,10 +147,6 @@ pub enum Lookup {
     Fill { keep: bool },
 }
 
-fn address(row: &Arc<[u32]>) -> usize {
-    Arc::as_ptr(row) as *const u32 as usize
-}
-
 impl Memo {
     fn tick(&mut self) -> u64 {
         self.clock += 1;
@@ -152,14 +154,14 @@ impl Memo {
     }
 
     /// Lets go of one entry's row.
-    fn release(&mut self, row: Arc<[u32]>) {
-        let at = address(&row);
+    fn release(&mut self, row: KeptRow) {
+        let at = row.address();
         debug_assert!(self.rows.contains_key(&at), "a held row is counted");
         if let Some(n) = self.rows.get_mut(&at) {
             *n -= 1;
             if *n == 0 {
                 self.rows.remove(&at);
-                self.bytes -= row.len() * 4;
+                self.bytes -= row.bytes();
             }
         }
     }
@@ -208,7 +210,7 @@ impl FillMemo {
             e.used = now;
             return match &e.row {
                 Some(kept) if kept.len() == row.len() => {
-                    row.copy_from_slice(kept);
+                    kept.write_to(row);
                     Lookup::Hit
                 }
                 _ => Lookup::Fill { keep: true },
@@ -245,15 +247,16 @@ impl FillMemo {
         {
             return;
         }
-        // Interned outside the memo's lock: it hashes the row and takes the
-        // process-wide table's lock.
-        let shared = sharedrows::intern(row);
+        // Made outside the memo's lock: a dense row is hashed and interned
+        // under the process-wide table's lock.
+        let kept = KeptRow::of(row);
+        let size = kept.bytes();
         let Ok(mut memo) = self.memo.try_lock() else {
             return;
         };
         let memo = &mut *memo;
-        let at = address(&shared);
-        let no_room = memo.bytes + row.len() * 4 > ROW_BYTES;
+        let at = kept.address();
+        let no_room = memo.bytes + size > ROW_BYTES;
         if asker == Asker::WarmUp && no_room && !memo.rows.contains_key(&at) {
             return;
         }
@@ -266,16 +269,16 @@ impl FillMemo {
         if !memo.rows.contains_key(&at) {
             // A new distinct row: over the bound, the least recently used
             // rows make room.
-            while memo.bytes + row.len() * 4 > ROW_BYTES {
+            while memo.bytes + size > ROW_BYTES {
                 if !memo.evict(Some(key), true) {
                     return;
                 }
             }
-            memo.bytes += row.len() * 4;
+            memo.bytes += size;
         }
         *memo.rows.entry(at).or_insert(0) += 1;
         if let Some(e) = memo.entries.get_mut(key) {
-            e.row = Some(shared);
+            e.row = Some(kept);
         }
     }
 }
@@ -406,6 +409,25 @@ mod tests {
         // A request's fills still make room by recency.
         assert!(!visit(&memo, &key(9999), &row(1)));
         assert!(memo.memo.lock().unwrap().entries.contains_key(&key(9999)));
+    }
+
+    #[test]
+    fn sparse_rows_cost_their_few_bytes_against_the_bound() {
+        // A literal's rows (one token allowed): far more of them fit than
+        // of dense rows, and each comes back whole.
+        let memo = FillMemo::default();
+        let fit = ROW_BYTES / (4008 * 4);
+        let one = |i: u32| {
+            let mut r = vec![0u32; 4008];
+            r[(i as usize * 7) % 4008] = 1 << (i % 32);
+            r
+        };
+        let n = (3 * fit).min(ENTRIES) as u32;
+        for i in 0..n {
+            visit_as(&memo, &key(i), &one(i), true, Asker::WarmUp);
+        }
+        assert!((0..n).all(|i| visit(&memo, &key(i), &one(i))));
+        assert!(memo.memo.lock().unwrap().bytes < ROW_BYTES / 16);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod gbnf;
 pub mod greedy;
 pub mod horn;
 pub mod indent;
+mod keptrow;
 pub mod lark;
 pub mod larkorder;
 pub mod lexcache;
