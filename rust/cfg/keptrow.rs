@@ -95,19 +95,35 @@ fn sparse(row: &[u32]) -> Option<SparseRow> {
     let limit = row.len() / SPARSE_RATIO;
     // Words unlike all zeros, and unlike all ones: stop as soon as both are
     // past the limit (a dense row is told early).
-    let (mut not_zero, mut not_ones) = (0, 0);
-    for &w in row {
-        not_zero += usize::from(w != 0);
-        not_ones += usize::from(w != u32::MAX);
+    // In chunks, with 32-bit counts and reductions free of branches, so
+    // that the loops vectorize: a test and a branch per word made this a
+    // seventh of a structural tag's compile and warm-up walk.
+    let (mut not_zero, mut not_ones) = (0usize, 0usize);
+    for chunk in row.chunks(256) {
+        not_zero += chunk.iter().map(|&w| u32::from(w != 0)).sum::<u32>() as usize;
+        not_ones += chunk.iter().map(|&w| u32::from(w != u32::MAX)).sum::<u32>() as usize;
         if not_zero > limit && not_ones > limit {
             return None;
         }
     }
-    let base = if not_zero <= not_ones { 0 } else { u32::MAX };
-    let words = (row.iter().enumerate())
-        .filter(|&(_, &w)| w != base)
-        .map(|(i, &w)| (i as u32, w))
-        .collect();
+    let (base, differ) = if not_zero <= not_ones {
+        (0, not_zero)
+    } else {
+        (u32::MAX, not_ones)
+    };
+    let mut words = Vec::with_capacity(differ);
+    for (c, chunk) in row.chunks(16).enumerate() {
+        if chunk.iter().fold(0, |acc, &w| acc | (w ^ base)) == 0 {
+            continue;
+        }
+        let at = c * 16;
+        words.extend(
+            (chunk.iter().enumerate())
+                .filter(|&(_, &w)| w != base)
+                .map(|(i, &w)| ((at + i) as u32, w)),
+        );
+    }
+    let words = words.into_boxed_slice();
     Some(SparseRow {
         len: row.len(),
         base,
