@@ -484,18 +484,24 @@ mod tests {
         cfg.names.state_key(&chart, &st).unwrap()
     }
 
-    #[test]
-    fn a_tag_has_the_same_states_first_or_after_other_tags() {
-        // Otherwise a request whose first call is the second tool meets all
-        // of that tool's states cold, whatever the grammar met before.
+    /// Tags `<f=a>` and `<f=b>`, each with a JSON object of one member `x`
+    /// (an integer, a string), ending at `</f>`.
+    fn two_json_tags() -> Value {
         let json = |t: &str| {
             json!({"type": "json_schema", "json_schema":
                 {"type": "object", "properties": {"x": {"type": t}}}})
         };
-        let tags = json!([
+        json!([
             tag("<f=a>", json("integer"), json!("</f>")),
             tag("<f=b>", json("string"), json!("</f>"))
-        ]);
+        ])
+    }
+
+    #[test]
+    fn a_tag_has_the_same_states_first_or_after_other_tags() {
+        // Otherwise a request whose first call is the second tool meets all
+        // of that tool's states cold, whatever the grammar met before.
+        let tags = two_json_tags();
         for flags in [json!({}), json!({"at_least_one": true})] {
             let mut format = json!({"type": "triggered_tags", "triggers": ["<f="], "tags": tags});
             format
@@ -518,14 +524,7 @@ mod tests {
 
     #[test]
     fn tags_with_separator_read_every_tag_from_the_same_states() {
-        let json = |t: &str| {
-            json!({"type": "json_schema", "json_schema":
-                {"type": "object", "properties": {"x": {"type": t}}}})
-        };
-        let tags = json!([
-            tag("<f=a>", json("integer"), json!("</f>")),
-            tag("<f=b>", json("string"), json!("</f>"))
-        ]);
+        let tags = two_json_tags();
         for at_least_one in [false, true] {
             let format = json!({"type": "tags_with_separator", "separator": "\n",
                 "tags": tags, "at_least_one": at_least_one});
