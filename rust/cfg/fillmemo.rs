@@ -15,9 +15,9 @@
 //! the bound on bytes counts each distinct row once (and a sparse row at
 //! its few bytes), and rows equal across grammars are one allocation. A
 //! memo keeps up to `ENTRIES` states and `ROW_BYTES` of distinct rows; past
-//! either the least recently used go. A warm-up walk keeps every row at once but only
-//! while there is room, so a long walk keeps its first states, the ones a
-//! request meets first (`Asker`). (With 32 rows and recency in a list, a
+//! either the least recently used go. A warm-up walk keeps every row at
+//! once but only while there is room, so a long walk keeps its first
+//! states, the ones a request meets first (`Asker`). (With 32 rows and recency in a list, a
 //! walk that met 40 states in turn missed every one of them on its next
 //! pass: the oldest row was always the next one asked for.)
 //!

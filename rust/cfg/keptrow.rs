@@ -96,11 +96,11 @@ impl KeptRow {
 /// `row` as the words unlike its base, if few enough differ.
 fn sparse(row: &[u32]) -> Option<SparseRow> {
     let limit = row.len() / SPARSE_RATIO;
-    // Words unlike all zeros, and unlike all ones: stop as soon as both are
-    // past the limit (a dense row is told early).
-    // In chunks, with 32-bit counts and reductions free of branches, so
-    // that the loops vectorize: a test and a branch per word made this a
-    // seventh of a structural tag's compile and warm-up walk.
+    // Words unlike all zeros, and unlike all ones, counted in chunks so a
+    // dense row is told after its first chunk or two; 32-bit counts and
+    // reductions free of branches let the loops vectorize (a test and a
+    // branch per word made this a seventh of a structural tag's compile
+    // and warm-up walk).
     let (mut not_zero, mut not_ones) = (0usize, 0usize);
     for chunk in row.chunks(128) {
         not_zero += chunk.iter().map(|&w| u32::from(w != 0)).sum::<u32>() as usize;
