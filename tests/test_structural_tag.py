@@ -654,6 +654,15 @@ def test_hostile_specs(llama3: Any) -> None:
     g = maskpar.compile_structural_tag(tok, many)  # within the default budget, exact
     assert not maskpar.Matcher(g).consume_tokens(tok.encode_greedy(b"a word2999"))
     assert maskpar.Matcher(g).consume_tokens(tok.encode_greedy(b"a word 2999"))
+    # Thousands of separated tags: two rules whatever their number, bounded
+    # by the compile budget like any other width.
+    tags = [tag(f"<t{i}>", const("x"), "</t>") for i in range(3000)]
+    separated = st({"type": "tags_with_separator", "tags": tags, "separator": ","})
+    with pytest.raises(ValueError, match="compile"):
+        maskpar.compile_structural_tag(tok, separated, max_compile_steps=1000)
+    g = maskpar.compile_structural_tag(tok, separated)
+    assert maskpar.Matcher(g).consume_tokens(tok.encode_greedy(b"<t2999>x</t>,<t0>x</t>"))
+    assert not maskpar.Matcher(g).consume_tokens(tok.encode_greedy(b"<t3000>x</t>"))
 
 
 def test_differences(llama3: Any, xgr_compiler: Any, xgr_full_compiler: Any) -> None:
