@@ -11,6 +11,7 @@ pub mod bitmaskpool;
 pub mod budget;
 pub mod cfg;
 pub mod claim;
+pub mod classruns;
 pub mod error;
 pub mod grammar;
 pub mod matcher;

@@ -8,6 +8,7 @@
 //! grammar over it) lives in an opaque slot here whose type the engine
 //! owns (see `EngineSlot`).
 
+use crate::classruns::ClassRuns;
 use crate::error::{Error, Result};
 use crate::invalid;
 use crate::slices::TextSlices;
@@ -34,6 +35,8 @@ pub struct Vocab {
     /// lexemes need them on their first fill; building them there cost that
     /// fill tens of milliseconds).
     text_slices: TextSlices,
+    /// Built with the vocabulary too: the class-run tables (`classruns`).
+    class_runs: ClassRuns,
 }
 
 /// State an engine above the vocabulary keeps for every grammar over it,
@@ -69,6 +72,11 @@ impl Vocab {
     /// The text tokens by length in characters (see `slices`).
     pub fn text_slices(&self) -> &TextSlices {
         &self.text_slices
+    }
+
+    /// The tokens and exits of runs of common byte classes (see `classruns`).
+    pub fn class_runs(&self) -> &ClassRuns {
+        &self.class_runs
     }
 
     /// `tokens[i]` is the exact byte string of id `i`. `vocab_size` (the model's
@@ -126,6 +134,7 @@ impl Vocab {
             .collect();
         let trie = TokenTrie::new(&entries)?;
         let text_slices = TextSlices::new(&trie, n.div_ceil(32), &entries);
+        let class_runs = ClassRuns::new(&trie, n.div_ceil(32));
         Ok(Vocab {
             tokens,
             never_text,
@@ -135,6 +144,7 @@ impl Vocab {
             trie,
             engine: EngineSlot(OnceLock::new()),
             text_slices,
+            class_runs,
         })
     }
 
