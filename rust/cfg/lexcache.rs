@@ -18,6 +18,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::classentry::class_run_entry;
 use super::earley::Scan;
 use super::lexentry::{BoundaryNode, LexEntry};
 use super::lexwalk::{build, build_beside, build_sliced};
@@ -178,29 +179,50 @@ impl LexCache {
                 self.represent(cfg, key, top);
                 e
             }
-            // Every entry found for a shared key goes to the vocabulary's
-            // cache, copies too: they are exact, and a fresh grammar with
-            // the same residuals (the same schema or trigger) made them
-            // again at every state (a structural tag's free text after
-            // each character of its trigger).
-            None => match self.equivalent_entry(cfg, trie, key, top) {
-                Equivalent::Same(e) => share(shared, e),
-                found => {
-                    let near = (self.counted(cfg, vocab, words, key, top))
-                        .or_else(|| self.divergent(cfg, trie, words, key, top));
-                    let e = match near {
-                        Some(e) => share(shared, Arc::new(e)),
-                        None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
-                    };
-                    self.represent(cfg, key, top);
-                    e
-                }
-            },
+            None => self.fresh_entry(cfg, vocab, words, key, top, shared),
         };
         if !charge(&self.bytes, self.limit, entry.bytes() + key.len() * 8) {
             return entry;
         }
         write(&self.map).entry(map_key).or_insert(entry).clone()
+    }
+
+    /// The entry of `key` at `top`, which neither map holds: from the
+    /// class-run tables where the scan is in a run of a byte class (before
+    /// any search: a run's entry costs its exits), else from a state no walk
+    /// below `top` tells from it, a near state, or a build; the state
+    /// represents its entry unless another state did already. Every entry
+    /// found for a shared key goes to the vocabulary's cache, copies too:
+    /// they are exact, and a fresh grammar with the same residuals (the same
+    /// schema or trigger) made them again at every state (a structural
+    /// tag's free text after each character of its trigger).
+    fn fresh_entry(
+        &self,
+        cfg: &Cfg,
+        vocab: &Vocab,
+        words: usize,
+        key: &LexKey,
+        top: u32,
+        shared: Option<(&SharedLexCache, SharedKey)>,
+    ) -> Arc<LexEntry> {
+        if let Some(e) = class_run_entry(cfg, vocab, words, key, top) {
+            self.represent(cfg, key, top);
+            return share(shared, Arc::new(e));
+        }
+        let trie = vocab.trie();
+        match self.equivalent_entry(cfg, trie, key, top) {
+            Equivalent::Same(e) => share(shared, e),
+            found => {
+                let near = (self.counted(cfg, vocab, words, key, top))
+                    .or_else(|| self.divergent(cfg, trie, words, key, top));
+                let e = match near {
+                    Some(e) => share(shared, Arc::new(e)),
+                    None => self.build_and_share(cfg, vocab, words, key, top, found, shared),
+                };
+                self.represent(cfg, key, top);
+                e
+            }
+        }
     }
 
     /// Whether `key` is one scan that only one byte keeps going (and that

@@ -3,6 +3,7 @@
 //! boundaries.
 
 pub mod ast;
+mod classentry;
 pub mod cursor;
 mod divergent;
 pub mod earley;
