@@ -53,6 +53,11 @@ const CLASSES: [&[(u8, u8)]; 13] = [
     ],
 ];
 
+/// Rows a class keeps at most: a vocabulary of nothing but digits would
+/// otherwise keep a row per quarter row of tokens (16 bytes a token per
+/// class), where this bounds all the classes' rows at 13 bytes a token.
+const MAX_ROWS: usize = 8;
+
 /// One class's tokens and exits.
 #[derive(Debug)]
 pub struct ClassRun {
@@ -69,7 +74,8 @@ pub struct ClassRun {
     /// `(n, row)` by increasing `n`: every class token of at most `n`
     /// bytes, as the start of a bitmask row (its words cover the
     /// vocabulary's tokens). A row is kept where at least a quarter of a
-    /// row's words in tokens came since the last one: fewer stay a list.
+    /// row's words in tokens came since the last one (fewer stay a list),
+    /// and at most `MAX_ROWS` of them.
     rows: Vec<(usize, Arc<[u32]>)>,
     /// `exits[j]`: the nodes whose path is `j` class bytes (`j` >= 1) and
     /// then one byte outside the class, as `(that byte, node)` sorted.
@@ -204,12 +210,13 @@ impl ClassRun {
         let mut rows = Vec::new();
         let mut row = vec![0u32; words];
         let mut since = 0;
+        let between = (words / 4).max(ids.len().div_ceil(MAX_ROWS)).max(1);
         for n in 1..=depth {
             let at_n = &ids[starts[n] as usize..starts[n + 1] as usize];
             at_n.iter()
                 .for_each(|&t| row[t as usize / 32] |= 1 << (t % 32));
             since += at_n.len();
-            if since >= words / 4 && since > 0 {
+            if since >= between {
                 let end = row.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
                 rows.push((n, Arc::from(&row[..end])));
                 since = 0;
@@ -306,5 +313,22 @@ mod tests {
         }
         assert!(rows > 0, "some class has a row");
         assert!(runs.memory_bytes() > 0);
+    }
+
+    /// A vocabulary of nothing but digit strings keeps at most `MAX_ROWS`
+    /// rows a class, and its tables still say what the tokens do.
+    #[test]
+    fn a_vocabulary_of_one_class_keeps_few_rows() {
+        let vocab = random_vocab(b"0123456789", 20_000, 12, 3);
+        let words = vocab.num_tokens().div_ceil(32);
+        let runs = ClassRuns::new(vocab.trie(), words);
+        for run in &runs.runs {
+            assert!(run.rows.len() <= MAX_ROWS, "{} rows", run.rows.len());
+        }
+        let digits = runs.of(&byte_set(&[(b'0', b'9')])).unwrap();
+        let (row, ids) = digits.tokens_up_to(usize::MAX);
+        let held = row.map_or(0, |r| crate::bitmask::iter_set_bits(r).count());
+        assert_eq!(held + ids.len(), vocab.num_tokens());
+        assert!(runs.memory_bytes() < 13 * 8 * words * 4 + 64 * vocab.num_tokens());
     }
 }
