@@ -2,15 +2,21 @@
 //! vocabulary's class-run tables (`crate::classruns`) instead of a walk.
 //!
 //! A scan is in a run when, for its next `r` bytes, every byte of one class
-//! leads to the same next state and every other byte is dead (and no
-//! lexeme may end on the way): `[0-9a-f]{8}` after two digits is a run of
-//! six. A walk from such a state allows every token of at most `r` class
-//! bytes, stops nowhere among them, and goes on below a node of `r` class
-//! bytes only on a byte outside the class that the state after the run
-//! reads. So the entry is the class's tokens of at most `r` bytes (a shared
-//! row and a short list) and a walk below those exit nodes only: a few
-//! hundred nodes where the walk stepped tens of thousands (a UUID pattern's
-//! eight characters, 200-350 us each on Llama-3's vocabulary).
+//! leads to one next state where the walk goes on (no lexeme may end
+//! there): `[0-9a-f]{8}` after two digits is a run of six, and
+//! `[0-9a-f]{2,4}` after one digit a run of one. A walk from such a state
+//! allows every token of at most `r` class bytes and stops nowhere among
+//! them; below a node of `j` class bytes (`j` up to `r`) it goes on only on
+//! the bytes outside the class that the `j`-th state reads (a closing quote
+//! after `{2,4}`'s second digit, the dash after the eighth hex digit), and
+//! after `r` class bytes the state must read no class byte at all. So the
+//! entry is the class's tokens of at most `r` bytes (a shared row and a
+//! short list) and walks below those exit nodes only: a few hundred nodes
+//! where the walk stepped tens of thousands (a UUID pattern's eight
+//! characters, 160-320 us each on Llama-3's vocabulary). Runs where a
+//! lexeme may end inside the run, or that go on into the class after `r`
+//! bytes, are left to the walk: every node of the class would be a stop
+//! or a walk there.
 
 use crate::classruns::ClassRun;
 use crate::regex_dfa::{ByteSet, DEAD};
@@ -35,9 +41,10 @@ pub(super) fn class_run_entry(
     if top != 0 {
         return None;
     }
+    // Deciding needs no walk's stack: most states are no run's.
+    let (run, first) = run_start(&OneScan::new(cfg, l, q, 0), vocab, q)?;
     let trie = vocab.trie();
     let mut scan = OneScan::new(cfg, l, q, trie.max_depth());
-    let (run, first) = run_start(&scan, vocab, q)?;
     // `states[j]`: the state after `j` class bytes, up to the run's end
     // `r` (past `depth`, no node tells the run from a longer one).
     let mut states = vec![q, first];
