@@ -25,15 +25,25 @@ use crate::vocab::Vocab;
 use crate::Result;
 
 /// A schema with every kind of JSON value, and a document it accepts.
+/// Numbers come in the shapes whose lexer states differ (a leading zero, a
+/// fraction, a sign, an exponent with and without its sign), in arrays of
+/// arrays as points and matrices are written, and strings with escapes:
+/// each such state's first fill in a process walked the trie inside a
+/// request's step (0.09 ms for a number's first `0` in a fresh process).
 const SCHEMA: &str = r#"{"type": "object", "properties": {
     "name": {"type": "string"}, "id": {"type": "integer"}, "score": {"type": "number"},
     "ok": {"type": "boolean"}, "none": {"type": "null"},
     "tags": {"type": "array", "items": {"type": "string"}},
     "when": {"type": "string", "format": "date-time"},
-    "kind": {"enum": ["a", "b"]}, "more": {"type": "object"}}, "required": ["name"]}"#;
+    "kind": {"enum": ["a", "b"]},
+    "points": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+    "count": {"type": "integer"}, "note": {"type": "string"},
+    "more": {"type": "object"}}, "required": ["name"]}"#;
 const DOCUMENT: &str = r#"{"name": "Ada Lovelace, 1815", "id": -42, "score": 3.25e-2,
  "ok": true, "none": null, "tags": ["x", "y z"], "when": "2024-05-06T07:08:09Z",
- "kind": "b", "more": {"k": [1, {"v": false}]}, "extra": "é ü"}"#;
+ "kind": "b", "points": [[0.0, 10.5], [-0.25, 1E+3], [0, 100.125], [2e5, -7]],
+ "count": 0, "note": "say \"hi\"\n\tand \u00e9 \\ done", "more": {"k": [1, {"v": false}]},
+ "extra": "é ü"}"#;
 
 /// Fills the process's and `vocab`'s caches (see the module docs).
 pub fn warm_up(vocab: &Arc<Vocab>) {
