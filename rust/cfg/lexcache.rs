@@ -11,8 +11,9 @@
 //! The entries are `lexentry::LexEntry`s, built by the walks of `lexwalk`;
 //! this module keeps them per grammar (backed by the vocabulary's shared
 //! cache, `sharedlex`) and finds the cheapest way to a new one: a text
-//! slice's walk, an entry of an equivalent or a near state met before
-//! (`reuse`, `nearentry`), a divergent scan's (`divergent`), or a whole walk.
+//! slice's walk, a run of a byte class's tables (`classentry`), an entry of
+//! an equivalent or a near state met before (`reuse`, `nearentry`), a
+//! divergent scan's (`divergent`), or a whole walk.
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -142,9 +143,9 @@ impl LexCache {
 
     /// The entry for lexer state `key` at trie node `top`: from this
     /// grammar's own map, else (past a one-path walk) from the vocabulary's
-    /// shared cache, else from a state of this grammar no walk below `top`
-    /// can tell from it, else copied from a near state, else built (and kept
-    /// while under the memory bounds).
+    /// shared cache, else from the class-run tables, else from a state of
+    /// this grammar no walk below `top` can tell from it, else copied from a
+    /// near state, else built (and kept while under the memory bounds).
     pub fn get(
         &self,
         cfg: &Cfg,
