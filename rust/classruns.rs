@@ -5,8 +5,8 @@
 //!
 //! A pattern such as `[0-9A-Za-z]{8}-[0-9A-Za-z]{4}` (a UUID in 245 dev-split
 //! schemas; hex digits in 3,300) is a run of DFA states: after `j` of the
-//! eight characters, every byte of the class leads to the same next state
-//! and every other byte is dead. Each place in the run is a new state, and
+//! eight characters, every byte of the class leads to the same next state.
+//! Each place in the run is a new state, and
 //! its first fill walked every trie node whose path is in the class, up to
 //! the run's length: 17,709 tokens allowed after three characters on
 //! Llama-3's vocabulary, a walk of 200-350 us per character position, the
@@ -14,10 +14,10 @@
 //!
 //! With `r` characters of the run left, the tokens such a state allows are
 //! known without a walk: every token of at most `r` class bytes (a shared
-//! row, `ClassRun::tokens_up_to`), and what the state after the run allows
-//! below the nodes of `r` class bytes and one other byte (`exits_after`:
-//! 400-1,000 nodes in all, per class, on Llama-3's vocabulary). The lexer
-//! entries use them in `cfg::classentry`.
+//! row, `ClassRun::tokens_up_to`), and what each place's state allows below
+//! the nodes of that many class bytes and one other byte (`exits_after`:
+//! 400-1,000 nodes in all, per class, on Llama-3's vocabulary, besides the
+//! root's children). The lexer entries use them in `cfg::classentry`.
 //!
 //! Built with the vocabulary, off every request's path: one pass over the
 //! trie for all the classes at once, 1.1 MB of rows on Llama-3's vocabulary.
@@ -53,6 +53,9 @@ const CLASSES: [&[(u8, u8)]; 13] = [
     ],
 ];
 
+// A node's classes are a `u16` of bits, one per class.
+const _: () = assert!(CLASSES.len() < 16);
+
 /// Rows a class keeps at most: a vocabulary of nothing but digits would
 /// otherwise keep a row per quarter row of tokens (16 bytes a token per
 /// class), where this bounds all the classes' rows at 13 bytes a token.
@@ -77,17 +80,13 @@ pub struct ClassRun {
     /// row's words in tokens came since the last one (fewer stay a list),
     /// and at most `MAX_ROWS` of them.
     rows: Vec<(usize, Arc<[u32]>)>,
-    /// `exits[j]`: the nodes whose path is `j` class bytes (`j` >= 1) and
-    /// then one byte outside the class, as `(that byte, node)` sorted.
+    /// `exits[j]`: the nodes whose path is `j` class bytes and then one
+    /// byte outside the class, as `(that byte, node)` sorted (`exits[0]`:
+    /// the root's children on bytes outside the class).
     exits: Vec<Vec<(u8, u32)>>,
 }
 
 impl ClassRun {
-    /// The class's bytes.
-    pub fn bytes(&self) -> &ByteSet {
-        &self.bytes
-    }
-
     /// The class's bytes, in order.
     pub fn members(&self) -> &[u8] {
         &self.members
@@ -109,7 +108,7 @@ impl ClassRun {
     }
 
     /// The nodes after `j` class bytes and one other byte, as `(byte,
-    /// node)` sorted by byte (none for `j` of 0 or past `depth`).
+    /// node)` sorted by byte (none past `depth`).
     pub fn exits_after(&self, j: usize) -> &[(u8, u32)] {
         self.exits.get(j).map_or(&[], |e| e.as_slice())
     }
@@ -137,7 +136,7 @@ impl ClassRuns {
         // Per node, the classes its whole path is in (the root's: all).
         let nodes = trie.num_nodes();
         let mut within = vec![0u16; nodes];
-        within[0] = u16::MAX;
+        within[0] = (1 << classes.len()) - 1;
         let mut by_len: Vec<Vec<Vec<u32>>> = vec![Vec::new(); classes.len()];
         let mut exits: Vec<Vec<Vec<(u8, u32)>>> = vec![Vec::new(); classes.len()];
         for node in 1..nodes {
@@ -153,14 +152,12 @@ impl ClassRuns {
                 }
                 lens[depth].extend_from_slice(trie.node_tokens(node));
             }
-            if parent != 0 {
-                for k in bits(within[parent] & !member[byte as usize]) {
-                    let at = &mut exits[k];
-                    if at.len() < depth {
-                        at.resize(depth, Vec::new());
-                    }
-                    at[depth - 1].push((byte, node as u32));
+            for k in bits(within[parent] & !member[byte as usize]) {
+                let at = &mut exits[k];
+                if at.len() < depth {
+                    at.resize(depth, Vec::new());
                 }
+                at[depth - 1].push((byte, node as u32));
             }
         }
         let runs = classes
@@ -303,7 +300,7 @@ mod tests {
                 let mut want: Vec<(u8, u32)> = (1..trie.num_nodes())
                     .filter(|&n| {
                         let p = trie.path(n);
-                        j >= 1 && p.len() == j + 1 && within(&p[..j]) && !class.contains(p[j])
+                        p.len() == j + 1 && within(&p[..j]) && !class.contains(p[j])
                     })
                     .map(|n| (trie.byte(n), n as u32))
                     .collect();

@@ -66,13 +66,8 @@ pub(super) fn class_run_entry(
     let (row, ids) = run.tokens_up_to(r);
     let mut more = ids.to_vec();
     let mut stops = Vec::new();
-    // The root's children on other bytes, then the exits after each place.
-    let root_exits: Vec<(u8, u32)> = (0..=255u8)
-        .filter(|&b| !run.bytes().contains(b))
-        .filter_map(|b| Some((b, trie.child(0, b)? as u32)))
-        .collect();
-    walk_exits(trie, &mut scan, &root_exits, q, &mut more, &mut stops);
-    for (j, &at) in states.iter().enumerate().skip(1).take(run.depth()) {
+    // The exits at each place, the root's children on other bytes first.
+    for (j, &at) in states.iter().enumerate().take(run.depth() + 1) {
         walk_exits(
             trie,
             &mut scan,
