@@ -12,6 +12,60 @@ use super::{ByteDfa, ByteSet, DEAD};
 /// Pairs `distinguishing_length` makes room for before it starts.
 const SEEN_RESERVED: usize = 512;
 
+/// Table states with numbers below this are numbered in a list.
+const LISTED_STATES: usize = 1 << 11;
+
+/// The numbers a signature gives states, in breadth-first order (the dead
+/// state 0): a list indexed by state for a small table's states, a map for
+/// the others (a block's copies, sparse or computed states), so that most
+/// lookups of a signature, one per state and byte class, are an index.
+struct Numbering {
+    listed: Vec<u32>,
+    others: HashMap<u32, u32>,
+}
+
+impl Numbering {
+    const UNSET: u32 = u32::MAX;
+
+    fn new(table_states: usize) -> Self {
+        let mut n = Numbering {
+            listed: vec![
+                Self::UNSET;
+                if table_states <= LISTED_STATES {
+                    table_states
+                } else {
+                    0
+                }
+            ],
+            others: HashMap::default(),
+        };
+        n.insert(DEAD, 0);
+        n
+    }
+
+    fn insert(&mut self, state: u32, id: u32) {
+        match self.listed.get_mut(state as usize) {
+            Some(slot) => *slot = id,
+            None => {
+                self.others.insert(state, id);
+            }
+        }
+    }
+
+    /// `state`'s number, given by `new` if it has none yet.
+    fn get_or_insert(&mut self, state: u32, new: impl FnOnce() -> u32) -> u32 {
+        match self.listed.get_mut(state as usize) {
+            Some(slot) => {
+                if *slot == Self::UNSET {
+                    *slot = new();
+                }
+                *slot
+            }
+            None => *self.others.entry(state).or_insert_with(new),
+        }
+    }
+}
+
 impl ByteDfa {
     /// A canonical description of the language read from state `q`: the
     /// states reachable from `q`, numbered in breadth-first order (bytes
@@ -31,7 +85,7 @@ impl ByteDfa {
                 return None;
             }
         }
-        let mut ids: HashMap<u32, u32> = HashMap::from_iter([(DEAD, 0)]);
+        let mut ids = Numbering::new(self.accepting.len());
         let mut order = vec![q];
         ids.insert(q, 1);
         let mut out = Vec::new();
@@ -50,12 +104,20 @@ impl ByteDfa {
             let runs_at = out.len();
             out.push(0);
             let mut prev = u32::MAX;
+            // Neighbouring classes often share a target: looked up once.
+            let mut last = (DEAD, 0);
             for &b in &class_starts {
                 let t = self.target(s, self.classes[b as usize] as usize);
-                let id = *ids.entry(t).or_insert_with(|| {
-                    order.push(t);
-                    order.len() as u32
-                });
+                let id = if t == last.0 {
+                    last.1
+                } else {
+                    let id = ids.get_or_insert(t, || {
+                        order.push(t);
+                        order.len() as u32
+                    });
+                    last = (t, id);
+                    id
+                };
                 if id != prev {
                     out.extend([b as u32, id]);
                     out[runs_at] += 1;

@@ -463,6 +463,16 @@ fn residual_signatures_read_by_class_runs_equal_byte_by_byte_ones() {
             assert_eq!(fast, signature_byte_by_byte(&d, q), "{p} from state {q}");
         }
     }
+    // A table too large to number its states in a list numbers them in a
+    // map (`Numbering`): the same signatures.
+    let large = ByteDfa::new("[ab]*a[ab]{13}").unwrap();
+    assert!(large.is_table() && large.num_states() > 1 << 13);
+    let mut q = large.start();
+    for b in b"abbab" {
+        q = large.step(q, *b);
+        let fast = large.residual_signature(q, 1 << 20).unwrap();
+        assert_eq!(fast, signature_byte_by_byte(&large, q), "after {b}");
+    }
 }
 
 #[test]
