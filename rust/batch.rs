@@ -156,11 +156,14 @@ where
     claim::map(pool, helpers, jobs, advance)
 }
 
-/// One request of a draft fill: `drafts` may be empty.
+/// One request of a draft fill: `drafts` may be empty. Its rows are the
+/// chain's `drafts.len() + 1`, then `padding` rows of all ones (a serving
+/// framework's `-1` draft slots: vLLM pads the drafts a grammar refused).
 pub struct DraftRequest<'a> {
     pub matcher: &'a MatcherCore,
     pub row: usize,
     pub drafts: Vec<u32>,
+    pub padding: usize,
 }
 
 /// One request of a draft-tree fill: row `row + i` is node i's.
@@ -195,7 +198,7 @@ impl<'a> DraftRequest<'a> {
         Span {
             matcher: self.matcher,
             row: self.row,
-            count: self.drafts.len() + 1,
+            count: self.drafts.len() + 1 + self.padding,
         }
     }
 }
@@ -304,7 +307,7 @@ pub fn fill_with_drafts(
     words: usize,
     pool: &ThreadPool,
 ) -> Result<Vec<usize>> {
-    let rows: usize = reqs.iter().map(|r| r.drafts.len() + 1).sum();
+    let rows: usize = reqs.iter().map(|r| r.span().count).sum();
     if alone(pool, reqs.len(), rows) {
         return fill_with_drafts_alone(reqs, bitmask, words);
     }
@@ -322,7 +325,7 @@ pub fn fill_with_drafts(
     for (r, (chart, states)) in reqs.iter().zip(chains) {
         let (g, chart) = (r.matcher.grammar(), Arc::new(chart));
         let mut states = states.into_iter();
-        for i in 0..=r.drafts.len() {
+        for i in 0..=r.drafts.len() + r.padding {
             let job = match states.next() {
                 Some(s) => RowJob::Mask(g.clone(), chart.clone(), Arc::new(s)),
                 None => RowJob::AllOnes,
@@ -346,11 +349,13 @@ fn fill_with_drafts_alone(
 ) -> Result<Vec<usize>> {
     let mut accepted = Vec::with_capacity(reqs.len());
     for r in reqs {
-        let span = r.row * words..(r.row + r.drafts.len() + 1) * words;
+        let span = r.row * words..(r.row + r.span().count) * words;
         if r.drafts.is_empty() {
             accepted.push(0);
             if words > 0 {
-                r.matcher.fill_row(&mut bitmask[span])?;
+                let (first, padding) = bitmask[span].split_at_mut(words);
+                r.matcher.fill_row(first)?;
+                padding.fill(u32::MAX);
             }
             continue;
         }
@@ -506,11 +511,13 @@ mod tests {
                 matcher: m1,
                 row: 0,
                 drafts: drafts1.to_vec(),
+                padding: 0,
             },
             DraftRequest {
                 matcher: m2,
                 row: 5,
                 drafts: drafts2.to_vec(),
+                padding: 0,
             },
         ]
     }
@@ -607,6 +614,7 @@ item ::= "a" | root"#;
                 matcher: &m,
                 row: 1,
                 drafts: vec![],
+                padding: 0,
             }];
             let mut bm = vec![7u32; words * 2];
             check_layout(&spans(&reqs), 2, words).unwrap();
@@ -705,11 +713,13 @@ item ::= "a" | root"#;
                 matcher: &m,
                 row: 0,
                 drafts: vec![0, 0],
+                padding: 0,
             },
             DraftRequest {
                 matcher: &m,
                 row: 2,
                 drafts: vec![],
+                padding: 0,
             },
         ];
         assert!(check_layout(&spans(&over), 4, words)
@@ -720,12 +730,14 @@ item ::= "a" | root"#;
             matcher: &m,
             row: 3,
             drafts: vec![0],
+            padding: 0,
         }];
         assert!(check_layout(&spans(&oob), 4, words).is_err());
         let ok = vec![DraftRequest {
             matcher: &m,
             row: 3,
             drafts: vec![],
+            padding: 0,
         }];
         assert!(check_layout(&spans(&ok), 4, words).is_ok());
         assert!(check_layout(&spans(&ok), 4, words + 1).is_err());

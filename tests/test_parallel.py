@@ -109,6 +109,50 @@ def test_row_fill_equals_single_fills(grammars, reqs, threads):
     assert words == bm.shape[1]
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    reqs=st.lists(
+        st.tuples(
+            st.integers(0, len(PATTERNS) - 1),
+            st.lists(st.integers(0, VOCAB - 1), max_size=4),  # drafts before the padding
+            st.lists(st.integers(-1, VOCAB - 1), max_size=3),  # after the first -1
+        ),
+        max_size=6,
+    ),
+    threads=st.sampled_from([1, 2, 4]),
+)
+def test_padding_drafts_end_the_chain_with_all_ones_rows(grammars, reqs, threads):
+    """vLLM's -1 padding: the chain of the drafts before the first -1 (the
+    sequential reference), then -1 rows up to ``len(drafts)``; ids after the
+    first -1 are not read."""
+    words = (VOCAB + 31) // 32
+    items, row = [], 0
+    for gi, real, tail in reqs:
+        items.append((maskpar.Matcher(grammars[gi]), row, [*real, -1, *tail]))
+        row += len(real) + 2 + len(tail)
+    bm = np.full((row + 1, words), SENTINEL, dtype=np.int32)
+    got = maskpar.fill_next_token_bitmask_par_with_draft_tokens(items, bm, num_threads=threads)
+    for (m, r, drafts), acc, (_, real, _) in zip(items, got, reqs):
+        rows, want_acc = sequential_rows(m, real, words)
+        assert acc == want_acc
+        assert np.array_equal(bm[r : r + len(real) + 1], rows)
+        assert (bm[r + len(real) + 1 : r + len(drafts) + 1] == -1).all()
+        assert m.num_consumed == 0
+    assert (bm[row] == SENTINEL).all()
+
+
+def test_negative_drafts_other_than_padding_are_refused(grammars):
+    m = maskpar.Matcher(grammars[0])
+    bm = new_bitmask(4, VOCAB, fill=SENTINEL)
+    with pytest.raises(ValueError, match=r"item 0: draft token id -2 is out of range"):
+        maskpar.fill_next_token_bitmask_par_with_draft_tokens([(m, 0, [2, -2, -1])], bm)
+    assert (bm == SENTINEL).all()
+    # Padding rows count against the bitmask's rows like drafts do.
+    with pytest.raises(ValueError):
+        maskpar.fill_next_token_bitmask_par_with_draft_tokens([(m, 1, [2, -1, -1])], bm)
+    assert (bm == SENTINEL).all()
+
+
 def test_rejected_drafts_and_eos_rows(grammars):
     m = maskpar.Matcher(grammars[0])  # (ab|ba)+c?
     bm = new_bitmask(6, VOCAB, fill=SENTINEL)

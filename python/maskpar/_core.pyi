@@ -223,7 +223,9 @@ def fill_next_token_bitmask_par_with_draft_tokens(
     num_threads: int | None = None,
 ) -> list[int]:
     """Row ``row + i`` = mask after ``drafts[:i]``; rows after a rejected draft
-    are -1; returns accepted draft counts; matchers are left unchanged."""
+    are -1; a draft of -1 is padding (vLLM's): the drafts end before it and
+    the rows after it are -1. Returns accepted draft counts; matchers are
+    left unchanged."""
 
 # A draft tree: ``(tokens, parents)`` with ``parents[0] == -1`` and
 # ``parents[i] < i``, or SGLang's EAGLE arrays ``(retrieve_next_token,

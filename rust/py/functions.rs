@@ -175,23 +175,34 @@ fn fill_bitmask<'py>(
     Ok(bm)
 }
 
+/// The id that pads a request's drafts (vLLM's `-1` slots): it and the
+/// ids after it are not drafts, and their rows are all ones.
+const PADDING_ID: i64 = -1;
+
 /// Draft requests from items whose element after the row (if any) is the
-/// drafts, checked against each matcher's vocabulary.
+/// drafts, checked against each matcher's vocabulary up to the first
+/// `PADDING_ID`.
 fn draft_requests<'a>(items: &'a [Item<'_>]) -> PyResult<Vec<DraftRequest<'a>>> {
     let mut reqs = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
-        let drafts = match it.rest.first() {
-            Some(d) => it
-                .matcher
-                .core
-                .check_ids(&int_seq(d, i, "drafts")?)
-                .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?,
-            None => Vec::new(),
+        let (drafts, padding) = match it.rest.first() {
+            Some(d) => {
+                let ids = int_seq(d, i, "drafts")?;
+                let p = ids
+                    .iter()
+                    .position(|&t| t == PADDING_ID)
+                    .unwrap_or(ids.len());
+                let drafts = (it.matcher.core.check_ids(&ids[..p]))
+                    .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?;
+                (drafts, ids.len() - p)
+            }
+            None => (Vec::new(), 0),
         };
         reqs.push(DraftRequest {
             matcher: &it.matcher.core,
             row: it.row,
             drafts,
+            padding,
         });
     }
     Ok(reqs)
@@ -264,8 +275,9 @@ fn fill_next_token_bitmask_par(
 
 /// For each `(matcher, row, drafts)`, fills rows `row .. row + len(drafts)`:
 /// row `row + i` is the mask after `drafts[:i]`. Rows after a rejected draft
-/// are set to all ones (-1). Returns the number of accepted drafts per request;
-/// matchers are left unchanged.
+/// are set to all ones (-1). A draft of -1 is padding (vLLM's): the drafts
+/// end before it, and the rows after it are all ones. Returns the number of
+/// accepted drafts per request; matchers are left unchanged.
 #[pyfunction]
 #[pyo3(signature = (matchers, bitmask, num_threads=None))]
 fn fill_next_token_bitmask_par_with_draft_tokens<'py>(

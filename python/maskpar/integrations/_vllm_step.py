@@ -23,7 +23,9 @@ constrained; rows before are still reasoning):
   every later row of the block, bonus included, is a copy of row ``j``;
 * rows past ``n`` in the block are not written.
 
-maskpar's draft chains differ in three places, reconciled here: after a
+maskpar's draft chains read vLLM's ``-1`` padding as vLLM does (the drafts
+end there; the rows after it are -1) and differ in three places, reconciled
+here: after a
 refused draft maskpar writes -1 rows (vLLM copies the last valid row); a
 terminated matcher's row is its end-token set (vLLM writes -1); and a
 terminated matcher still takes end tokens (vLLM refuses any token once the
@@ -102,7 +104,7 @@ def _later_rows(bm: np.ndarray, base: int, n: int, p: int, last: int, refused: b
         bm[base + p + 1 : base + n + 1] = -1
 
 
-def _outcome(grammar: MaskparGrammar, drafts: list[int], accepted: int) -> tuple[int, bool]:
+def _outcome(grammar: MaskparGrammar, drafts: Sequence[int], accepted: int) -> tuple[int, bool]:
     """How far vLLM's loop gets along ``drafts`` of which maskpar's chain
     took ``accepted``: the drafts its grammar accepts, and whether the grammar
     has terminated there. A terminated maskpar matcher still takes end
@@ -232,7 +234,7 @@ def grammar_bitmask(
                     bm[base] = -1
             return bm[: len(structured_output_request_ids) * stride]
     blocks: list[_Block] = []
-    chains: list[tuple[maskpar.Matcher, int, list[int]]] = []
+    chains: list[tuple[maskpar.Matcher, int, Sequence[int]]] = []
     # Per chain of a request past its reasoning (most requests): what vLLM's
     # rules need once maskpar has written its rows, with no block (each
     # block and its finish cost a one-request step about 1.5 us). Reasoning
@@ -250,10 +252,13 @@ def grammar_bitmask(
         else:
             gs, cs = manager._get_constraint_bounds(request, tokens[:p])
         if gs == cs == 0:
-            drafts = list(tokens[:p])
-            chains.append((grammar.matcher, base, drafts))
+            # The drafts as they are: maskpar reads a -1 as padding and
+            # writes the rows after it as vLLM does (-1), in the parallel
+            # call instead of here (writing them here was a sixth of a
+            # 16-request step).
+            chains.append((grammar.matcher, base, tokens))
             fed.append((grammar, base, n, p))
-            with_drafts = with_drafts or p > 0
+            with_drafts = with_drafts or n > 0
             continue
         masked = manager._masked_reasoning_ends(request) if cs else ()
         blocks.append(
@@ -274,7 +279,8 @@ def grammar_bitmask(
         last, terminated = _outcome(grammar, drafts, count)
         if terminated:
             bm[base + last] = -1
-        _later_rows(bm, base, n, p, last, last < len(drafts))
+        if last < p:  # a refused draft: vLLM repeats row `last`
+            _later_rows(bm, base, n, p, last, True)
     if blocks:
         for block, count in zip(owned, accepted[len(fed) :]):
             block.finish(bm, count)
