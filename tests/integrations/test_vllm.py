@@ -569,6 +569,9 @@ def compare_steps(manager, rng, requests, targets, k, steps, reasoning):
             bounds[req_id] = random_bounds(rng, len(stripped)) if reasoning else (0, 0)
             masked[req_id] = tuple(sorted(rng.sample(range(vocab), 3))) if reasoning else ()
         if reasoning:
+            # Bounds other than (0, 0) come with a reasoning parser only (the
+            # adapter asks no request's bounds without one): a stand-in class.
+            manager.reasoner_cls = object
             manager._get_constraint_bounds = lambda req, toks, *a, b=bounds, **kw: b[req.request_id]
             manager._masked_reasoning_ends = lambda req, m=masked: m[req.request_id]
         noise = np.random.default_rng(rng.randrange(2**32)).integers(
@@ -595,6 +598,7 @@ def compare_steps(manager, rng, requests, targets, k, steps, reasoning):
         assert np.array_equal(manager._grammar_bitmask.numpy(), want_full)
         if reasoning:  # back to the manager's own bounds (no reasoner: constrained)
             del manager._get_constraint_bounds, manager._masked_reasoning_ends
+            manager.reasoner_cls = None
         # Advance: accept the grammar-valid prefix of the drafts plus one target token.
         for req_id in ids:
             request = requests[req_id]
@@ -693,11 +697,37 @@ def test_a_step_without_drafts_asks_each_requests_bounds_once(model_dir):
         asked.append(request.request_id)
         return (1, 1) if request.request_id == ids[-1] else (0, 0)
 
+    manager.reasoner_cls = object  # bounds other than (0, 0) need a reasoning parser
     manager._get_constraint_bounds = bounds
     manager._masked_reasoning_ends = lambda request: ()
     rows = manager.grammar_bitmask(requests, ids, {})
     assert asked == ids
     assert (rows[2] == -1).all()  # the reasoning request's row: all ones
+
+
+@pytest.mark.parametrize("k", [0, 4])
+def test_without_a_reasoning_parser_no_request_is_asked_its_bounds(model_dir, k):
+    # vLLM's own answer without a reasoning parser, or with structured output
+    # enabled inside reasoning, is (0, 0) for every request, drafts or not:
+    # the adapter relies on it and asks no request.
+    manager = StructuredOutputManager(make_config(model_dir, k=k))
+    requests, _ = build_batch(manager, random.Random(7), 3, f"unasked-{k}-")
+    ids = list(requests)
+    assert manager.reasoner_cls is None
+    for request in requests.values():
+        assert tuple(manager._get_constraint_bounds(request, [1, 2][:k])) == (0, 0)
+    manager.reasoner_cls = object
+    manager.enable_in_reasoning = True
+    for request in requests.values():
+        assert tuple(manager._get_constraint_bounds(request, [1, 2][:k])) == (0, 0)
+    asked = []
+    manager._get_constraint_bounds = lambda request, *a, **kw: asked.append(request) or (0, 0)
+    drafts = {r: [-1] * k for r in ids} if k else {}
+    manager.grammar_bitmask(requests, ids, drafts)
+    manager.enable_in_reasoning = False
+    manager.reasoner_cls = None
+    manager.grammar_bitmask(requests, ids, drafts)
+    assert asked == []
 
 
 def test_speculative_step_with_a_reasoning_parser_equals_vllm_loop(model_dir):
