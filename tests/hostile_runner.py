@@ -1223,6 +1223,8 @@ def _id_cases() -> None:
                 expect = frozenset({"ok", "ValueError"})  # a huge cap is just a cap
             if method == "num_threads" and bad == 257:
                 expect = OK
+            if method == "drafts" and bad == -1:
+                expect = OK  # vLLM's padding: the drafts end there
 
             def run(call=call, bad=bad) -> Any:
                 m = matcher("[ab]*c")

@@ -180,17 +180,16 @@ fn fill_bitmask<'py>(
 const PADDING_ID: i64 = -1;
 
 /// Draft requests from items whose element after the row (if any) is the
-/// drafts, checked against each matcher's vocabulary up to the first
-/// `PADDING_ID`.
-fn draft_requests<'a>(items: &'a [Item<'_>]) -> PyResult<Vec<DraftRequest<'a>>> {
+/// drafts, checked against each matcher's vocabulary; where `padded`, up to
+/// the first `PADDING_ID` (a draft fill's rows), else all of them.
+fn draft_requests<'a>(items: &'a [Item<'_>], padded: bool) -> PyResult<Vec<DraftRequest<'a>>> {
     let mut reqs = Vec::with_capacity(items.len());
     for (i, it) in items.iter().enumerate() {
         let (drafts, padding) = match it.rest.first() {
             Some(d) => {
                 let ids = int_seq(d, i, "drafts")?;
-                let p = ids
-                    .iter()
-                    .position(|&t| t == PADDING_ID)
+                let p = (ids.iter())
+                    .position(|&t| padded && t == PADDING_ID)
                     .unwrap_or(ids.len());
                 let drafts = (it.matcher.core.check_ids(&ids[..p]))
                     .map_err(|e| PyValueError::new_err(format!("item {i}: draft {e}")))?;
@@ -221,7 +220,7 @@ fn run_fill(
         (2, "(matcher, row)")
     };
     let items = parse_items(items, arity, shape, Some("row"))?;
-    let reqs = draft_requests(&items)?;
+    let reqs = draft_requests(&items, true)?;
     let pool = thread_pool(num_threads)?;
     let spans: Vec<Span<'_>> = reqs.iter().map(DraftRequest::span).collect();
     let mut bm = fill_bitmask(bitmask, &items, &spans)?;
@@ -350,7 +349,7 @@ fn grammar_aware_drafts<'py>(
 ) -> PyResult<Bound<'py, PyList>> {
     let max_drafts = max_drafts.non_negative("max_drafts")?;
     let items = parse_items(requests, 2, "(matcher, drafts)", None)?;
-    let reqs = draft_requests(&items)?;
+    let reqs = draft_requests(&items, false)?;
     let pool = thread_pool(num_threads)?;
     let drafts = detached(py, || batch::grammar_aware_drafts(&reqs, max_drafts, &pool))?
         .map_err(to_py_err)?;

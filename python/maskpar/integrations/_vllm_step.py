@@ -208,7 +208,7 @@ def grammar_bitmask(
         so = request.structured_output_request
         # The compiled grammar itself when it is one (the property checks
         # for a pending compile first: a quarter of this loop's time).
-        grammar = so._grammar
+        grammar = getattr(so, "_grammar", None)
         if not isinstance(grammar, MaskparGrammar):
             grammar = so.grammar
         tokens = scheduled_spec_decode_tokens.get(req_id, ())
