@@ -227,19 +227,19 @@ def grammar_bitmask(
     # The numpy view, which vLLM gets back, is also what maskpar checks
     # fastest (numpy's C API; a tensor takes six attribute reads).
     bm = _numpy_view(manager, manager._grammar_bitmask)
+    unbounded = _unbounded(manager)
     # A step without drafts in which no request is reasoning: each row is
     # its grammar's mask, or -1 once the grammar has terminated, with none
     # of the lists and blocks below (about 1 us of a 5-6 us one-request
-    # step). The requests' bounds are asked for once, here; the path below
-    # reads them when some request is still reasoning. (One loop, no
+    # step). Where some request may be reasoning, its bounds are asked for
+    # once, here, and the path below reads them when one is. (One loop, no
     # comprehension: each of those cost the step about 0.3 us.)
     no_draft_bounds = None
     if not drafted:
-        if _unbounded(manager):
+        if unbounded:
             rows: list[tuple[maskpar.Matcher, int]] | None = [
                 (grammar.matcher, index * stride) for index, (_, grammar, _) in enumerate(batch)
             ]
-            no_draft_bounds = [(0, 0)] * len(batch)
         else:
             no_draft_bounds = []
             rows = []
@@ -264,17 +264,16 @@ def grammar_bitmask(
     # requests' chains come after these, in `blocks` order.
     fed: list[tuple[MaskparGrammar, int, int, int]] = []
     with_drafts = False
-    unbounded = no_draft_bounds is None and _unbounded(manager)
     for index, (request, grammar, tokens) in enumerate(batch):
         base = index * stride
         n = len(tokens)
         # Draft ids are -1 or token ids (checked above), so vLLM's
         # `strip_speculative_padding` is the drafts before the first -1.
         p = tokens.index(-1) if -1 in tokens else n
-        if no_draft_bounds is not None:
-            gs, cs = no_draft_bounds[index]
-        elif unbounded:
+        if unbounded:
             gs = cs = 0
+        elif no_draft_bounds is not None:
+            gs, cs = no_draft_bounds[index]
         else:
             gs, cs = manager._get_constraint_bounds(request, tokens[:p])
         if gs == cs == 0:
