@@ -254,9 +254,26 @@ def eagle_batches(draw):
     return n, batch
 
 
+def tree_array_as(form, a):
+    """``a`` as SGLang might hold it: a numpy array, a CPU tensor (read
+    through DLPack), or a tensor DLPack's fast path declines (not
+    C-contiguous: its numpy view is read)."""
+    if form == "numpy":
+        return a
+    import torch
+
+    if form == "tensor":
+        return torch.from_numpy(a.copy())
+    return torch.from_numpy(np.asfortranarray(a))  # same values, column-major
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=eagle_batches(), threads=st.sampled_from([1, 2, 3]))
-def test_eagle_batch_fill_is_sglangs_walk(grammars, case, threads):
+@given(
+    case=eagle_batches(),
+    threads=st.sampled_from([1, 2, 3]),
+    form=st.sampled_from(["numpy", "tensor", "strided"]),
+)
+def test_eagle_batch_fill_is_sglangs_walk(grammars, case, threads, form):
     from maskpar import _core
 
     n, batch = case
@@ -280,7 +297,8 @@ def test_eagle_batch_fill_is_sglangs_walk(grammars, case, threads):
         rows = sglang_rows(m, toks, parents)
         expect[i] = None if unreadable else np.stack([rows[perm.index(j)] for j in range(n)])
     before = [(m.num_consumed, m.forced_tokens()) for m, _ in items]
-    got = _core._fill_eagle_trees(items, first, sibling, tokens, bm, num_threads=threads)
+    arrays = [tree_array_as(form, a) for a in (first, sibling, tokens)]
+    got = _core._fill_eagle_trees(items, *arrays, bm, num_threads=threads)
     assert got == [expect[i] is not None for _, i in items]
     for i in range(len(batch)):
         mine = bm[i * n : (i + 1) * n]
@@ -310,8 +328,17 @@ def test_eagle_batch_fill_refuses_bad_calls(grammars):
         _core._fill_eagle_trees([(m, 0)], arrays[0], arrays[1][:1], arrays[2], bm)
     with pytest.raises(ValueError, match="rows"):
         _core._fill_eagle_trees([(m, 1)], *arrays, bm[:3])  # rows 2..3 do not fit
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="retrieve_next_token must be a .* int64"):
         _core._fill_eagle_trees([(m, 0)], arrays[0].astype(np.int32), *arrays[1:], bm)
+    torch = pytest.importorskip("torch")
+    for wrong in [
+        torch.from_numpy(arrays[2].astype(np.int32)),  # int32
+        torch.from_numpy(arrays[2][0].copy()),  # one dimension
+        torch.zeros((2, 2), dtype=torch.int64, device="meta"),  # no memory
+        arrays[2].tolist(),
+    ]:
+        with pytest.raises(TypeError, match="draft_tokens must be a .* int64"):
+            _core._fill_eagle_trees([(m, 0)], *arrays[:2], wrong, bm)
     assert (bm == SENTINEL).all()
     assert _core._fill_eagle_trees([(m, 1)], *arrays, bm) == [True]
     assert (bm[:2] == SENTINEL).all() and not (bm[2:] == SENTINEL).all()

@@ -281,9 +281,10 @@ def _apply_token_bitmask_cpu(
 
 # Private: SGLang's EAGLE step (used by maskpar.integrations.sglang). For
 # each (matcher, i), fills rows i*N .. (i+1)*N of bitmask from the tree in
-# row i of the [B, N] int64 arrays, as SGLang's traverse_tree would: rows
-# past an EOS node are all ones. Returns per item whether its rows were
-# filled (False: a tree maskpar cannot read, rows untouched).
+# row i of the [B, N] int64 arrays (numpy arrays or CPU tensors), as
+# SGLang's traverse_tree would: rows past an EOS node are all ones. Returns
+# per item whether its rows were filled (False: a tree maskpar cannot read,
+# rows untouched).
 def _fill_eagle_trees(
     requests: Sequence[tuple[Matcher, int]],
     retrieve_next_token: Any,

@@ -129,7 +129,7 @@ pub fn _apply_token_bitmask_cpu_tensors(
         HostDtype::Float32 => masked::<u32>(py, &lg, rows, vocab, bm.ptr, words, 0xff80_0000),
         HostDtype::Float16 => masked::<u16>(py, &lg, rows, vocab, bm.ptr, words, 0xfc00),
         HostDtype::BFloat16 => masked::<u16>(py, &lg, rows, vocab, bm.ptr, words, 0xff80),
-        HostDtype::Int32 => Ok(false),
+        HostDtype::Int32 | HostDtype::Int64 => Ok(false),
     }
 }
 

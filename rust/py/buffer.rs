@@ -45,7 +45,7 @@ impl Bitmask<'_> {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(super) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())

@@ -18,9 +18,9 @@
 //! It is looked up once on `torch.Tensor` and used only for objects of
 //! exactly that type (the spec asks for the type the table came from);
 //! anything it does not describe as a host tensor of one or two dimensions,
-//! C-contiguous, of a dtype in `HostDtype` (int32 for a bitmask, a float
-//! type for logits), goes back to the callers' attribute checks, which
-//! also word the errors.
+//! C-contiguous, of a dtype in `HostDtype` (int32 for a bitmask, int64 for
+//! SGLang's draft-tree arrays, a float type for logits), goes back to the
+//! callers' attribute checks, which also word the errors.
 
 use std::ffi::{c_int, c_void};
 
@@ -93,6 +93,8 @@ const BFLOAT: u8 = 4; // kDLBfloat
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HostDtype {
     Int32,
+    /// SGLang's draft-tree arrays (`rust/py/eagle.rs`).
+    Int64,
     Float32,
     Float16,
     BFloat16,
@@ -213,6 +215,7 @@ impl Exporter {
         }
         let dtype = match (t.dtype.code, t.dtype.bits, t.dtype.lanes) {
             (INT, 32, 1) => HostDtype::Int32,
+            (INT, 64, 1) => HostDtype::Int64,
             (FLOAT, 32, 1) => HostDtype::Float32,
             (FLOAT, 16, 1) => HostDtype::Float16,
             (BFLOAT, 16, 1) => HostDtype::BFloat16,

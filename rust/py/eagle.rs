@@ -21,12 +21,14 @@
 //!   not filled: their rows are left untouched and the result says so, for
 //!   the adapter to hand those requests to SGLang's walk.
 
-use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::PyValueError;
+use numpy::{PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rustc_hash::FxHashSet;
 
+use super::buffer::{torch_exporter, type_name};
+use super::dlpack::HostDtype;
 use super::functions::{parse_items, run_tree_fill};
 use super::int::Int;
 use super::lists;
@@ -34,10 +36,10 @@ use crate::batch::TreeRequest;
 use crate::tree::DraftTree;
 
 /// For each `(matcher, i)`, fills rows `i * N .. (i + 1) * N` of `bitmask`
-/// from the tree in row `i` of the `[B, N]` int64 arrays, as SGLang's walk
-/// would (see the module docs). Returns, per item, whether its rows were
-/// filled (False: its tree is left to SGLang's walk, rows untouched).
-/// Matchers are left unchanged.
+/// from the tree in row `i` of the `[B, N]` int64 arrays (numpy arrays or
+/// CPU tensors), as SGLang's walk would (see the module docs). Returns, per
+/// item, whether its rows were filled (False: its tree is left to SGLang's
+/// walk, rows untouched). Matchers are left unchanged.
 #[pyfunction]
 #[pyo3(signature = (
     requests, retrieve_next_token, retrieve_next_sibling, draft_tokens, bitmask, num_threads=None
@@ -45,31 +47,29 @@ use crate::tree::DraftTree;
 pub fn _fill_eagle_trees<'py>(
     py: Python<'py>,
     requests: &Bound<'_, PyAny>,
-    retrieve_next_token: PyReadonlyArray2<'_, i64>,
-    retrieve_next_sibling: PyReadonlyArray2<'_, i64>,
-    draft_tokens: PyReadonlyArray2<'_, i64>,
+    retrieve_next_token: &Bound<'_, PyAny>,
+    retrieve_next_sibling: &Bound<'_, PyAny>,
+    draft_tokens: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
 ) -> PyResult<Bound<'py, PyList>> {
     let items = parse_items(requests, 2, "(matcher, index)", Some("index"))?;
-    let shape = draft_tokens.shape();
+    let tokens = TreeArray::read(draft_tokens, "draft_tokens")?;
+    let first = TreeArray::read(retrieve_next_token, "retrieve_next_token")?;
+    let sibling = TreeArray::read(retrieve_next_sibling, "retrieve_next_sibling")?;
+    let shape = tokens.shape;
     for (name, a) in [
-        ("retrieve_next_token", &retrieve_next_token),
-        ("retrieve_next_sibling", &retrieve_next_sibling),
+        ("retrieve_next_token", &first),
+        ("retrieve_next_sibling", &sibling),
     ] {
-        if a.shape() != shape {
+        if a.shape != shape {
             return Err(PyValueError::new_err(format!(
                 "{name} has shape {:?}, draft_tokens {shape:?}",
-                a.shape()
+                a.shape
             )));
         }
     }
-    let (batch_size, nodes) = (shape[0], shape[1]);
-    let (first, sibling, tokens) = (
-        retrieve_next_token.as_array(),
-        retrieve_next_sibling.as_array(),
-        draft_tokens.as_array(),
-    );
+    let [batch_size, nodes] = shape;
     let mut filled = vec![false; items.len()];
     let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
     let mut seen: FxHashSet<usize> = FxHashSet::default();
@@ -86,9 +86,9 @@ pub fn _fill_eagle_trees<'py>(
             )));
         }
         let tree = DraftTree::from_first_child_next_sibling(
-            &first.row(i).to_vec(),
-            &sibling.row(i).to_vec(),
-            &tokens.row(i).to_vec(),
+            first.row(i),
+            sibling.row(i),
+            tokens.row(i),
             it.matcher.core.grammar().vocab(),
         );
         // Every error of reading a tree is the tree's own (its shape or a
@@ -105,4 +105,87 @@ pub fn _fill_eagle_trees<'py>(
     }
     run_tree_fill(py, &items, &reqs, bitmask, num_threads)?;
     lists::bools(py, &filled)
+}
+
+/// One of SGLang's `[B, N]` int64 tree arrays, copied out of the caller's
+/// object (B x N ids: a few KB).
+struct TreeArray {
+    shape: [usize; 2],
+    values: Vec<i64>,
+}
+
+impl TreeArray {
+    /// Reads a numpy array, or a torch tensor through its DLPack exporter
+    /// (SGLang holds the arrays as CPU tensors: a `.numpy()` call per array
+    /// is a trip through torch's bindings, 5-10 us each when their code has
+    /// gone cold between steps), or, for a tensor DLPack does not describe,
+    /// what its `.numpy()` gives.
+    fn read(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TreeArray> {
+        if let Some(exporter) = torch_exporter(obj.py())? {
+            if let Some(t) = exporter.host(obj)? {
+                if let (HostDtype::Int64, &[b, n]) = (t.dtype, t.shape.as_slice()) {
+                    let len = b.checked_mul(n).ok_or_else(|| too_large(name))?;
+                    let values = if len == 0 {
+                        Vec::new()
+                    } else {
+                        // SAFETY: a successful export of a host tensor of
+                        // `[b, n]` int64 elements, C-contiguous (checked by
+                        // `host`), points at `b * n * 8` readable bytes that
+                        // the tensor owns; the GIL is held from the export
+                        // to the end of this copy, so no Python code can
+                        // free or move them meanwhile. Read as bytes: no
+                        // alignment is assumed.
+                        let bytes =
+                            unsafe { std::slice::from_raw_parts(t.ptr as *const u8, len * 8) };
+                        (bytes.chunks_exact(8))
+                            .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                            .collect()
+                    };
+                    return Ok(TreeArray {
+                        shape: [b, n],
+                        values,
+                    });
+                }
+            }
+        }
+        let wrong = |why: String| {
+            PyTypeError::new_err(format!(
+                "{name} must be a [B, N] int64 numpy array or CPU tensor ({why})"
+            ))
+        };
+        let array = if obj.cast::<PyUntypedArray>().is_ok() || !obj.hasattr("numpy")? {
+            obj.clone()
+        } else {
+            // A tensor DLPack did not describe (not contiguous, an older
+            // torch): its numpy view, or its own error (a GPU tensor).
+            obj.call_method0("numpy")
+                .map_err(|e| wrong(e.to_string()))?
+        };
+        let array = (array.extract::<PyReadonlyArray2<'_, i64>>())
+            .map_err(|_| wrong(format!("got {}", describe(&array))))?;
+        let view = array.as_array();
+        let (b, n) = view.dim();
+        Ok(TreeArray {
+            shape: [b, n],
+            values: view.iter().copied().collect(),
+        })
+    }
+
+    fn row(&self, i: usize) -> &[i64] {
+        let n = self.shape[1];
+        &self.values[i * n..(i + 1) * n]
+    }
+}
+
+/// What a wrong tree array is, for the error: an array's dimensions and
+/// dtype, else its type.
+fn describe(obj: &Bound<'_, PyAny>) -> String {
+    match obj.cast::<PyUntypedArray>() {
+        Ok(a) => format!("a {}-dimensional array of {}", a.ndim(), a.dtype()),
+        Err(_) => type_name(obj),
+    }
+}
+
+fn too_large(name: &str) -> PyErr {
+    PyValueError::new_err(format!("{name} is too large"))
 }
