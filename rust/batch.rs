@@ -108,19 +108,26 @@ impl RowJob {
     }
 }
 
-/// Requests whose chains (or trees) are advanced on the calling thread
-/// alone: for fewer, waking pool threads (a system call each on the
-/// caller's path) costs more than their share of the work.
-const CHAINS_HERE: usize = 8;
+/// Rows below which a call runs start to end on the calling thread. Each
+/// phase of a call that hands work to pool threads costs the caller a
+/// system call to wake one (12-13 us on the 2-core development machine, a
+/// virtual one), and the woken thread takes 35 us to milliseconds to get a
+/// core, while a row costs a few microseconds to compute for a fresh state
+/// and about 0.5 us to copy from the fill memo (bounded by memory
+/// bandwidth, which a second thread does not add to). Measured there on
+/// fresh MaskBench schemas (bench_serving's step, xgrammar's batch matcher
+/// run between steps), mean step with one thread against two: 16 rows
+/// (B = 16, K = 0) 0.104 against 0.135 ms, 20 rows (B = 4, K = 4) 0.096
+/// against 0.126, 36 rows (B = 4, K = 8) 0.22 against 0.28; from 64 rows
+/// two threads win: 0.47 against 0.41 (B = 64, K = 0), 0.99 against 0.89
+/// (B = 16, K = 8). Against the earlier rule (helpers from 16 rows or 8
+/// requests), same process, alternating: B = 16, K = 0 0.133 -> 0.103 ms,
+/// B = 4, K = 4 0.157 -> 0.115, B = 4, K = 8 0.268 -> 0.214; B = 64, K = 0
+/// 0.415 -> 0.387, B = 16, K = 4 and K = 8 unchanged within noise.
+const ALONE_BELOW_ROWS: usize = 48;
 
-/// Rows to compute per thread of a call: a pool thread joins only for at
-/// least this many more. Waking one cost the caller 50 us on the 2-core
-/// development machine, as much as several warm rows (a row the fill memo
-/// holds is a 16 KB copy, 2-5 us); a one-request step with 4 drafts was
-/// 20-40% slower with a helper than without, and at 4 rows a thread one
-/// with 8 drafts was too (bench_serving, B = 1, K = 8: 0.09 ms a step with 8,
-/// 0.13 ms with 4; two requests with 4 drafts 0.10 against 0.15 ms; larger
-/// batches alike).
+/// Rows to compute per thread of a call that shares its work: a pool thread
+/// joins only for at least this many more.
 const ROWS_PER_THREAD: usize = 8;
 
 /// Whether a call runs on the calling thread rather than on `pool`: when
@@ -131,27 +138,33 @@ fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
     pool.current_num_threads() == 1 || rows <= 1
 }
 
-/// Whether a call of `requests` requests and `rows` rows runs start to end
-/// on the calling thread: `runs_here`, or too few requests for helpers on
-/// their chains (`CHAINS_HERE`) and too few rows for one on their masks
-/// (`ROWS_PER_THREAD`), the same choices `states_of` and `fill_rows` make.
-fn alone(pool: &ThreadPool, requests: usize, rows: usize) -> bool {
-    runs_here(pool, rows) || (requests < CHAINS_HERE && rows < 2 * ROWS_PER_THREAD)
+/// Whether a call of `rows` rows runs start to end on the calling thread:
+/// `runs_here`, or fewer rows than pay for a helper (`ALONE_BELOW_ROWS`).
+fn alone(pool: &ThreadPool, rows: usize) -> bool {
+    runs_here(pool, rows) || rows < ALONE_BELOW_ROWS
+}
+
+/// The threads a call of `rows` rows shares its work with, the caller's
+/// included: one per `ROWS_PER_THREAD`, at most the pool's.
+fn threads_for(pool: &ThreadPool, rows: usize) -> usize {
+    (rows / ROWS_PER_THREAD).clamp(1, pool.current_num_threads())
 }
 
 /// `advance` applied to every job (a request's position and its drafts or
-/// tree), in order: on the calling thread alone when `here` or when there
-/// are fewer than `CHAINS_HERE` requests, else with `pool`'s threads joining
-/// as they wake (`claim::map`: the caller never waits for a wake-up).
-fn states_of<J, T>(pool: &ThreadPool, here: bool, jobs: Vec<J>, advance: fn(J) -> T) -> Vec<T>
+/// tree), in order, with as many of `pool`'s threads as the call's `rows` will want joining as they
+/// wake (`claim::map`: the caller never waits for a wake-up). Waking them
+/// here even when advancing is little work (a step without drafts) puts the
+/// wake-up, the slow part of a helper's start, before the rows: the
+/// helpers are awake by the time the masks are computed.
+fn states_of<J, T>(pool: &ThreadPool, rows: usize, jobs: Vec<J>, advance: fn(J) -> T) -> Vec<T>
 where
     J: Send + 'static,
     T: Send + 'static,
 {
-    let helpers = if here || jobs.len() < CHAINS_HERE {
+    let helpers = if jobs.len() < 2 {
         0
     } else {
-        pool.current_num_threads() - 1
+        threads_for(pool, rows) - 1
     };
     claim::map(pool, helpers, jobs, advance)
 }
@@ -249,13 +262,11 @@ pub fn check_layout(spans: &[Span<'_>], rows: usize, words: usize) -> Result<()>
 
 /// Writes every scheduled row (`(row, job)`), on the calling thread and on
 /// `pool`'s threads as they wake (`claim`), one thread per
-/// `ROWS_PER_THREAD` rows to compute, or on the calling thread only when
-/// `here`. Rows whose state is not cached yet and already scheduled for
+/// `ROWS_PER_THREAD` rows to compute. Rows whose state is not cached yet and already scheduled for
 /// an earlier row are deferred to a second pass, where they are copies: each
 /// mask is computed once per call, not once per thread that needs it.
 fn fill_rows(
     pool: &ThreadPool,
-    here: bool,
     bitmask: &mut [u32],
     words: usize,
     jobs: Vec<(usize, RowJob)>,
@@ -284,12 +295,7 @@ fn fill_rows(
     for (job, later) in jobs.into_iter().zip(later) {
         if later { &mut deferred } else { &mut now }.push(job);
     }
-    let helpers = if here {
-        0
-    } else {
-        let threads = (computed / ROWS_PER_THREAD).clamp(1, pool.current_num_threads());
-        threads - 1
-    };
+    let helpers = threads_for(pool, computed) - 1;
     let fill: claim::FillFn<RowJob> = RowJob::fill;
     claim::fill_rows(pool, helpers, now, fill, bitmask, words)?;
     if !deferred.is_empty() {
@@ -308,14 +314,13 @@ pub fn fill_with_drafts(
     pool: &ThreadPool,
 ) -> Result<Vec<usize>> {
     let rows: usize = reqs.iter().map(|r| r.span().count).sum();
-    if alone(pool, reqs.len(), rows) {
+    if alone(pool, rows) {
         return fill_with_drafts_alone(reqs, bitmask, words);
     }
-    let here = runs_here(pool, rows);
     let jobs = (reqs.iter())
         .map(|r| (r.matcher.position(), r.drafts.clone()))
         .collect();
-    let chains = states_of(pool, here, jobs, |(p, drafts): (Position, Vec<u32>)| {
+    let chains = states_of(pool, rows, jobs, |(p, drafts): (Position, Vec<u32>)| {
         p.draft_states(&drafts)
     })
     .into_iter()
@@ -333,7 +338,7 @@ pub fn fill_with_drafts(
             jobs.push((r.row + i, job));
         }
     }
-    fill_rows(pool, here, bitmask, words, jobs)?;
+    fill_rows(pool, bitmask, words, jobs)?;
     Ok(accepted)
 }
 
@@ -390,14 +395,13 @@ pub fn fill_with_tree(
     pool: &ThreadPool,
 ) -> Result<Vec<Vec<bool>>> {
     let rows: usize = reqs.iter().map(|r| r.tree.len()).sum();
-    if alone(pool, reqs.len(), rows) {
+    if alone(pool, rows) {
         return fill_with_tree_alone(reqs, bitmask, words);
     }
-    let here = runs_here(pool, rows);
     let jobs = (reqs.iter())
         .map(|r| (r.matcher.position(), r.tree.clone()))
         .collect();
-    let walks = states_of(pool, here, jobs, |(p, tree): (Position, DraftTree)| {
+    let walks = states_of(pool, rows, jobs, |(p, tree): (Position, DraftTree)| {
         p.tree_states(&tree)
     })
     .into_iter()
@@ -419,7 +423,7 @@ pub fn fill_with_tree(
             jobs.push((r.row + i, job));
         }
     }
-    fill_rows(pool, here, bitmask, words, jobs)?;
+    fill_rows(pool, bitmask, words, jobs)?;
     Ok(valid)
 }
 
@@ -546,11 +550,11 @@ mod tests {
         // Drafts 1 are refused at index 2; drafts 2 make enough rows for pool
         // threads to join (`alone` is false past one).
         let drafts1 = vec![0, 0, 2, 1];
-        let mut drafts2 = vec![0; 12];
+        let mut drafts2 = vec![0; ALONE_BELOW_ROWS];
         drafts2.extend([1, 2, 3]);
         let rows = drafts1.len() + drafts2.len() + 2;
         for threads in [1, 2, 3] {
-            assert_eq!(alone(&pool(Some(threads)).unwrap(), 2, rows), threads == 1);
+            assert_eq!(alone(&pool(Some(threads)).unwrap(), rows), threads == 1);
             let reqs = two_requests(&m1, &drafts1, &m2, &drafts2);
             let mut bm = vec![0u32; words * rows];
             check_layout(&spans(&reqs), rows, words).unwrap();
@@ -589,7 +593,7 @@ item ::= "a" | root"#;
         let drafts2 = vec![];
         let reqs = two_requests(&m1, &drafts1, &m2, &drafts2);
         let pool = pool(Some(2)).unwrap();
-        assert!(alone(&pool, reqs.len(), 6));
+        assert!(alone(&pool, 6));
         let mut bm = vec![7u32; words * 6];
         check_layout(&spans(&reqs), 6, words).unwrap();
         let acc = fill_with_drafts(&reqs, &mut bm, words, &pool).unwrap();
@@ -671,7 +675,7 @@ item ::= "a" | root"#;
                     .collect();
                 let rows = 1 + n_nodes * n;
                 let pool = pool(Some(threads)).unwrap();
-                assert_eq!(alone(&pool, n, n_nodes * n), threads == 1 || n == 1);
+                assert_eq!(alone(&pool, n_nodes * n), threads == 1 || n == 1);
                 let mut bm = vec![7u32; words * rows];
                 let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
                 check_layout(&spans, rows, words).unwrap();

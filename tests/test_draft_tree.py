@@ -108,10 +108,16 @@ def as_array(xs, how):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(reqs=st.lists(request, max_size=6), threads=st.sampled_from([1, 2, 3, 8]))
-def test_tree_fill_equals_sequential_walk(grammars, reqs, threads):
+@given(
+    reqs=st.lists(request, max_size=6),
+    copies=st.sampled_from([1, 8]),
+    threads=st.sampled_from([1, 2, 3, 8]),
+)
+def test_tree_fill_equals_sequential_walk(grammars, reqs, copies, threads):
+    # Eight copies of the drawn requests make calls of 48 rows and more, which
+    # bring the pool's threads in (rust/batch.rs, ALONE_BELOW_ROWS).
     items, expect, row = [], [], 0
-    for gi, hist, (tokens, parents, perm), gap, form, how in reqs:
+    for gi, hist, (tokens, parents, perm), gap, form, how in reqs * copies:
         m = maskpar.Matcher(grammars[gi])
         m.consume_tokens(hist[: m.validate_tokens(hist)])
         rows, valid = reference_rows(m, tokens, parents)
@@ -234,7 +240,8 @@ def eagle_batches(draw):
     history, and now and then a tree maskpar cannot read."""
     n = draw(st.integers(1, 10))
     batch = []
-    for _ in range(draw(st.integers(1, 5))):
+    # Up to 40 trees: calls of 48 rows and more bring the pool's threads in.
+    for _ in range(draw(st.integers(1, 5)) * draw(st.sampled_from([1, 8]))):
         parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
         tokens = [0] + [
             draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, EOS, EOS, 8, 30])) for _ in range(1, n)

@@ -43,6 +43,11 @@ def sequential_rows(m: maskpar.Matcher, drafts, words):
     return rows, accepted
 
 
+# Each drawn request taken once or eight times over (fresh matchers, the same
+# history): a call of fewer than 48 rows runs on the calling thread alone
+# (rust/batch.rs, ALONE_BELOW_ROWS), eight copies bring the pool's threads in.
+copies = st.sampled_from([1, 8])
+
 request = st.tuples(
     st.integers(0, len(PATTERNS) - 1),
     st.lists(st.integers(0, VOCAB - 1), max_size=5),  # history to consume
@@ -54,13 +59,14 @@ request = st.tuples(
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     reqs=st.lists(request, max_size=8),
+    n=copies,
     threads=st.sampled_from([1, 2, 3, 8]),
     use_torch=st.booleans(),
 )
-def test_draft_fill_equals_sequential(grammars, reqs, threads, use_torch):
+def test_draft_fill_equals_sequential(grammars, reqs, n, threads, use_torch):
     words = (VOCAB + 31) // 32
     items, row = [], 0
-    for gi, hist, drafts, gap in reqs:
+    for gi, hist, drafts, gap in reqs * n:
         m = maskpar.Matcher(grammars[gi])
         m.consume_tokens(hist[: m.validate_tokens(hist)])
         row += gap
@@ -90,12 +96,13 @@ def test_draft_fill_equals_sequential(grammars, reqs, threads, use_torch):
     reqs=st.lists(
         st.tuples(st.integers(0, 3), st.lists(st.integers(0, 8), max_size=4)), max_size=10
     ),
+    n=copies,
     threads=st.sampled_from([1, 2, 4]),
 )
-def test_row_fill_equals_single_fills(grammars, reqs, threads):
+def test_row_fill_equals_single_fills(grammars, reqs, n, threads):
     words = (VOCAB + 31) // 32
     ms = []
-    for gi, hist in reqs:
+    for gi, hist in reqs * n:
         m = maskpar.Matcher(grammars[gi])
         m.consume_tokens(hist[: m.validate_tokens(hist)])
         ms.append(m)
@@ -119,13 +126,15 @@ def test_row_fill_equals_single_fills(grammars, reqs, threads):
         ),
         max_size=6,
     ),
+    n=copies,
     threads=st.sampled_from([1, 2, 4]),
 )
-def test_padding_drafts_end_the_chain_with_all_ones_rows(grammars, reqs, threads):
+def test_padding_drafts_end_the_chain_with_all_ones_rows(grammars, reqs, n, threads):
     """vLLM's -1 padding: the chain of the drafts before the first -1 (the
     sequential reference), then -1 rows up to ``len(drafts)``; ids after the
     first -1 are not read."""
     words = (VOCAB + 31) // 32
+    reqs = reqs * n
     items, row = [], 0
     for gi, real, tail in reqs:
         items.append((maskpar.Matcher(grammars[gi]), row, [*real, -1, *tail]))
