@@ -151,8 +151,9 @@ fn threads_for(pool: &ThreadPool, rows: usize) -> usize {
 }
 
 /// `advance` applied to every job (a request's position and its drafts or
-/// tree), in order, with as many of `pool`'s threads as the call's `rows` will want joining as they
-/// wake (`claim::map`: the caller never waits for a wake-up). Waking them
+/// tree), in order, with as many of `pool`'s threads as the call's `rows`
+/// will want joining as they wake (`claim::map`: the caller never waits for
+/// a wake-up). Waking them
 /// here even when advancing is little work (a step without drafts) puts the
 /// wake-up, the slow part of a helper's start, before the rows: the
 /// helpers are awake by the time the masks are computed.
