@@ -130,18 +130,12 @@ const ALONE_BELOW_ROWS: usize = 48;
 /// joins only for at least this many more.
 const ROWS_PER_THREAD: usize = 8;
 
-/// Whether a call runs on the calling thread rather than on `pool`: when
-/// the pool has one thread, or the call has one row to fill, nothing runs
-/// beside it, and handing the work to a pool thread only adds a wake-up
-/// (on a loaded machine, a wait for a core) to the step.
-fn runs_here(pool: &ThreadPool, rows: usize) -> bool {
-    pool.current_num_threads() == 1 || rows <= 1
-}
-
 /// Whether a call of `rows` rows runs start to end on the calling thread:
-/// `runs_here`, or fewer rows than pay for a helper (`ALONE_BELOW_ROWS`).
+/// when the pool has one thread nothing could run beside it, and below
+/// `ALONE_BELOW_ROWS` a helper's wake-up costs more than its share of the
+/// rows.
 fn alone(pool: &ThreadPool, rows: usize) -> bool {
-    runs_here(pool, rows) || rows < ALONE_BELOW_ROWS
+    pool.current_num_threads() == 1 || rows < ALONE_BELOW_ROWS
 }
 
 /// The threads a call of `rows` rows shares its work with, the caller's
@@ -624,7 +618,7 @@ item ::= "a" | root"#;
             let mut bm = vec![7u32; words * 2];
             check_layout(&spans(&reqs), 2, words).unwrap();
             let pool = pool(Some(3)).unwrap();
-            assert!(runs_here(&pool, 1) && !runs_here(&pool, 2));
+            assert!(alone(&pool, 1) && !alone(&pool, ALONE_BELOW_ROWS));
             assert_eq!(
                 fill_with_drafts(&reqs, &mut bm, words, &pool).unwrap(),
                 vec![0]
