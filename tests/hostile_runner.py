@@ -1647,6 +1647,92 @@ def _():
     return eagle_fill([(matcher(), 0)], eagle_arrays([1, -1, -1], [-1, 2, -1], [0, A, B]), 2)
 
 
+# The same batch form with the arrays as SGLang holds them: CPU int64
+# tensors, read through torch's DLPack exporter (exact tensors) or their
+# numpy view (anything else).
+
+
+def eagle_tensors(*rows: Any) -> Any:
+    import torch
+
+    return [torch.tensor([r], dtype=torch.int64) for r in rows]
+
+
+def eagle_tensor_unread(tree: Any, rows: int) -> Any:
+    bm = bitmask(rows)
+    bm.fill(7)
+    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *eagle_tensors(*tree), bm)
+    assert got == [False] and (bm == 7).all(), got
+    return got
+
+
+for _label in ("next_cycle", "self_child", "out_of_range", "root_sibling"):
+    _tree, _rows, _ = TREES[f"eagle_{_label}"]
+    case(f"eagle_tensor_{_label}", OK, cap=32 << 30, imports_torch=True)(
+        lambda t=_tree, r=_rows: eagle_tensor_unread(t, r)
+    )
+
+
+@case("eagle_tensor_huge_and_negative_ids", OK, cap=32 << 30, imports_torch=True)
+def _():
+    # Children past i64's half, below -1, and a token past the vocabulary:
+    # the trees are reported unread or the token rejected; nothing raised.
+    for tree in (
+        ([2**62, -1], [-1, -1], [0, A]),
+        ([-(2**63), -1], [-1, -1], [0, A]),
+        ([1, -1], [-7, -1], [0, A]),
+    ):
+        eagle_tensor_unread(tree, 2)
+    return eagle_fill([(matcher(), 0)], eagle_tensors([1, -1], [-1, -1], [0, -(2**63)]), 2)
+
+
+@case("eagle_tensor_subclass", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import torch
+
+    class Tracked(torch.Tensor):
+        pass
+
+    arrays = [t.as_subclass(Tracked) for t in eagle_tensors([1, -1], [-1, -1], [0, A])]
+    return eagle_fill([(matcher(), 0)], arrays, 2)
+
+
+@case("eagle_tensor_subclass_numpy_raises", TYPE, cap=32 << 30, imports_torch=True)
+def _():
+    import torch
+
+    class Hostile(torch.Tensor):
+        def numpy(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no numpy for you")
+
+    arrays = [t.as_subclass(Hostile) for t in eagle_tensors([1, -1], [-1, -1], [0, A])]
+    return eagle_fill([(matcher(), 0)], arrays, 2)
+
+
+@case("eagle_tensor_wrong_dtypes", TYPE, cap=32 << 30, imports_torch=True)
+def _():
+    import torch
+
+    first, sibling, tokens = eagle_tensors([1, -1], [-1, -1], [0, A])
+    for dtype in (torch.int32, torch.uint8, torch.bool, torch.float64):
+        try:
+            eagle_fill([(matcher(), 0)], (first, sibling, tokens.to(dtype)), 2)
+        except TypeError:
+            continue
+        raise AssertionError(f"{dtype} tokens were read")
+    return eagle_fill([(matcher(), 0)], (first, sibling, tokens.to(torch.int16)), 2)
+
+
+@case("eagle_tensor_transposed_and_zero_strided", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import torch
+
+    first = torch.tensor([[1], [-1]], dtype=torch.int64).t()
+    sibling = torch.tensor([-1], dtype=torch.int64).expand(1, 2)
+    tokens = torch.tensor([[0, A]], dtype=torch.int64)
+    return eagle_fill([(matcher(), 0)], (first, sibling, tokens), 2)
+
+
 @case("tree_chain_1m_nodes", OK)
 def _():
     import numpy as np
