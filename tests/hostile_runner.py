@@ -1585,11 +1585,12 @@ def eagle_arrays(*rows: Any) -> Any:
     return [np.asarray([r], dtype=np.int64) for r in rows]
 
 
-def eagle_unread(tree: Any, rows: int) -> Any:
-    """A malformed tree in the batch form: not filled, rows untouched."""
+def eagle_unread(tree: Any, rows: int, arrays: Callable[..., Any] = eagle_arrays) -> Any:
+    """A malformed tree in the batch form (``arrays`` makes the three arrays
+    from its rows): not filled, rows untouched."""
     bm = bitmask(rows)
     bm.fill(7)
-    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *eagle_arrays(*tree), bm)
+    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *arrays(*tree), bm)
     assert got == [False] and (bm == 7).all(), got
     return got
 
@@ -1658,18 +1659,10 @@ def eagle_tensors(*rows: Any) -> Any:
     return [torch.tensor([r], dtype=torch.int64) for r in rows]
 
 
-def eagle_tensor_unread(tree: Any, rows: int) -> Any:
-    bm = bitmask(rows)
-    bm.fill(7)
-    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *eagle_tensors(*tree), bm)
-    assert got == [False] and (bm == 7).all(), got
-    return got
-
-
 for _label in ("next_cycle", "self_child", "out_of_range", "root_sibling"):
     _tree, _rows, _ = TREES[f"eagle_{_label}"]
     case(f"eagle_tensor_{_label}", OK, cap=32 << 30, imports_torch=True)(
-        lambda t=_tree, r=_rows: eagle_tensor_unread(t, r)
+        lambda t=_tree, r=_rows: eagle_unread(t, r, eagle_tensors)
     )
 
 
@@ -1682,7 +1675,7 @@ def _():
         ([-(2**63), -1], [-1, -1], [0, A]),
         ([1, -1], [-7, -1], [0, A]),
     ):
-        eagle_tensor_unread(tree, 2)
+        eagle_unread(tree, 2, eagle_tensors)
     return eagle_fill([(matcher(), 0)], eagle_tensors([1, -1], [-1, -1], [0, -(2**63)]), 2)
 
 
