@@ -1668,15 +1668,16 @@ for _label in ("next_cycle", "self_child", "out_of_range", "root_sibling"):
 
 @case("eagle_tensor_huge_and_negative_ids", OK, cap=32 << 30, imports_torch=True)
 def _():
-    # Children past i64's half, below -1, and a token past the vocabulary:
-    # the trees are reported unread or the token rejected; nothing raised.
+    # Children past i64's half, below -1, and a token id below any
+    # vocabulary: each tree is reported unread (SGLang's walk takes it);
+    # nothing raised.
     for tree in (
         ([2**62, -1], [-1, -1], [0, A]),
         ([-(2**63), -1], [-1, -1], [0, A]),
         ([1, -1], [-7, -1], [0, A]),
     ):
         eagle_unread(tree, 2, eagle_tensors)
-    return eagle_fill([(matcher(), 0)], eagle_tensors([1, -1], [-1, -1], [0, -(2**63)]), 2)
+    return eagle_unread(([1, -1], [-1, -1], [0, -(2**63)]), 2, eagle_tensors)
 
 
 @case("eagle_tensor_subclass", OK, cap=32 << 30, imports_torch=True)
@@ -1687,7 +1688,9 @@ def _():
         pass
 
     arrays = [t.as_subclass(Tracked) for t in eagle_tensors([1, -1], [-1, -1], [0, A])]
-    return eagle_fill([(matcher(), 0)], arrays, 2)
+    got = eagle_fill([(matcher(), 0)], arrays, 2)
+    assert got == [True], got
+    return got
 
 
 @case("eagle_tensor_subclass_numpy_raises", TYPE, cap=32 << 30, imports_torch=True)
@@ -1723,7 +1726,9 @@ def _():
     first = torch.tensor([[1], [-1]], dtype=torch.int64).t()
     sibling = torch.tensor([-1], dtype=torch.int64).expand(1, 2)
     tokens = torch.tensor([[0, A]], dtype=torch.int64)
-    return eagle_fill([(matcher(), 0)], (first, sibling, tokens), 2)
+    got = eagle_fill([(matcher(), 0)], (first, sibling, tokens), 2)
+    assert got == [True], got
+    return got
 
 
 @case("tree_chain_1m_nodes", OK)
