@@ -4,7 +4,11 @@
 # nvcc but no package registry. Prepared on the development machine:
 #   .whl/      wheels of what the machine lacks, for CPython 3.12: xgrammar,
 #              apache-tvm-ffi, pydantic (+ pydantic-core, annotated-types,
-#              typing-inspection), llguidance, quicktok-v1
+#              typing-inspection, typing-extensions), llguidance (1.9.1's
+#              x86-64 wheel is manylinux_2_31: name that platform),
+#              quicktok-v1, jsonschema (+ referencing,
+#              jsonschema-specifications, rpds-py; bench_serving reorders
+#              instances with it)
 #   .devdata/  dev.jsonl.gz, the MaskBench dev split
 #   python/maskpar/_core.abi3.so, built with
 #              `cargo build --release --features python,pyo3/extension-module`
