@@ -18,7 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from maskpar.integrations._regex_sample import MAX_CHARS, MAX_PATTERN_CHARS, regex_sample
+from maskpar.integrations._regex_sample import (
+    MAX_CHARS,
+    MAX_PATTERN_CHARS,
+    _parser_would_warn,
+    regex_sample,
+)
 from maskpar.integrations._sample import json_sample
 
 REAL = [
@@ -95,6 +100,42 @@ HOSTILE = {
     "big_class": BIG_CLASS,
     "long": "a" * 4000,
 }
+
+
+@pytest.mark.parametrize(
+    "pattern", ["^[a--z]$", "[[a-z]]", "[a&&b]+", "[a~~b]", "[a||b]", "x[0-9--]y"]
+)
+def test_patterns_the_parser_warns_about_give_no_sample_and_no_warning(pattern):
+    """Python's parser warns (FutureWarning) about possible set operations
+    and nested sets in a class; a server would log that for each schema.
+    Such patterns give no sample, and nothing is warned, even when warnings
+    are errors."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert regex_sample(pattern) is None
+    # The pattern does make the parser warn: the check above is not vacuous.
+    assert _warns(pattern)
+
+
+def _warns(pattern: str) -> bool:
+    """Whether compiling ``pattern`` makes Python's parser warn (the oracle)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            re.compile(pattern)
+        except re.error:
+            pass
+    return any(issubclass(w.category, FutureWarning) for w in seen)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="ab-&~|[]^\\(", max_size=10))
+def test_every_pattern_the_parser_warns_about_is_caught_before_parsing(pattern):
+    assert not _warns(pattern) or _parser_would_warn(pattern)
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))

@@ -21,7 +21,8 @@ backtrack for ever): it only parses it and walks the tree, within
 ``MAX_CHARS`` characters written and a ``Budget`` of work (pattern
 characters parsed, nodes visited, class items tested) that every pattern of
 one schema sample shares; the parser's own recursion is bounded by the
-interpreter's (a ``RecursionError`` is caught).
+interpreter's (a ``RecursionError`` is caught). Patterns the parser would
+warn about (``_parser_would_warn``) are not parsed.
 """
 
 from __future__ import annotations
@@ -67,6 +68,39 @@ _ONE_CHAR = ("IN", "ANY", "LITERAL", "NOT_LITERAL")
 _REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
+def _parser_would_warn(pattern: str) -> bool:
+    """Whether Python's parser would warn about ``pattern``: inside a class, a
+    nested set (``[[``) or a doubled ``-``, ``&``, ``~`` or ``|``, which it
+    may one day read as a set operation (a FutureWarning, which a server
+    would log for each such schema; a JSON Schema pattern means them
+    literally). Such a pattern gets no sample rather than a warning:
+    silencing warnings (``warnings.catch_warnings``) changes process-wide
+    state that the adapters' other compile threads share. A scan of the
+    text, escapes skipped, slightly wider than the parser's own checks."""
+    i, n, in_class, first = 0, len(pattern), False, False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i, first = i + 2, False
+            continue
+        if not in_class:
+            if c == "[":
+                if pattern.startswith("[", i + 1):
+                    return True
+                in_class, first = True, True
+                i += 2 if pattern.startswith("^", i + 1) else 1
+            else:
+                i += 1
+            continue
+        if c == "]" and not first:
+            in_class = False
+        elif c in "-&~|" and pattern.startswith(c, i + 1):
+            return True
+        first = False
+        i += 1
+    return False
+
+
 class _TooMuch(Exception):
     """The walk reached a bound: the text so far is the sample."""
 
@@ -99,6 +133,8 @@ def regex_sample(
     None where the pattern cannot be read here or ``budget`` (a fresh
     ``Budget`` if None) runs out before a text is written."""
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        return None
+    if _parser_would_warn(pattern):
         return None
     budget = budget if budget is not None else Budget()
     try:
