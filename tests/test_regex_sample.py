@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 
 import jsonschema
 import pytest
@@ -110,8 +111,6 @@ def test_patterns_the_parser_warns_about_give_no_sample_and_no_warning(pattern):
     and nested sets in a class; a server would log that for each schema.
     Such patterns give no sample, and nothing is warned, even when warnings
     are errors."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert regex_sample(pattern) is None
@@ -121,8 +120,6 @@ def test_patterns_the_parser_warns_about_give_no_sample_and_no_warning(pattern):
 
 def _warns(pattern: str) -> bool:
     """Whether compiling ``pattern`` makes Python's parser warn (the oracle)."""
-    import warnings
-
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
