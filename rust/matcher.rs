@@ -22,6 +22,11 @@ pub struct MatcherCore {
     history: Vec<State>,
 }
 
+/// A split warm-up walk fills at most this many prefixes of each token: a
+/// real vocabulary's tokens have a few, and a vocabulary of `a`, `aa`, `aaa`,
+/// ... would otherwise make each token of the walk a fill per byte.
+const MAX_SPLITS_PER_TOKEN: usize = 16;
+
 impl MatcherCore {
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
         let state = grammar.initial_state();
@@ -151,15 +156,25 @@ impl MatcherCore {
     /// those states copies their rows (the adapters walk a sample text
     /// where the framework compiles). Stops at the first token the grammar
     /// refuses; returns how many it consumed.
+    ///
+    /// With `split_tokens`, the walk also fills the state after each token
+    /// that is a proper prefix of the next one (`"` before `",`, `Photo`
+    /// before `PhotoEditor`), then goes on from the whole token. The sample
+    /// is tokenized one way, and a draft tree's tokens split text every
+    /// other way: a closing quote alone (` "`, `or "`) leaves the state
+    /// between a value and its `,`, which a walk along `",` never fills.
+    /// The prefixes are what such drafts meet first (see `_warm.py`).
+    ///
     /// The matcher is not changed; nor is any mask, only where it is
     /// computed.
-    pub fn warm_up(&self, tokens: &[u32]) -> Result<usize> {
-        let mut walker = MatcherCore {
+    pub fn warm_up(&self, tokens: &[u32], split_tokens: bool) -> Result<usize> {
+        let walker_at = |chart: &Chart, state: &State| MatcherCore {
             grammar: self.grammar.clone(),
-            chart: self.chart.clone(),
-            state: self.state.clone(),
+            chart: chart.clone(),
+            state: state.clone(),
             history: Vec::new(),
         };
+        let mut walker = walker_at(&self.chart, &self.state);
         let mut row = vec![0u32; self.grammar.words()];
         let fill = |w: &MatcherCore, row: &mut [u32], asker: Asker| {
             w.grammar
@@ -174,7 +189,18 @@ impl MatcherCore {
         fill(self, &mut row, Asker::Fill)?;
         let mut walked = 0;
         for &t in tokens {
-            if walker.is_terminated() || !walker.consume_token(t)? {
+            if walker.is_terminated() {
+                break;
+            }
+            if split_tokens {
+                for prefix in self.proper_prefix_tokens(t) {
+                    let mut split = walker_at(&walker.chart, &walker.state);
+                    if split.consume_token(prefix)? && !split.is_terminated() {
+                        fill(&split, &mut row, Asker::WarmUp)?;
+                    }
+                }
+            }
+            if !walker.consume_token(t)? {
                 break;
             }
             walked += 1;
@@ -182,6 +208,24 @@ impl MatcherCore {
         }
         fill(self, &mut row, Asker::Fill)?;
         Ok(walked)
+    }
+
+    /// The tokens whose bytes are a proper prefix of token `t`'s (shortest
+    /// first; one id per distinct text; the longest `MAX_SPLITS_PER_TOKEN`
+    /// of them), none for a special token.
+    fn proper_prefix_tokens(&self, t: u32) -> Vec<u32> {
+        let vocab = self.grammar.vocab();
+        let Some(bytes) = vocab.text_bytes(t) else {
+            return Vec::new();
+        };
+        let (_, _, hits) = vocab.trie().follow(bytes);
+        let proper: Vec<u32> = hits
+            .into_iter()
+            .filter(|&(len, _)| len < bytes.len())
+            .map(|(_, id)| id)
+            .collect();
+        let skip = proper.len().saturating_sub(MAX_SPLITS_PER_TOKEN);
+        proper[skip..].to_vec()
     }
 
     pub fn forced_tokens(&self) -> Result<Vec<u32>> {
@@ -302,6 +346,36 @@ mod tests {
             .collect();
         let vocab = Arc::new(Vocab::new(toks, &[2], &[], None).unwrap());
         MatcherCore::new(Arc::new(CompiledGrammar::from_regex(vocab, "a+b").unwrap()))
+    }
+
+    /// The split walk's prefixes: the tokens that spell a proper prefix of
+    /// a token's text, shortest first; none for EOS.
+    #[test]
+    fn proper_prefix_tokens_are_the_tokens_a_text_starts_with() {
+        let toks: Vec<Vec<u8>> = ["a", "b", "<eos>", "ab", "aab", "aa"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
+        let vocab = Arc::new(Vocab::new(toks, &[2], &[], None).unwrap());
+        let m = MatcherCore::new(Arc::new(CompiledGrammar::from_regex(vocab, "a+b").unwrap()));
+        assert_eq!(m.proper_prefix_tokens(4), vec![0, 5]);
+        assert_eq!(m.proper_prefix_tokens(3), vec![0]);
+        assert!(m.proper_prefix_tokens(0).is_empty());
+        assert!(m.proper_prefix_tokens(2).is_empty());
+        // A split walk counts whole tokens, stops where the plain walk
+        // stops, and leaves the matcher where it was.
+        assert_eq!(m.warm_up(&[4, 2], true).unwrap(), 2);
+        assert_eq!(m.warm_up(&[4, 4], true).unwrap(), 1);
+        assert_eq!(m.warm_up(&[4, 4], false).unwrap(), 1);
+        assert_eq!(m.num_consumed(), 0);
+        assert_eq!(m.state(), &m.grammar().initial_state());
+
+        // A token with more prefixes than the bound: its longest ones.
+        let toks: Vec<Vec<u8>> = (1..=40).map(|n| vec![b'a'; n]).collect();
+        let vocab = Arc::new(Vocab::new(toks, &[], &[], None).unwrap());
+        let m = MatcherCore::new(Arc::new(CompiledGrammar::from_regex(vocab, "a*").unwrap()));
+        let want: Vec<u32> = (39 - MAX_SPLITS_PER_TOKEN as u32..39).collect();
+        assert_eq!(m.proper_prefix_tokens(39), want);
     }
 
     #[test]

@@ -229,29 +229,53 @@ def masks_along(g: maskpar.Grammar, ids: list[int]) -> list[np.ndarray] | None:
     return out
 
 
-def test_warming_changes_no_mask(llama3):
-    """Masks along each schema's own instance: a grammar warmed along its
-    sample, the same schema compiled cold, and maskpar's sequential API on
-    both; the sample is never the instance."""
+@pytest.mark.parametrize("split_tokens", [False, True])
+def test_warming_changes_no_mask(llama3, split_tokens):
+    """Masks along each schema's own instance, tokenized two ways (the
+    tokenizer's, and greedy longest-match, which splits the text elsewhere,
+    as draft-tree tokens do): a grammar warmed along its sample, the same
+    schema compiled cold (a ``$comment`` makes it a compile of its own, not
+    the warmed grammar from the schema cache), and maskpar's sequential API
+    on both; the sample is never the instance."""
     enc, tok = llama3
     checked = 0
     for schema, instance in maskbench_cases(40):
+        if not isinstance(schema, dict):
+            continue
+        before = maskpar.schema_cache_info()["misses"]
         try:
-            cold = maskpar.compile_json_schema(tok, schema, key_order="schema")
-            warm = maskpar.compile_json_schema(tok, schema, key_order="schema")
+            cold = maskpar.compile_json_schema(
+                tok, {**schema, "$comment": f"cold {split_tokens}"}, key_order="schema"
+            )
+            warm = maskpar.compile_json_schema(
+                tok, {**schema, "$comment": f"warm {split_tokens}"}, key_order="schema"
+            )
         except ValueError:
             continue
-        walked = warm_json(maskpar.Matcher(warm), schema, enc.encode)
-        ids = enc.encode(instance)
-        want = masks_along(cold, ids)
-        if want is None:
-            continue  # an instance out of schema order: refused alike, not this test's business
-        got = masks_along(warm, ids)
-        assert got is not None and len(got) == len(want)
-        for i, (a, b) in enumerate(zip(got, want)):
-            assert np.array_equal(a, b), f"schema {checked}: mask {i} differs after warm-up"
+        assert maskpar.schema_cache_info()["misses"] == before + 2, "a compile came from the cache"
+        walked = warm_json(maskpar.Matcher(warm), schema, enc.encode, split_tokens)
+        for ids in (enc.encode(instance), tok.encode_greedy(instance.encode())):
+            want = masks_along(cold, ids)
+            if want is None:
+                continue  # an instance out of schema order: refused alike, not this test's business
+            got = masks_along(warm, ids)
+            assert got is not None and len(got) == len(want)
+            for i, (a, b) in enumerate(zip(got, want)):
+                assert np.array_equal(a, b), f"schema {checked}: mask {i} differs after warm-up"
         checked += walked > 0
     assert checked >= 10, "too few schemas were warmed to say anything"
+
+
+def test_split_walk_leaves_the_matcher_alone_and_counts_whole_tokens(llama3):
+    """``split_tokens`` fills more states, not a different walk: the count is
+    of the sample's own tokens, and the matcher does not move."""
+    enc, tok = llama3
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+    m = maskpar.Matcher(maskpar.compile_json_schema(tok, {**schema, "$comment": "split"}))
+    ids = enc.encode('{"name": "Photo Editor, v2"}')
+    assert m.warm_up(ids, split_tokens=True) == m.warm_up(ids) == len(ids)
+    assert m.num_consumed == 0 and not m.is_terminated()
+    assert m.consume_tokens(ids)
 
 
 def test_warm_up_leaves_the_matcher_alone(llama3):

@@ -95,14 +95,16 @@ class Matcher:
         """Consumes the token if allowed; False and no change otherwise."""
     def consume_tokens(self, token_ids: Sequence[int]) -> bool:
         """All or nothing: False and no change if any token is not allowed."""
-    def warm_up(self, token_ids: Sequence[int]) -> int:
+    def warm_up(self, token_ids: Sequence[int], split_tokens: bool = False) -> int:
         """Walks a copy of this matcher along ``token_ids``, filling the mask
         at the start and after each token and keeping the rows in the
         grammar's memo (this matcher's at once, the walk's while the memo has
         room), so that requests meeting those states copy their rows; stops
-        at the first refused token and returns how many were consumed. This
-        matcher and every mask are unchanged (a server calls it where it
-        compiles, off the decoding step)."""
+        at the first refused token and returns how many were consumed. With
+        ``split_tokens``, the walk also fills the state after each token that
+        is a proper prefix of the next one (``"`` before ``",``), where draft
+        trees split the text. This matcher and every mask are unchanged (a
+        server calls it where it compiles, off the decoding step)."""
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """Number of leading tokens that would be accepted; never changes state."""
     def rollback(self, num_tokens: int) -> None:

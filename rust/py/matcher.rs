@@ -64,13 +64,16 @@ impl PyMatcher {
     /// the start and after each token and keeping the rows in the grammar's
     /// memo (the matcher's own at once, the walk's while the memo has room);
     /// stops at the first refused token and returns how many were consumed.
+    /// With `split_tokens`, also fills the state after each token that is a
+    /// proper prefix of the next one (where draft trees split the text).
     /// This matcher and every mask are unchanged: only where masks are
     /// computed moves (to a compile pool, off the decoding step).
-    fn warm_up(slf: &Bound<'_, Self>, token_ids: Vec<Int>) -> PyResult<usize> {
+    #[pyo3(signature = (token_ids, split_tokens=false))]
+    fn warm_up(slf: &Bound<'_, Self>, token_ids: Vec<Int>, split_tokens: bool) -> PyResult<usize> {
         let this = shared(slf)?;
         let ids = this.core.check_ids(&values(token_ids)).map_err(to_py_err)?;
         let core = &this.core;
-        detached(slf.py(), || core.warm_up(&ids))?.map_err(to_py_err)
+        detached(slf.py(), || core.warm_up(&ids, split_tokens))?.map_err(to_py_err)
     }
 
     /// Consumes `token_id` if the grammar allows it; returns False and leaves

@@ -212,7 +212,8 @@ assert hasattr(spec_utils.generate_token_bitmask, "_maskpar_original")
 
 def test_create_grammar_backend_through_sglang(tmp_path, hf_tokenizer):
     """SGLang's own create_grammar_backend with `--grammar-backend maskpar`, with
-    and without a reasoning parser, from a weightless model directory."""
+    and without a reasoning parser, from a weightless model directory; with
+    speculative decoding on, warm-up walks split tokens (draft trees)."""
     from sglang.srt.constrained.base_grammar_backend import create_grammar_backend
     from sglang.srt.runtime_context import publish
     from sglang.srt.server_args import prepare_server_args
@@ -222,7 +223,12 @@ def test_create_grammar_backend_through_sglang(tmp_path, hf_tokenizer):
         shutil.copy(os.path.join(src, name), tmp_path)
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": VOCAB}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    for extra, wrapped in (([], False), (["--reasoning-parser", "deepseek-r1"], True)):
+    speculative = ["--speculative-algorithm", "NGRAM"]
+    for extra, wrapped, trees in (
+        ([], False, False),
+        (["--reasoning-parser", "deepseek-r1"], True, False),
+        (speculative, False, True),
+    ):
         args = prepare_server_args(
             ["--model-path", str(tmp_path), "--grammar-backend", "maskpar", "--device", "cpu"]
             + ["--constrained-json-disable-any-whitespace"]
@@ -235,6 +241,7 @@ def test_create_grammar_backend_through_sglang(tmp_path, hf_tokenizer):
         assert isinstance(created, ReasonerGrammarBackend) == wrapped
         assert isinstance(inner, mp_sglang.MaskparGrammarBackend)
         assert inner.json_options["whitespace"] == "compact"
+        assert inner.draft_trees == trees
         grammar = compile_(created, "regex", "[0-9]+", reasoning=wrapped)
         assert isinstance(grammar, ReasonerGrammarObject) == wrapped
 

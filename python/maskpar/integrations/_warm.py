@@ -51,7 +51,7 @@ def fill_first_mask(matcher: maskpar.Matcher) -> None:
     warm_up(matcher, ())
 
 
-def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int]) -> int:
+def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int], split_tokens: bool = False) -> int:
     """``Matcher.warm_up`` along ``token_ids`` (at most ``MAX_WARM_TOKENS``):
     a copy of ``matcher`` walks them, filling the mask before each token
     and keeping the rows in the grammar's fill memo (the walk's while the
@@ -59,30 +59,50 @@ def warm_up(matcher: maskpar.Matcher, token_ids: Sequence[int]) -> int:
     It stops at the first
     token the grammar refuses, or at an error (left for the request's own
     steps to raise, as in ``fill_first_mask``). ``matcher`` itself is not
-    changed. Returns the number of tokens consumed."""
+    changed. With ``split_tokens``, the walk also fills the state after
+    each token that is a proper prefix of the next one (for draft trees,
+    see ``warm_json``). Returns the number of tokens consumed."""
     ids = list(token_ids[:MAX_WARM_TOKENS])
     # Up to an id the model's vocabulary does not have (a tokenizer with
     # more ids than the model): ``Matcher.warm_up`` refuses the whole list.
     vocab = matcher.vocab_size
     ids = ids[: next((i for i, t in enumerate(ids) if not 0 <= t < vocab), len(ids))]
     try:
-        return matcher.warm_up(ids)
+        return matcher.warm_up(ids, split_tokens)
     except (ValueError, MemoryError, RuntimeError):
         # A grammar past a bound, or an internal error: the request's own
         # steps meet it again, where the framework handles it per request.
         return 0
 
 
-def warm_json(matcher: maskpar.Matcher, schema: Any, encode: Callable[[str], Sequence[int]]) -> int:
+def warm_json(
+    matcher: maskpar.Matcher,
+    schema: Any,
+    encode: Callable[[str], Sequence[int]],
+    split_tokens: bool = False,
+) -> int:
     """``warm_up`` along a sample instance of ``schema`` (``_sample``),
     tokenized by ``encode``; along no tokens (the first mask only) when there
     is no sample or ``encode`` fails (a framework tokenizer raising is not
-    the request's error)."""
-    return _warm_text(matcher, json_sample(schema), encode)
+    the request's error).
+
+    ``split_tokens`` is for servers that draft trees (SGLang's EAGLE and
+    ngram trees): their off-path nodes carry tokens from anywhere, which
+    split the text where the sample's tokens do not (a closing quote alone,
+    where the sample has ``",``), and such a node's state was the slowest
+    of a fresh tree's fills. Filling the state after each proper prefix of
+    each sample token (``Matcher.warm_up``'s ``split_tokens``) costs the
+    walk about twice its time; on fresh dev-split schemas (DeepSeek's
+    vocabulary, 8-node trees as ``bench/bench_sglang.py`` grows them) it
+    cut the off-path nodes' first fills from 6-8 to about 2 us a tree."""
+    return _warm_text(matcher, json_sample(schema), encode, split_tokens)
 
 
 def _warm_text(
-    matcher: maskpar.Matcher, text: str | None, encode: Callable[[str], Sequence[int]]
+    matcher: maskpar.Matcher,
+    text: str | None,
+    encode: Callable[[str], Sequence[int]],
+    split_tokens: bool = False,
 ) -> int:
     ids: Sequence[int] = ()
     if text is not None:
@@ -90,7 +110,7 @@ def _warm_text(
             ids = list(encode(text))
         except Exception:  # noqa: BLE001 - any tokenizer failure only skips the walk
             pass
-    return warm_up(matcher, ids)
+    return warm_up(matcher, ids, split_tokens)
 
 
 def encoder(tokenizer: Any) -> Callable[[str], Sequence[int]]:
@@ -106,10 +126,16 @@ def encoder(tokenizer: Any) -> Callable[[str], Sequence[int]]:
     return encode
 
 
-def warm_stag(matcher: maskpar.Matcher, spec: Any, encode: Callable[[str], Sequence[int]]) -> int:
+def warm_stag(
+    matcher: maskpar.Matcher,
+    spec: Any,
+    encode: Callable[[str], Sequence[int]],
+    split_tokens: bool = False,
+) -> int:
     """``warm_up`` along a text holding each tag of the structural tag
     ``spec`` once, with free text around them (``_sample.stag_sample``), as
     ``warm_json`` does. (A triggered tag's states are the same whether it
     opens the text or follows other tags: the grammar's loop over tags is
-    one left-recursive rule, see ``rust/stag/lower.rs``.)"""
-    return _warm_text(matcher, stag_sample(spec), encode)
+    one left-recursive rule, see ``rust/stag/lower.rs``.) ``split_tokens``
+    as in ``warm_json``."""
+    return _warm_text(matcher, stag_sample(spec), encode, split_tokens)
