@@ -39,8 +39,21 @@ against SGLang's walk over the same grammars (the oracle, run after the
 timings). A step in which a reference engine raises (SGLang's walk over
 llguidance can stop on a grammar it finds too complex) is left out of that
 engine's figures and reported at the end. One untimed warm-up step (B=8,
-N=16) comes first. Reported: mean and
-worst step in ms, and maskpar / best ratios.
+N=16) comes first, and one untimed step at each (B, N) before its measured
+steps: every engine's allocator meets the row's mask size once, as a
+server's does on its first step at a size (a new mask of 8 MB or more is
+milliseconds of page faults here, once per size and process, in every
+engine's column). Reported: mean and worst step in ms, and maskpar / best
+ratios.
+
+torch runs its own operations on one thread (``--torch-threads``), as in
+SGLang's scheduler on a GPU: its model runner calls
+``torch.set_num_threads(1)`` when the device is not the CPU. With torch's
+default, the OpenMP threads of a large ``torch.full`` (xgrammar's and
+llguidance's mask allocation) spin on after it, on the cores the next
+engine's threads need: on this 2-CPU machine maskpar's pool thread then
+waited 1-4 ms for a core in some steps (a request's tree fill of 0.1-0.6
+ms), none with one torch thread.
 
 Run: ``.venv-sglang/bin/python bench/bench_sglang.py`` (see ``--help``).
 """
@@ -247,9 +260,17 @@ def main() -> None:
     ap.add_argument("--schemas", type=int, default=64, help="MaskBench schemas to use")
     ap.add_argument("--scan", type=int, default=600, help="MaskBench files to look at")
     ap.add_argument("--threads", type=int, default=None, help="maskpar threads (default: all)")
+    ap.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch's intra-op threads (default 1: SGLang's setting on a GPU; 0: torch's own)",
+    )
     args = ap.parse_args()
     if args.threads:
         maskpar.set_num_threads(args.threads)
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
 
     from importlib.metadata import version
 
@@ -260,7 +281,8 @@ def main() -> None:
         raise SystemExit(f"MaskBench not found at {dev}: set MASKPAR_SHARED_DATA")
     hf = hf_tokenizer()
     backends = {
-        "maskpar": mp_sglang.MaskparGrammarBackend(hf, VOCAB, {EOS}),
+        # As create_backend makes it on a server that decodes speculatively.
+        "maskpar": mp_sglang.MaskparGrammarBackend(hf, VOCAB, {EOS}, draft_trees=True),
         "xgrammar": XGrammarGrammarBackend(hf, vocab_size=VOCAB, model_eos_token_ids=[EOS]),
         "llguidance": GuidanceBackend(hf, n_vocab=VOCAB, eos_token_ids={EOS}),
     }
@@ -273,7 +295,8 @@ def main() -> None:
         f"sglang {sglang.__version__}, maskpar {maskpar.__version__} "
         f"({maskpar.get_num_threads()} threads), xgrammar {version('xgrammar')}, "
         f"llguidance {version('llguidance')}, "
-        f"torch {torch.__version__}, {os.cpu_count()} CPUs; {len(cases)} MaskBench schemas; "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), {os.cpu_count()} CPUs; "
+        f"{len(cases)} MaskBench schemas; "
         f"{args.steps} steps per row; fresh grammars every step; times in ms"
     )
     header = ["B", "N"] + [f"{e} mean/max" for e in ENGINES] + ["mean ratio", "worst ratio"]
@@ -284,6 +307,12 @@ def main() -> None:
     for batch in map(int, args.batches.split(",")):
         for nodes in map(int, args.nodes.split(",")):
             per = {e: [] for e in ENGINES}
+            # One untimed step at this size first (see the module docs).
+            time_engines(
+                *step_batch(backends, cases, batch, nodes, f"warmup {batch} {nodes}", rng),
+                original,
+                patched,
+            )
             for step in range(args.steps):
                 tag = f"{batch} {nodes} {step}"
                 grammars, arrays = step_batch(backends, cases, batch, nodes, tag, rng)
