@@ -47,6 +47,13 @@ that made each engine look up to 10-50% slower, depending on the order).
 ``--check`` (default on) compares every maskpar row with the sequential
 API's on a fork (untimed).
 
+torch runs the bench's own operations (every engine's bitmask, the
+references' fills, the row check) on one thread (``--torch-threads``), as
+vLLM's GPU worker sets it for serving (``set_torch_threads_for_runtime``
+in vLLM 0.33, in the process that fills the bitmask when one GPU serves):
+with torch's default, its OpenMP threads spin on after each parallel
+operation, on the cores the next engine's pool threads need.
+
 Data: ``--data`` (default: the shared dev split, else the 200-file sample in
 ``tests/data/maskbench/``). ``--quick`` is a CI-sized run.
 Run: ``python bench/bench_serving.py --help``.
@@ -471,6 +478,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=2.0,
         help="untimed pause after each engine's call, as between a server's steps (0: none)",
     )
+    ap.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch's intra-op threads (default 1: vLLM's setting for serving; 0: torch's own)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     add_key_order(ap)
     ap.add_argument(
@@ -507,19 +520,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.cpu_time:
+    if args.torch_threads or args.cpu_time:
         # The bench's own torch calls (bitmasks of every engine, references'
         # fills, the row check) run on torch's OpenMP threads, which spin on
-        # after them and were counted in the next engine's CPU time (1.4-1.8
-        # ms a step on 16 cores with maskpar alone at one thread).
-        torch.set_num_threads(1)
+        # after them: counted in the next engine's CPU time (1.4-1.8 ms a
+        # step on 16 cores with maskpar alone at one thread), and on the
+        # cores its threads need.
+        torch.set_num_threads(args.torch_threads or 1)
     vocab = load_vocab()
     schemas = load_schemas(args.data, args.seed, vocab, args.key_order)
     print(
         f"serving step: {len(schemas.cases)} schemas from {os.path.basename(args.data)}, "
         f"maskpar key order {args.key_order}, "
         f"maskpar warm-up {'on' if args.warm_up else 'off'}, "
-        f"threads per engine {args.threads}, {args.steps} steps per configuration, "
+        f"threads per engine {args.threads}, torch threads {torch.get_num_threads()}, "
+        f"{args.steps} steps per configuration, "
         f"{args.gap_ms:g} ms between engine calls, "
         f"{os.cpu_count()} CPUs; {versions()}",
         flush=True,
