@@ -92,9 +92,10 @@ def warm_json(
     where the sample has ``",``), and such a node's state was the slowest
     of a fresh tree's fills. Filling the state after each proper prefix of
     each sample token (``Matcher.warm_up``'s ``split_tokens``) costs the
-    walk about twice its time; on fresh dev-split schemas (DeepSeek's
-    vocabulary, 8-node trees as ``bench/bench_sglang.py`` grows them) it
-    cut the off-path nodes' first fills from 6-8 to about 2 us a tree."""
+    walk about half again its time (0.8 -> 1.2 ms); on fresh dev-split
+    schemas (DeepSeek's vocabulary, 8-node trees as
+    ``bench/bench_sglang.py`` grows them) it cut the off-path nodes' first
+    fills from 6-11 to 2-4 us a tree."""
     return _warm_text(matcher, json_sample(schema), encode, split_tokens)
 
 

@@ -289,7 +289,8 @@ class MaskparGrammarBackend(BaseGrammarBackend):
     ``draft_trees`` (set by ``create_backend`` when the server decodes
     speculatively) makes each new grammar's warm-up walk also fill the states
     a draft tree's tokens split the text into (``_warm.warm_json``'s
-    ``split_tokens``): about twice the walk, on SGLang's grammar threads.
+    ``split_tokens``): about half again the walk's time, on SGLang's grammar
+    threads.
     """
 
     def __init__(
