@@ -168,13 +168,12 @@ impl MatcherCore {
     /// The matcher is not changed; nor is any mask, only where it is
     /// computed.
     pub fn warm_up(&self, tokens: &[u32], split_tokens: bool) -> Result<usize> {
-        let walker_at = |chart: &Chart, state: &State| MatcherCore {
+        let mut walker = MatcherCore {
             grammar: self.grammar.clone(),
-            chart: chart.clone(),
-            state: state.clone(),
+            chart: self.chart.clone(),
+            state: self.state.clone(),
             history: Vec::new(),
         };
-        let mut walker = walker_at(&self.chart, &self.state);
         let mut row = vec![0u32; self.grammar.words()];
         let fill = |w: &MatcherCore, row: &mut [u32], asker: Asker| {
             w.grammar
@@ -193,16 +192,26 @@ impl MatcherCore {
                 break;
             }
             if split_tokens {
+                // Each prefix is consumed and rolled back on the walker
+                // itself, whose chart it owns after its first chunk: a fork
+                // per prefix would share the chart, and every chunk a fork
+                // completed would copy the chart's index (a walk quadratic
+                // in its length where each byte ends a lexeme).
                 for prefix in self.proper_prefix_tokens(t) {
-                    let mut split = walker_at(&walker.chart, &walker.state);
-                    if split.consume_token(prefix)? && !split.is_terminated() {
-                        fill(&split, &mut row, Asker::WarmUp)?;
+                    if walker.consume_token(prefix)? {
+                        if !walker.is_terminated() {
+                            fill(&walker, &mut row, Asker::WarmUp)?;
+                        }
+                        walker.rollback(1)?;
                     }
                 }
             }
             if !walker.consume_token(t)? {
                 break;
             }
+            // The walk never rolls back past its last token: no history
+            // grows with its length.
+            walker.history.clear();
             walked += 1;
             fill(&walker, &mut row, Asker::WarmUp)?;
         }

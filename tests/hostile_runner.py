@@ -2146,9 +2146,44 @@ def _():
 def _():
     # The public walk has no cap of its own (the adapters cut at 512): a
     # million tokens along a string lexeme are walked in bounded memory (one
-    # scratch row, the memo's bounds) and time, like consume_tokens.
+    # scratch row, the memo's bounds, no state kept per token: the walk kept
+    # each token's state for a rollback it never made, 186 MiB at its peak)
+    # and time, like consume_tokens.
     g = mp().compile_grammar(tok(), 'root ::= "\\"" [a-z]* "\\""', syntax="gbnf")
-    return mp().Matcher(g).warm_up([34] + [97] * 1_000_000)
+    walked = mp().Matcher(g).warm_up([34] + [97] * 1_000_000)
+    assert walked == 1_000_001, walked
+    assert peak_rss_mib() < 128, f"{peak_rss_mib()} MiB"
+    return walked
+
+
+@case("matcher_warm_up_split_tokens_of_long_prefix_chains", OK)
+def _():
+    # Each token walked has 39 shorter tokens as prefixes (a, aa, ...): the
+    # split walk fills at most 16 of them per token, so 100,000 tokens cost
+    # bounded time and the one scratch row, whatever the chain's length.
+    vocab = BYTES + [b"a" * k for k in range(2, 41)]
+    t = mp().Tokenizer.from_vocab(vocab, [EOS])
+    g = mp().compile_grammar(t, 'root ::= "\\"" [a-z]* "\\""', syntax="gbnf")
+    ids = [34] + [len(vocab) - 1] * 100_000
+    walked = mp().Matcher(g).warm_up(ids, split_tokens=True)
+    assert walked == len(ids), walked
+    return walked
+
+
+@case("matcher_warm_up_split_tokens_of_a_lexeme_per_byte", OK)
+def _():
+    # Each byte of these tokens ends a lexeme, so the chart grows by a set
+    # per byte. Each prefix is consumed and rolled back on the walk's own
+    # chart; a fork per prefix made the walk quadratic in its length (every
+    # chunk a fork completed copied the shared chart's index): 6.9 s for
+    # 4,000 tokens of 32 bytes, 4.0 s now, 1.1 s for 1,000 either way.
+    vocab = BYTES + [b"ab" * k for k in range(1, 9)]
+    t = mp().Tokenizer.from_vocab(vocab, [EOS])
+    g = mp().compile_grammar(t, 'root ::= item*\nitem ::= "a" | "b" "a"? | "b"', syntax="gbnf")
+    ids = [len(vocab) - 1] * 2_000
+    walked = mp().Matcher(g).warm_up(ids, split_tokens=True)
+    assert walked == len(ids), walked
+    return walked
 
 
 # --------------------------------------------------------------------------
