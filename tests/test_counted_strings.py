@@ -142,3 +142,35 @@ def test_masks_of_pattern_strings_with_a_long_max_length_match_a_regex_oracle(sc
     checked = walk_checking_rows(g, texts, eos, pattern, schema, 12, choose)
     assert checked > 100
     assert deepest >= high - 2, "the walks reach the limit"
+
+
+@pytest.mark.parametrize("high", [160])
+def test_masks_of_plain_strings_far_from_their_max_length_match_a_regex_oracle(high):
+    """A plain ``maxLength`` string is in a new DFA state at every token,
+    and while it has more characters left than the trie is deep, each state
+    walks the trie like the last: the fill memo keeps their row under the
+    key of one of them (``LexCache::root_alike``), so most rows far from
+    the limit are that copy. Walks from the start to the limit, every row
+    checked against ``regex``, twice over one grammar (the second time the
+    memo holds the first walks' rows)."""
+    rng = random.Random(high)
+    schema = {"type": "string", "maxLength": high}
+    texts, eos, g = compiled(schema, rng)
+    pattern = regex.compile(f'"{CHAR}{{0,{high}}}"')
+    chars = regex.compile(CHAR)
+    deepest = 0
+
+    def choose(allowed: list[int], prefix: str) -> int | None:
+        nonlocal deepest
+        count = len(chars.findall(prefix[1:]))
+        deepest = max(deepest, count)
+        going = [x for x in allowed if '"' not in texts[x] or texts[x] == '\\"']
+        room = high - count
+        fit = [x for x in going if len(texts[x]) <= max(2, room // 4)]
+        pool = fit or going or allowed
+        return rng.choice(pool) if pool else None
+
+    checked = walk_checking_rows(g, texts, eos, pattern, schema, 4, choose)
+    checked += walk_checking_rows(g, texts, eos, pattern, schema, 4, choose)
+    assert checked > 100
+    assert deepest >= high - 2, "the walks reach the limit"

@@ -23,7 +23,11 @@
 //! the next one asked for.)
 //!
 //! States are keyed by their position-free names (`setnames`), so a repeat
-//! is found wherever in a chart it happens. Where the grammar's set names
+//! is found wherever in a chart it happens. A state whose one scan is alike
+//! to a state met before on every path of the trie (a `maxLength` string
+//! far from its limit, a new DFA state at every token) is also looked up
+//! under that state's key, which stands for the whole run of them
+//! (`grammar::fill`, `LexCache::root_alike`). Where the grammar's set names
 //! have run out, a state is keyed by its chart instead: its newest set's
 //! `Arc`. Sets are only ever pushed onto the chart they were computed for
 //! (forks and snapshots share the sets below, never change them), so the

@@ -23,6 +23,7 @@ use super::classentry::class_run_entry;
 use super::earley::Scan;
 use super::lexentry::{BoundaryNode, LexEntry};
 use super::lexwalk::{build, build_beside, build_sliced};
+use super::longest::GUARD;
 use super::lowered::Cfg;
 use super::nearentry::entry_from_alike;
 use super::sharedlex::{SharedKey, SharedLexCache};
@@ -212,7 +213,7 @@ impl LexCache {
         }
         let trie = vocab.trie();
         match self.equivalent_entry(cfg, trie, key, top) {
-            Equivalent::Same(e) => share(shared, e),
+            Equivalent::Same(e, _) => share(shared, e),
             found => {
                 let near = (self.counted(cfg, vocab, words, key, top))
                     .or_else(|| self.divergent(cfg, trie, words, key, top));
@@ -223,6 +224,35 @@ impl LexCache {
                 self.represent(cfg, key, top);
                 e
             }
+        }
+    }
+
+    /// A state of lexeme `l` that no walk of the whole trie tells from `q`
+    /// (the first alike copy of a long count's block, or a representative
+    /// found equivalent at the root), or None. Such states have the same
+    /// mask wherever the rest of the parse is the same: a fill reads a
+    /// scan's DFA only along token paths, none longer than the trie is
+    /// deep, and there the two agree on every state's acceptance and
+    /// liveness. A string with a `maxLength` past the trie's depth is in a
+    /// new state at every token, alike to the last one until it nears its
+    /// limit; the fill memo keys such states by this one (`grammar::fill`).
+    pub fn root_alike(&self, cfg: &Cfg, trie: &TokenTrie, l: u32, q: u32) -> Option<u32> {
+        if l & GUARD != 0 {
+            return None;
+        }
+        let lexeme = &cfg.lexemes[l as usize];
+        if lexeme.end_forbid.is_some() || !lexeme.embedded_in.is_empty() {
+            // Lark's end conditions are per state, and a string's rank
+            // follows the patterns alive beside it: neither is the DFA's.
+            return None;
+        }
+        let key = vec![(l, q)];
+        if let Some(moved) = first_alike_copy(cfg, trie, &key, 0) {
+            return Some(moved[0].1);
+        }
+        match self.equivalent_entry(cfg, trie, &key, 0) {
+            Equivalent::Same(_, r) if r != q => Some(r),
+            _ => None,
         }
     }
 
@@ -595,7 +625,7 @@ mod tests {
                     let height = trie.height(0);
                     if let Some(found) = cache.same_place(dfa, l as u32, q, 0, height) {
                         let (e, depth) = match found {
-                            Equivalent::Same(e) => (e, height + 1),
+                            Equivalent::Same(e, _) => (e, height + 1),
                             Equivalent::Alike(e, d) => (e, d),
                             Equivalent::None => unreachable!(),
                         };

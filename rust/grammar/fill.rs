@@ -73,12 +73,29 @@ impl CompiledGrammar {
                 let warm = keep.is_some() && matches!(key, MemoKey::Named(_));
                 let asker = keep.unwrap_or(Asker::Fill);
                 if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping, asker) {
-                    self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
-                    if c.accepting {
-                        self.set_eos(row);
-                    }
-                    if keep {
-                        fill_memo.store(&key, row, asker);
+                    // A new state alike to one met before on every path of
+                    // the trie has its row (`LexCache::root_alike`): its
+                    // key stands for the run of such states, each new at
+                    // every token, and is likely asked for again.
+                    let alike = self.alike_key(cfg, lex_cache, c, &key);
+                    let alike_keep = match &alike {
+                        Some(k) => match fill_memo.lookup(k, row, true, asker) {
+                            Lookup::Hit => None,
+                            Lookup::Fill { keep } => Some(keep),
+                        },
+                        None => Some(false),
+                    };
+                    if let Some(alike_keep) = alike_keep {
+                        self.fill_cfg_row(cfg, lex_cache, chart, c, row)?;
+                        if c.accepting {
+                            self.set_eos(row);
+                        }
+                        if keep {
+                            fill_memo.store(&key, row, asker);
+                        }
+                        if let (true, Some(k)) = (alike_keep, &alike) {
+                            fill_memo.store(k, row, asker);
+                        }
                     }
                 }
                 // Token terminals' ids, never memoized (`cfg::tokenterm`).
@@ -89,6 +106,28 @@ impl CompiledGrammar {
             }
             _ => unreachable!("state from another grammar"),
         }
+    }
+
+    /// The memo key of `c` with its one scan's DFA state replaced by a
+    /// state no walk of the trie tells from it, where there is one (`key`
+    /// is `c`'s own key: its last three words are the scan's lexeme, state
+    /// and origin, see `SetNames::state_key`).
+    fn alike_key(
+        &self,
+        cfg: &Cfg,
+        lex_cache: &LexCache,
+        c: &CfgState,
+        key: &MemoKey,
+    ) -> Option<MemoKey> {
+        let ([scan], MemoKey::Named(words)) = (&c.frontier[..], key) else {
+            return None;
+        };
+        let r = lex_cache.root_alike(cfg, self.vocab.trie(), scan.lexeme, scan.state)?;
+        let mut words = words.clone();
+        let at = words.len() - 2;
+        debug_assert_eq!(words[at], scan.state);
+        words[at] = r;
+        Some(MemoKey::Named(words))
     }
 
     /// Lexer-only bits from the cache, then parser walks below the nodes

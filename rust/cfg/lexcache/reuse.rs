@@ -23,8 +23,9 @@ use crate::trie::TokenTrie;
 
 /// What `LexCache::equivalent_entry` found for a new state.
 pub(super) enum Equivalent {
-    /// The entry of a state no walk below the node tells from it.
-    Same(Arc<LexEntry>),
+    /// The entry of a state no walk below the node tells from it, and
+    /// that state.
+    Same(Arc<LexEntry>, u32),
     /// The entry of a state that no string shorter than this many bytes
     /// tells from it (see `nearentry`).
     Alike(Arc<LexEntry>, usize),
@@ -198,7 +199,7 @@ impl LexCache {
                 continue;
             };
             if length > height {
-                return Equivalent::Same(e);
+                return Equivalent::Same(e, r);
             }
             best = Equivalent::Alike(e, length);
         }
@@ -232,7 +233,7 @@ impl LexCache {
         }
         let e = read(&self.map).get(&(vec![(l, r)], top)).cloned()?;
         Some(match length > height {
-            true => Equivalent::Same(e),
+            true => Equivalent::Same(e, r),
             false => Equivalent::Alike(e, length),
         })
     }
