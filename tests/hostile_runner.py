@@ -2156,34 +2156,36 @@ def _():
     return walked
 
 
+def split_walk(extra: list[bytes], grammar: str, ids: list[int]) -> int:
+    """A split warm-up walk along ``ids`` over the byte tokens plus
+    ``extra`` (ids from 257 on), which must walk all of them."""
+    vocab = BYTES + extra
+    g = mp().compile_grammar(mp().Tokenizer.from_vocab(vocab, [EOS]), grammar, syntax="gbnf")
+    walked = mp().Matcher(g).warm_up(ids, split_tokens=True)
+    assert walked == len(ids), walked
+    return walked
+
+
 @case("matcher_warm_up_split_tokens_of_long_prefix_chains", OK)
 def _():
     # Each token walked has 39 shorter tokens as prefixes (a, aa, ...): the
     # split walk fills at most 16 of them per token, so 100,000 tokens cost
     # bounded time and the one scratch row, whatever the chain's length.
-    vocab = BYTES + [b"a" * k for k in range(2, 41)]
-    t = mp().Tokenizer.from_vocab(vocab, [EOS])
-    g = mp().compile_grammar(t, 'root ::= "\\"" [a-z]* "\\""', syntax="gbnf")
-    ids = [34] + [len(vocab) - 1] * 100_000
-    walked = mp().Matcher(g).warm_up(ids, split_tokens=True)
-    assert walked == len(ids), walked
-    return walked
+    chain = [b"a" * k for k in range(2, 41)]
+    longest = len(BYTES) + len(chain) - 1
+    return split_walk(chain, 'root ::= "\\"" [a-z]* "\\""', [34] + [longest] * 100_000)
 
 
 @case("matcher_warm_up_split_tokens_of_a_lexeme_per_byte", OK)
 def _():
     # Each byte of these tokens ends a lexeme, so the chart grows by a set
     # per byte. Each prefix is consumed and rolled back on the walk's own
-    # chart; a fork per prefix made the walk quadratic in its length (every
-    # chunk a fork completed copied the shared chart's index): 6.9 s for
-    # 4,000 tokens of 32 bytes, 4.0 s now, 1.1 s for 1,000 either way.
-    vocab = BYTES + [b"ab" * k for k in range(1, 9)]
-    t = mp().Tokenizer.from_vocab(vocab, [EOS])
-    g = mp().compile_grammar(t, 'root ::= item*\nitem ::= "a" | "b" "a"? | "b"', syntax="gbnf")
-    ids = [len(vocab) - 1] * 2_000
-    walked = mp().Matcher(g).warm_up(ids, split_tokens=True)
-    assert walked == len(ids), walked
-    return walked
+    # chart; a fork per prefix made the walk grow faster than its length
+    # (each chunk a fork completed copied the shared chart's index: 4,000
+    # tokens of 32 bytes took 6.9 s, 4.0 s now).
+    pairs = [b"ab" * k for k in range(1, 9)]
+    longest = len(BYTES) + len(pairs) - 1
+    return split_walk(pairs, 'root ::= item*\nitem ::= "a" | "b" "a"? | "b"', [longest] * 2_000)
 
 
 # --------------------------------------------------------------------------
