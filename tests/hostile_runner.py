@@ -1648,6 +1648,139 @@ def _():
     return eagle_fill([(matcher(), 0)], eagle_arrays([1, -1, -1], [-1, 2, -1], [0, A, B]), 2)
 
 
+# SGLang's whole tree step (`_fill_eagle_step`): requests are any objects
+# with a `grammar` attribute, that grammar an object of the type passed whose
+# `matcher` attribute is a maskpar Matcher.
+
+
+class StepGrammar:
+    def __init__(self, m: Any = None) -> None:
+        self.matcher = matcher() if m is None else m
+
+
+class Req:
+    def __init__(self, grammar: Any) -> None:
+        self.grammar = grammar
+
+
+def eagle_step(reqs: Any, rows: int, kind: Any = StepGrammar, batch: int = 0) -> Any:
+    """The step over `batch` (else `len(reqs)`) trees of 2 nodes: returns its
+    result, having checked that it wrote nothing when it declined."""
+    import numpy as np
+
+    trees = eagle_arrays([1, -1], [-1, -1], [0, A])
+    arrays = [np.repeat(a, batch or len(reqs), axis=0) for a in trees]
+    bm = bitmask(rows)
+    bm.fill(7)
+    got = mp()._core._fill_eagle_step(reqs, kind, *arrays, bm)
+    assert got is not None or (bm == 7).all(), got
+    return got
+
+
+@case("eagle_step_grammar_of_another_type", OK)
+def _():
+    class Other:
+        matcher = None
+
+    got = eagle_step([Req(StepGrammar()), Req(Other())], 4)
+    assert got is None, got
+    return got
+
+
+@case("eagle_step_no_grammar_at_all", OK)
+def _():
+    got = eagle_step([Req(None), Req(None)], 4)
+    assert got is None, got
+    return got
+
+
+@case("eagle_step_matcher_not_a_matcher", TYPE)
+def _():
+    return eagle_step([Req(StepGrammar("not a matcher"))], 2)
+
+
+@case("eagle_step_one_matcher_twice", VALUE)
+def _():
+    shared = matcher()
+    return eagle_step([Req(StepGrammar(shared)), Req(StepGrammar(shared))], 4)
+
+
+@case("eagle_step_requests_not_iterable", TYPE)
+def _():
+    return eagle_step(5, 2, batch=1)
+
+
+@case("eagle_step_grammar_type_not_a_type", TYPE)
+def _():
+    return eagle_step([Req(StepGrammar())], 2, kind="StepGrammar")
+
+
+@case("eagle_step_grammar_attribute_raises", CLEAN)
+def _():
+    class Raising:
+        @property
+        def grammar(self) -> Any:
+            raise TypeError("no grammar here")
+
+    return eagle_step([Raising()], 2)
+
+
+@case("eagle_step_batch_size_differs", VALUE)
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    reqs = [Req(StepGrammar()), Req(StepGrammar())]
+    return mp()._core._fill_eagle_step(reqs, StepGrammar, *arrays, bitmask(4))
+
+
+@case("eagle_step_bitmask_too_short", VALUE)
+def _():
+    return eagle_step([Req(StepGrammar()), Req(None)], 3)
+
+
+@case("eagle_step_generator_of_requests", OK)
+def _():
+    got = eagle_step((Req(g) for g in (None, StepGrammar())), 4, batch=2)
+    assert got is not None and got[1] == [], got
+    return got[1]
+
+
+@case("eagle_step_allocates_from_vocab_size", OK)
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    got = mp()._core._fill_eagle_step([Req(None)], StepGrammar, *arrays, vocab_size=len(BYTES))
+    assert got is None, got  # no grammar: nothing allocated
+    rows, unread, grammar = mp()._core._fill_eagle_step(
+        [Req(StepGrammar())], StepGrammar, *arrays, vocab_size=len(BYTES)
+    )
+    assert rows.shape == (2, (len(BYTES) + 31) // 32) and unread == [], rows.shape
+    return rows.shape
+
+
+@case("eagle_step_negative_vocab_size", VALUE)
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    return mp()._core._fill_eagle_step([Req(StepGrammar())], StepGrammar, *arrays, vocab_size=-1)
+
+
+@case("eagle_step_huge_vocab_size", CLEAN | {"MemoryError"})
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    return mp()._core._fill_eagle_step([Req(StepGrammar())], StepGrammar, *arrays, vocab_size=2**62)
+
+
+@case("eagle_step_bitmask_and_vocab_size", TYPE)
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    reqs = [Req(StepGrammar())]
+    return mp()._core._fill_eagle_step(reqs, StepGrammar, *arrays, bitmask(2), vocab_size=257)
+
+
+@case("eagle_step_neither_bitmask_nor_vocab_size", TYPE)
+def _():
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    return mp()._core._fill_eagle_step([Req(StepGrammar())], StepGrammar, *arrays)
+
+
 # The same batch form with the arrays as SGLang holds them: CPU int64
 # tensors, read through torch's DLPack exporter (exact tensors) or their
 # numpy view (anything else).

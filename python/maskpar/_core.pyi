@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module maskpar._core."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 __version__: str
@@ -295,6 +295,27 @@ def _fill_eagle_trees(
     bitmask: Any,
     num_threads: int | None = None,
 ) -> list[bool]: ...
+
+# Private: SGLang's whole generate_token_bitmask step (used by
+# maskpar.integrations.sglang) for a batch whose every request's ``grammar``
+# is None or exactly of ``grammar_type`` (its ``matcher`` attribute a
+# Matcher). Every row of the step's bitmask is written: ``bitmask``
+# ([B*N, words], contents not read) or, given ``vocab_size`` instead, a new
+# int32 array (numpy's, or a pooled buffer from 4 MiB on): tree masks, or
+# all ones for no grammar, a terminated one, or a tree maskpar cannot read.
+# Returns (the bitmask, indices of the trees not read, for SGLang's walk;
+# the last grammar that is not None), or None having written nothing when a
+# grammar is of another type or no request has one.
+def _fill_eagle_step(
+    requests: Iterable[Any],
+    grammar_type: type,
+    retrieve_next_token: Any,
+    retrieve_next_sibling: Any,
+    draft_tokens: Any,
+    bitmask: Any | None = None,
+    vocab_size: int | None = None,
+    num_threads: int | None = None,
+) -> tuple[Any, list[int], Any] | None: ...
 
 # Private: whether the numpy array view covers exactly the torch tensor's
 # memory (int32, C-contiguous, same address and shape), the tensor read in

@@ -21,17 +21,22 @@
 //!   not filled: their rows are left untouched and the result says so, for
 //!   the adapter to hand those requests to SGLang's walk.
 
-use numpy::{PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use numpy::{PyArrayMethods, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods};
+use std::ops::Range;
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple, PyType};
 use rustc_hash::FxHashSet;
 
 use super::buffer::{torch_exporter, type_name};
 use super::dlpack::HostDtype;
-use super::functions::{parse_items, run_tree_fill};
+use super::functions::{fill_tree_rows, parse_items, run_tree_fill, run_tree_fill_and_ones, Item};
 use super::int::Int;
 use super::lists;
+use super::matcher::{PyMatcher, IN_USE};
+use super::pooledmask::unfilled_bitmask;
 use crate::batch::TreeRequest;
 use crate::tree::DraftTree;
 
@@ -54,24 +59,178 @@ pub fn _fill_eagle_trees<'py>(
     num_threads: Option<Int>,
 ) -> PyResult<Bound<'py, PyList>> {
     let items = parse_items(requests, 2, "(matcher, index)", Some("index"))?;
-    let tokens = TreeArray::read(draft_tokens, "draft_tokens")?;
-    let first = TreeArray::read(retrieve_next_token, "retrieve_next_token")?;
-    let sibling = TreeArray::read(retrieve_next_sibling, "retrieve_next_sibling")?;
-    let shape = tokens.shape;
-    for (name, a) in [
-        ("retrieve_next_token", &first),
-        ("retrieve_next_sibling", &sibling),
-    ] {
-        if a.shape != shape {
+    let arrays = TreeArrays::read(retrieve_next_token, retrieve_next_sibling, draft_tokens)?;
+    let (reqs, filled) = tree_requests(&items, &arrays)?;
+    run_tree_fill(py, &items, &reqs, bitmask, num_threads)?;
+    lists::bools(py, &filled)
+}
+
+/// SGLang's whole `generate_token_bitmask` step in one call, for a batch in
+/// which every request's `grammar` is None or of exactly `grammar_type`
+/// (maskpar's SGLang grammar, whose `matcher` attribute is its
+/// `maskpar.Matcher`). Every row of the step's bitmask is written: `bitmask`
+/// (`[B * N, words]`, its contents not read), or, given `vocab_size`
+/// instead, a new int32 array of `ceil(vocab_size / 32)` words per row (as
+/// maskpar allocates one without CUDA: numpy's, or a recycled buffer from
+/// 4 MiB on). A request's rows are its tree's masks, or all ones where
+/// SGLang's walk writes nothing (no grammar, a grammar already terminated)
+/// or where maskpar cannot read its tree. Returns `(the bitmask, indices of
+/// the trees not read, for SGLang's walk to fill, the last request's
+/// grammar that is not None)`, or None, having written nothing, when some
+/// grammar is of another type or no request has one (the adapter's general
+/// path decides those batches). Matchers are left unchanged.
+#[pyfunction]
+#[pyo3(signature = (
+    requests, grammar_type, retrieve_next_token, retrieve_next_sibling, draft_tokens,
+    bitmask=None, vocab_size=None, num_threads=None
+))]
+#[allow(clippy::too_many_arguments)]
+pub fn _fill_eagle_step<'py>(
+    py: Python<'py>,
+    requests: &Bound<'py, PyAny>,
+    grammar_type: &Bound<'py, PyType>,
+    retrieve_next_token: &Bound<'py, PyAny>,
+    retrieve_next_sibling: &Bound<'py, PyAny>,
+    draft_tokens: &Bound<'py, PyAny>,
+    bitmask: Option<Bound<'py, PyAny>>,
+    vocab_size: Option<Int>,
+    num_threads: Option<Int>,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let neither_or_both =
+        || PyTypeError::new_err("give either bitmask or vocab_size (the bitmask to allocate)");
+    if bitmask.is_some() == vocab_size.is_some() {
+        return Err(neither_or_both());
+    }
+    let mut items: Vec<Item<'py>> = Vec::new();
+    let mut idle: Vec<usize> = Vec::new(); // requests whose rows SGLang leaves all ones
+    let mut last = None;
+    let mut seen: FxHashSet<usize> = FxHashSet::default();
+    for (i, req) in requests.try_iter()?.enumerate() {
+        let grammar = req?.getattr(intern!(py, "grammar"))?;
+        if grammar.is_none() {
+            idle.push(i);
+            continue;
+        }
+        if !grammar.get_type().is(grammar_type) {
+            return Ok(None);
+        }
+        let matcher = grammar.getattr(intern!(py, "matcher"))?;
+        let matcher = matcher.cast_into::<PyMatcher>().map_err(|e| {
+            PyTypeError::new_err(format!("request {i}: its grammar's matcher: {e}"))
+        })?;
+        if !seen.insert(matcher.as_ptr() as usize) {
             return Err(PyValueError::new_err(format!(
-                "{name} has shape {:?}, draft_tokens {shape:?}",
-                a.shape
+                "request {i}: its matcher is another request's too"
             )));
         }
+        let matcher = (matcher.try_borrow())
+            .map_err(|_| PyRuntimeError::new_err(format!("request {i}: {IN_USE}")))?;
+        last = Some(grammar);
+        if matcher.core.is_terminated() {
+            idle.push(i);
+        } else {
+            items.push(Item {
+                matcher,
+                row: i,
+                rest: Vec::new(),
+            });
+        }
     }
-    let [batch_size, nodes] = shape;
+    let Some(last) = last else {
+        return Ok(None);
+    };
+    let arrays = TreeArrays::read(retrieve_next_token, retrieve_next_sibling, draft_tokens)?;
+    let [batch_size, nodes] = arrays.shape;
+    let count = items.len() + idle.len();
+    if count != batch_size {
+        return Err(PyValueError::new_err(format!(
+            "{count} requests, but tree arrays of shape [{batch_size}, {nodes}]"
+        )));
+    }
+    let (reqs, filled) = tree_requests(&items, &arrays)?;
+    let unread: Vec<usize> = (items.iter().zip(&filled))
+        .filter(|(_, &ok)| !ok)
+        .map(|(it, _)| it.row)
+        .collect();
+    let ones: Vec<Range<usize>> = (idle.iter().chain(&unread))
+        .map(|&i| i * nodes..(i + 1) * nodes)
+        .collect();
+    let bitmask = match bitmask {
+        Some(b) => {
+            run_tree_fill_and_ones(py, &items, &reqs, &ones, &b, num_threads)?;
+            b
+        }
+        None => {
+            let vocab_size = vocab_size.ok_or_else(neither_or_both)?;
+            let words = vocab_size.non_negative("vocab_size")?.div_ceil(32);
+            let rows = batch_size * nodes;
+            let array = unfilled_bitmask(py, rows, words)?;
+            // SAFETY: `array` was made just above, C-contiguous, `rows`
+            // x `words` int32s (u32's size and alignment), and no Python
+            // code has seen it yet, so nothing else reads or writes its
+            // memory until this call returns it: the slice is its only
+            // user. Written only (every row, below), never read first.
+            let buf: &mut [u32] = match rows * words {
+                0 => &mut [],
+                len => unsafe { std::slice::from_raw_parts_mut(array.data() as *mut u32, len) },
+            };
+            fill_tree_rows(py, &reqs, &ones, buf, rows, words, num_threads)?;
+            array.into_any()
+        }
+    };
+    let unread = lists::usizes(py, &unread)?;
+    Ok(Some(PyTuple::new(py, [bitmask, unread.into_any(), last])?))
+}
+
+/// SGLang's three `[B, N]` tree arrays, read and checked to share a shape.
+struct TreeArrays {
+    shape: [usize; 2],
+    first: TreeArray,
+    sibling: TreeArray,
+    tokens: TreeArray,
+}
+
+impl TreeArrays {
+    fn read(
+        retrieve_next_token: &Bound<'_, PyAny>,
+        retrieve_next_sibling: &Bound<'_, PyAny>,
+        draft_tokens: &Bound<'_, PyAny>,
+    ) -> PyResult<TreeArrays> {
+        let tokens = TreeArray::read(draft_tokens, "draft_tokens")?;
+        let first = TreeArray::read(retrieve_next_token, "retrieve_next_token")?;
+        let sibling = TreeArray::read(retrieve_next_sibling, "retrieve_next_sibling")?;
+        let shape = tokens.shape;
+        for (name, a) in [
+            ("retrieve_next_token", &first),
+            ("retrieve_next_sibling", &sibling),
+        ] {
+            if a.shape != shape {
+                return Err(PyValueError::new_err(format!(
+                    "{name} has shape {:?}, draft_tokens {shape:?}",
+                    a.shape
+                )));
+            }
+        }
+        Ok(TreeArrays {
+            shape,
+            first,
+            sibling,
+            tokens,
+        })
+    }
+}
+
+/// The tree request of each item (`row`: its index in the batch arrays),
+/// and per item whether its tree could be read: every error of reading a
+/// tree is the tree's own (its shape or a token), and SGLang's walk decides
+/// for those requests.
+fn tree_requests<'a>(
+    items: &'a [Item<'_>],
+    arrays: &TreeArrays,
+) -> PyResult<(Vec<TreeRequest<'a>>, Vec<bool>)> {
+    let [batch_size, nodes] = arrays.shape;
     let mut filled = vec![false; items.len()];
-    let mut reqs: Vec<TreeRequest<'_>> = Vec::with_capacity(items.len());
+    let mut reqs: Vec<TreeRequest<'a>> = Vec::with_capacity(items.len());
     let mut seen: FxHashSet<usize> = FxHashSet::default();
     for (k, it) in items.iter().enumerate() {
         let i = it.row;
@@ -86,13 +245,11 @@ pub fn _fill_eagle_trees<'py>(
             )));
         }
         let tree = DraftTree::from_first_child_next_sibling(
-            first.row(i),
-            sibling.row(i),
-            tokens.row(i),
+            arrays.first.row(i),
+            arrays.sibling.row(i),
+            arrays.tokens.row(i),
             it.matcher.core.grammar().vocab(),
         );
-        // Every error of reading a tree is the tree's own (its shape or a
-        // token): SGLang's walk decides for those requests.
         if let Ok(tree) = tree {
             filled[k] = true;
             reqs.push(TreeRequest {
@@ -103,8 +260,7 @@ pub fn _fill_eagle_trees<'py>(
             });
         }
     }
-    run_tree_fill(py, &items, &reqs, bitmask, num_threads)?;
-    lists::bools(py, &filled)
+    Ok((reqs, filled))
 }
 
 /// One of SGLang's `[B, N]` int64 tree arrays, copied out of the caller's

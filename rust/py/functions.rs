@@ -9,6 +9,7 @@ use super::lists;
 use super::matcher::{PyMatcher, IN_USE};
 use super::{detached, to_py_err};
 use rustc_hash::FxHashSet;
+use std::ops::Range;
 use std::sync::Arc;
 
 use rayon::ThreadPool;
@@ -327,11 +328,47 @@ pub(super) fn run_tree_fill(
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
 ) -> PyResult<Vec<Vec<bool>>> {
-    let pool = thread_pool(num_threads)?;
+    run_tree_fill_and_ones(py, items, reqs, &[], bitmask, num_threads)
+}
+
+/// `run_tree_fill`, and every row in `ones` (row ranges, none overlapping a
+/// request's rows) set to all ones.
+pub(super) fn run_tree_fill_and_ones(
+    py: Python<'_>,
+    items: &[Item<'_>],
+    reqs: &[TreeRequest<'_>],
+    ones: &[Range<usize>],
+    bitmask: &Bound<'_, PyAny>,
+    num_threads: Option<Int>,
+) -> PyResult<Vec<Vec<bool>>> {
     let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
     let mut bm = fill_bitmask(bitmask, items, &spans)?;
-    let words = bm.words;
-    let buf = bm.words_mut();
+    let (rows, words) = (bm.rows, bm.words);
+    fill_tree_rows(py, reqs, ones, bm.words_mut(), rows, words, num_threads)
+}
+
+/// The tree fill of `reqs` into `buf` (`rows` rows of `words` words), and
+/// every row in `ones` set to all ones, GIL released.
+pub(super) fn fill_tree_rows(
+    py: Python<'_>,
+    reqs: &[TreeRequest<'_>],
+    ones: &[Range<usize>],
+    buf: &mut [u32],
+    rows: usize,
+    words: usize,
+    num_threads: Option<Int>,
+) -> PyResult<Vec<Vec<bool>>> {
+    let pool = thread_pool(num_threads)?;
+    let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
+    batch::check_layout(&spans, rows, words).map_err(to_py_err)?;
+    if let Some(r) = ones.iter().find(|r| r.start > r.end || r.end > rows) {
+        return Err(PyValueError::new_err(format!(
+            "rows {r:?} are not rows of the bitmask ({rows} rows)"
+        )));
+    }
+    for r in ones {
+        buf[r.start * words..r.end * words].fill(u32::MAX);
+    }
     detached(py, || batch::fill_with_tree(reqs, buf, words, &pool))?.map_err(to_py_err)
 }
 

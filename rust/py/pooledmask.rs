@@ -71,6 +71,40 @@ pub fn _pooled_bitmask(
                 "a {rows} x {words} bitmask is more than the pool's {most} words"
             ))
         })?;
+    pooled_array(py, rows, words, len, all_ones)
+}
+
+/// A `[rows, words]` int32 array for a caller that writes every row itself:
+/// under `MIN_POOLED_WORDS` words numpy's own (the C heap recycles those),
+/// else over a buffer of the pool (what it held, or all ones if fresh), as
+/// `maskpar._torch._allocate_with_view(..., filled=False)` makes it without
+/// CUDA. MemoryError if there is no memory for it.
+pub fn unfilled_bitmask(
+    py: Python<'_>,
+    rows: usize,
+    words: usize,
+) -> PyResult<Bound<'_, PyArray2<i32>>> {
+    let len = rows
+        .checked_mul(words)
+        .ok_or_else(|| PyMemoryError::new_err(format!("a {rows} x {words} bitmask")))?;
+    if len < bitmaskpool::MIN_POOLED_WORDS {
+        // SAFETY: numpy allocates `rows * words` int32s that this array
+        // owns; they are uninitialised, as `numpy.empty`'s are, and every
+        // bit pattern is an int32: the caller writes every row before
+        // anything reads them.
+        return Ok(unsafe { PyArray2::<i32>::new(py, [rows, words], false) });
+    }
+    Ok(pooled_array(py, rows, words, len, false)?.cast_into::<PyArray2<i32>>()?)
+}
+
+/// The array over a buffer of `len >= rows * words` words from the pool.
+fn pooled_array(
+    py: Python<'_>,
+    rows: usize,
+    words: usize,
+    len: usize,
+    all_ones: bool,
+) -> PyResult<Bound<'_, PyAny>> {
     let buf = py
         .detach(|| bitmaskpool::take(len, all_ones))
         .map_err(|e| PyMemoryError::new_err(format!("a {rows} x {words} bitmask: {e}")))?;

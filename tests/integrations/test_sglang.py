@@ -680,14 +680,24 @@ def random_tree(rng: random.Random, grammar_matcher, n: int, wild: bool):
     return first, sibling, tokens
 
 
-def make_batch(backend, reasoning_backend, rng: random.Random, batch: int, n: int, wild: bool):
+def make_batch(
+    backend,
+    reasoning_backend,
+    rng: random.Random,
+    batch: int,
+    n: int,
+    wild: bool,
+    reasoning: bool = True,
+):
+    """B requests: no grammar, a reasoning-wrapped one (``reasoning``), a
+    bare maskpar grammar (some terminated), each with a random tree."""
     reqs, trees = [], []
     for _ in range(batch):
         pick = rng.random()
         kind, spec = CONSTRAINTS[rng.randrange(len(CONSTRAINTS))]
         if pick < 0.1:
             grammar = None
-        elif pick < 0.2:
+        elif pick < 0.2 and reasoning:
             grammar = compile_(reasoning_backend, kind, spec, reasoning=True)
             if rng.random() < 0.5:
                 grammar.accept_token(THINK_END)  # the answer has begun
@@ -725,11 +735,18 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
     assert [grammar_state(r) for r in reqs] == before
 
     calls = []
-    real = maskpar._core._fill_eagle_trees
+    real_trees, real_step = maskpar._core._fill_eagle_trees, maskpar._core._fill_eagle_step
+
+    def step(*a, **k):
+        done = real_step(*a, **k)
+        calls.append(("step", done is not None))
+        return done
+
+    monkeypatch.setattr(maskpar._core, "_fill_eagle_step", step)
     monkeypatch.setattr(
         maskpar._core,
         "_fill_eagle_trees",
-        lambda *a, **k: (calls.append(len(a[0])), real(*a, **k))[1],
+        lambda *a, **k: (calls.append(("trees", len(a[0]))), real_trees(*a, **k))[1],
     )
     got, got_grammar = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
     assert got_grammar is expected_grammar
@@ -740,11 +757,16 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
         for r in range(got.shape[0]):
             assert torch.equal(got[r], expected[r]), f"row {r} (request {r // n}, node {r % n})"
     assert [grammar_state(r) for r in reqs] == before  # every grammar unchanged
-    unwrapped = [mp_sglang._unwrap(r.grammar) for r in reqs if r.grammar is not None]
+    grammars = [r.grammar for r in reqs if r.grammar is not None]
+    unwrapped = [mp_sglang._unwrap(g) for g in grammars]
     live = [g for g, ok in unwrapped if g is not None and ok and not g.is_terminated()]
-    # One call for the batch, with every live maskpar request (trees maskpar
-    # cannot read included: it says so, and SGLang's walk fills them).
-    assert calls == ([len(live)] if live else [])
+    # One call fills the batch: the whole step where every grammar is a bare
+    # maskpar one, else one call with every live maskpar request (trees
+    # maskpar cannot read included: it says so, and SGLang's walk fills them).
+    if grammars and all(type(g) is mp_sglang.MaskparGrammar for g in grammars):
+        assert calls == [("step", True)]
+    else:
+        assert calls == [("step", False)] + ([("trees", len(live))] if live else [])
 
 
 def test_draft_tree_rows_in_recycled_memory(backend, reasoning_backend):
@@ -755,14 +777,16 @@ def test_draft_tree_rows_in_recycled_memory(backend, reasoning_backend):
     words = (VOCAB + 31) // 32
     assert batch * n * words >= maskpar._core._MIN_POOLED_BITMASK_WORDS
     original = spec_utils.generate_token_bitmask._maskpar_original
-    for seed in range(3):
+    for seed in range(6):
+        # Seeds 3-5 without reasoning grammars: the whole step in one call.
         reqs, (first, sibling, tokens) = make_batch(
-            backend, reasoning_backend, random.Random(seed), batch, n, wild=True
+            backend, reasoning_backend, random.Random(seed), batch, n, wild=True, reasoning=seed < 3
         )
         expected, _ = original(reqs, first, sibling, tokens, VOCAB)
-        # Every idle buffer the step could take, poisoned and handed back
-        # (the pool gives the smallest that fits; these take them first).
-        stale = [maskpar._core._pooled_bitmask(batch * n, words, False) for _ in range(8)]
+        # Every idle buffer the step could take, poisoned and handed back:
+        # more buffers than the pool holds (256 MiB of 6.2 MB ones), so every
+        # buffer it keeps is one of these.
+        stale = [maskpar._core._pooled_bitmask(batch * n, words, False) for _ in range(48)]
         addresses = set()
         for buf in stale:
             buf.fill(0x5A5A5A5A)
@@ -827,9 +851,9 @@ def test_draft_tree_eos_and_refused_trees(backend):
 
 
 def test_draft_tree_refused_call_falls_back_per_request(backend, monkeypatch):
-    """When maskpar refuses the batch call (a parser bound, say) after writing
-    some rows, each request is retried alone, and one refused alone takes
-    SGLang's walk: no row keeps what the refused calls wrote."""
+    """When maskpar refuses the step (a parser bound, say) after writing some
+    rows, the batch call is tried, then each request alone, and one refused
+    alone takes SGLang's walk: no row keeps what the refused calls wrote."""
     rng = random.Random(5)
     grammars = [compile_(backend, "regex", r"(yes|no), [a-z ]{1,20}\.") for _ in range(3)]
     trees = [random_tree(rng, g.matcher, 8, wild=False) for g in grammars]
@@ -848,9 +872,16 @@ def test_draft_tree_refused_call_falls_back_per_request(backend, monkeypatch):
             raise ValueError("a parser bound")
         return real(items, *rest)
 
+    def flaky_step(*args):
+        calls.append("step")
+        if args[5] is not None:  # a pinned bitmask (CUDA): what a refused step may leave in it
+            args[5][:] = 0x1234
+        raise ValueError("a parser bound")
+
     monkeypatch.setattr(maskpar._core, "_fill_eagle_trees", flaky)
+    monkeypatch.setattr(maskpar._core, "_fill_eagle_step", flaky_step)
     got, _ = spec_utils.generate_token_bitmask(reqs, *arrays, VOCAB)
-    assert calls == [[0, 1, 2], [0], [1], [2]]
+    assert calls == ["step", [0, 1, 2], [0], [1], [2]]
     assert torch.equal(got, expected)
 
 
@@ -858,7 +889,14 @@ def test_draft_tree_other_backends_keep_sglang_path(xgrammar_backend, monkeypatc
     def refuse(*a, **k):
         raise AssertionError("maskpar must not be called for other backends")
 
+    real_step = maskpar._core._fill_eagle_step
+
+    def step(*a, **k):  # declines, writing nothing
+        assert real_step(*a, **k) is None
+        return None
+
     monkeypatch.setattr(maskpar._core, "_fill_eagle_trees", refuse)
+    monkeypatch.setattr(maskpar._core, "_fill_eagle_step", step)
     rng = random.Random(3)
     reqs = [
         SimpleNamespace(grammar=compile_(xgrammar_backend, "regex", "[0-9]{1,3}")) for _ in range(2)

@@ -12,9 +12,12 @@ layout: per request, ``retrieve_next_token[i]`` is node i's first child,
 
 :func:`install_draft_tree_fill` replaces ``generate_token_bitmask`` with a
 version that hands every request whose grammar is maskpar's to one parallel
-maskpar call (``_core._fill_eagle_trees``), which reads SGLang's ``[B, N]``
-arrays as they are, and leaves everything else (other backends, a reasoning
-wrapper still inside the reasoning) to SGLang's own walk. The rows are exactly
+maskpar call, which reads SGLang's ``[B, N]`` arrays as they are, and leaves
+everything else (other backends, a reasoning wrapper still inside the
+reasoning) to SGLang's own walk. A maskpar server's batch (every grammar
+maskpar's, or None) is the whole step in that call, allocation included
+(``_core._fill_eagle_step``); any other batch takes the general path
+(:func:`fill_draft_tree_masks`, with ``_core._fill_eagle_trees``). The rows are exactly
 what SGLang's walk writes, its two rules included:
 
 - a node whose token ends the text (EOS): SGLang's walk stops there, leaving the
@@ -45,9 +48,9 @@ import torch
 
 import maskpar
 from maskpar import _core
-from maskpar._torch import _allocate_with_view
+from maskpar._torch import _allocate_with_view, _cuda_available
 
-from .sglang import _unwrap
+from .sglang import MaskparGrammar, _unwrap
 
 logger = logging.getLogger(__name__)
 
@@ -125,16 +128,54 @@ def install_draft_tree_fill() -> bool:
         draft_tokens_cpu: torch.Tensor,
         vocab_size: int,
     ):
-        return fill_draft_tree_masks(
-            reqs,
-            retrieve_next_token_cpu,
-            retrieve_next_sibling_cpu,
-            draft_tokens_cpu,
-            vocab_size,
-            original=original,
-            traverse_tree=spec_utils.traverse_tree,
-            time_threshold=getattr(spec_utils, "TREE_TRAVERSE_TIME_THRESHOLD", None),
-        )
+        # The batch of a maskpar server: every grammar maskpar's (or None),
+        # the whole step in one call, which also allocates the bitmask
+        # unless it must be pinned. As few lines of Python as can be, on a
+        # path whose rows take 2-3 us each: each call run cold between
+        # steps (np.empty, torch.from_numpy) costs about a row.
+        if _cuda_available():
+            allocated = _allocate_with_view(
+                draft_tokens_cpu.numel(), vocab_size, recycle=True, filled=False
+            )
+            target = (allocated[1], None)  # the bitmask, pinned
+        else:
+            allocated, target = None, (None, vocab_size)  # maskpar allocates it
+        try:
+            done = _core._fill_eagle_step(
+                reqs,
+                MaskparGrammar,
+                retrieve_next_token_cpu,
+                retrieve_next_sibling_cpu,
+                draft_tokens_cpu,
+                *target,
+            )
+        except (ValueError, TypeError):
+            done = None  # a request maskpar refuses: the general path, request by request
+        if done is None:
+            return fill_draft_tree_masks(
+                reqs,
+                retrieve_next_token_cpu,
+                retrieve_next_sibling_cpu,
+                draft_tokens_cpu,
+                vocab_size,
+                original=original,
+                traverse_tree=spec_utils.traverse_tree,
+                time_threshold=getattr(spec_utils, "TREE_TRAVERSE_TIME_THRESHOLD", None),
+                allocated=allocated,
+            )
+        rows, unread, grammar = done
+        bitmask = allocated[0] if allocated else torch.from_numpy(rows)
+        if unread:
+            _walk_trees(
+                unread,
+                [req.grammar for req in reqs],
+                (retrieve_next_token_cpu, retrieve_next_sibling_cpu, draft_tokens_cpu),
+                bitmask,
+                vocab_size,
+                spec_utils.traverse_tree,
+                getattr(spec_utils, "TREE_TRAVERSE_TIME_THRESHOLD", None),
+            )
+        return bitmask, grammar
 
     generate_token_bitmask._maskpar_original = original
     spec_utils.generate_token_bitmask = generate_token_bitmask
@@ -160,9 +201,12 @@ def fill_draft_tree_masks(
     original: Callable,
     traverse_tree: Callable,
     time_threshold: float | None = None,
+    allocated: tuple[torch.Tensor, np.ndarray] | None = None,
 ) -> tuple[torch.Tensor | None, Any]:
     """``generate_token_bitmask`` with maskpar's requests filled in one call;
-    returns what it returns: ``(bitmask or None, the last request's grammar)``."""
+    returns what it returns: ``(bitmask or None, the last request's grammar)``.
+    ``allocated``: a bitmask of the step's size and its numpy view, contents
+    unset, to use where maskpar would allocate one."""
     grammars = [req.grammar for req in reqs]
     unwrapped = [_unwrap(g) if g is not None else (None, False) for g in grammars]
     if not any(inner is not None and live for inner, live in unwrapped):
@@ -182,7 +226,7 @@ def fill_draft_tree_masks(
                 # What this grammar's allocate_vocab_mask gives, but not
                 # filled: maskpar writes every row of its requests, and the
                 # others' rows are set to all ones below.
-                bitmask, rows = _allocate_with_view(
+                bitmask, rows = allocated or _allocate_with_view(
                     draft_tokens.numel(), vocab_size, recycle=True, filled=False
                 )
             else:
@@ -208,12 +252,30 @@ def fill_draft_tree_masks(
                 if i not in written:
                     rows[i * num_nodes : (i + 1) * num_nodes] = -1
 
-    for i in sorted(slow):
+    arrays = (retrieve_next_token, retrieve_next_sibling, draft_tokens)
+    _walk_trees(sorted(slow), grammars, arrays, bitmask, vocab_size, traverse_tree, time_threshold)
+    return bitmask, grammar
+
+
+def _walk_trees(
+    indices: Sequence[int],
+    grammars: Sequence[Any],
+    arrays: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    bitmask: torch.Tensor,
+    vocab_size: int,
+    traverse_tree: Callable,
+    time_threshold: float | None,
+) -> None:
+    """SGLang's own walk (``traverse_tree``) for the requests at ``indices``,
+    into their rows of ``bitmask`` (all ones before), with SGLang's warning
+    for a walk slower than ``time_threshold``."""
+    num_nodes = arrays[2].shape[-1]
+    for i in indices:
         start = time.perf_counter()
         traverse_tree(
-            retrieve_next_token[i],
-            retrieve_next_sibling[i],
-            draft_tokens[i],
+            arrays[0][i],
+            arrays[1][i],
+            arrays[2][i],
             grammars[i],
             bitmask[i * num_nodes : (i + 1) * num_nodes],
             vocab_size=vocab_size,
@@ -223,7 +285,6 @@ def fill_draft_tree_masks(
             logger.warning(
                 f"Bit mask generation took {elapsed} seconds with grammar: {grammars[i]}"
             )
-    return bitmask, grammar
 
 
 def _fill_trees(
