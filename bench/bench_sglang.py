@@ -46,6 +46,19 @@ milliseconds of page faults here, once per size and process, in every
 engine's column). Reported: mean and worst step in ms, and maskpar / best
 ratios.
 
+SGLang's walk (``traverse_tree``) leaves every bitmask it walks in a reference
+cycle (its recursive inner ``dfs`` closes over the bitmask) until Python's
+cyclic collector next runs. A maskpar bitmask of 4 MiB or more comes from
+maskpar's pool of recycled buffers, so the bitmasks of the ``maskpar-dfs``
+column and of the oracle walk, held that way, kept the pool empty now and
+then: the next step's ``maskpar`` call then met fresh memory (a page fault
+per 4 KiB, 5-6 ms for B=8, N=64's 8 MB here, where its fill is 0.7 ms),
+which in a server (where SGLang's walk never runs over maskpar grammars)
+it does not. Before each step's timings, untimed, the bench collects them
+(``gc.collect()``, after a ``gc.freeze()`` of the setup, so that a
+collection scans only what the steps made); every engine starts its step
+with what it allocated before given back.
+
 torch runs its own operations on one thread (``--torch-threads``), as in
 SGLang's scheduler on a GPU: its model runner calls
 ``torch.set_num_threads(1)`` when the device is not the CPU. With torch's
@@ -61,6 +74,7 @@ Run: ``.venv-sglang/bin/python bench/bench_sglang.py`` (see ``--help``).
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -199,6 +213,9 @@ def time_engines(grammars, arrays, original, patched, shift=0):
     ``shift``; then checks maskpar's rows against SGLang's walk."""
     reqs = {name: [SimpleNamespace(grammar=g) for g in gs] for name, gs in grammars.items()}
     times, rows = {}, {}
+    # What the last step's walks left in reference cycles, freed before the
+    # timings (see the module docs).
+    gc.collect()
 
     def timed(name, fn):
         start = time.perf_counter()
@@ -302,6 +319,11 @@ def main() -> None:
     header = ["B", "N"] + [f"{e} mean/max" for e in ENGINES] + ["mean ratio", "worst ratio"]
     table = [header]
     rng = random.Random(0)
+    # Everything made so far lives to the end: out of the collector's way,
+    # so that a collection between steps scans only what a step made (as
+    # SGLang's servers do after their warm-up, ``freeze_gc``).
+    gc.collect()
+    gc.freeze()
     for w in range(args.warmup):
         time_engines(*step_batch(backends, cases, 8, 16, f"warmup {w}", rng), original, patched)
     for batch in map(int, args.batches.split(",")):
