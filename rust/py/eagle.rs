@@ -101,42 +101,7 @@ pub fn _fill_eagle_step<'py>(
     if bitmask.is_some() == vocab_size.is_some() {
         return Err(neither_or_both());
     }
-    let mut items: Vec<Item<'py>> = Vec::new();
-    let mut idle: Vec<usize> = Vec::new(); // requests whose rows SGLang leaves all ones
-    let mut last = None;
-    let mut seen: FxHashSet<usize> = FxHashSet::default();
-    for (i, req) in requests.try_iter()?.enumerate() {
-        let grammar = req?.getattr(intern!(py, "grammar"))?;
-        if grammar.is_none() {
-            idle.push(i);
-            continue;
-        }
-        if !grammar.get_type().is(grammar_type) {
-            return Ok(None);
-        }
-        let matcher = grammar.getattr(intern!(py, "matcher"))?;
-        let matcher = matcher.cast_into::<PyMatcher>().map_err(|e| {
-            PyTypeError::new_err(format!("request {i}: its grammar's matcher: {e}"))
-        })?;
-        if !seen.insert(matcher.as_ptr() as usize) {
-            return Err(PyValueError::new_err(format!(
-                "request {i}: its matcher is another request's too"
-            )));
-        }
-        let matcher = (matcher.try_borrow())
-            .map_err(|_| PyRuntimeError::new_err(format!("request {i}: {IN_USE}")))?;
-        last = Some(grammar);
-        if matcher.core.is_terminated() {
-            idle.push(i);
-        } else {
-            items.push(Item {
-                matcher,
-                row: i,
-                rest: Vec::new(),
-            });
-        }
-    }
-    let Some(last) = last else {
+    let Some(StepBatch { items, idle, last }) = step_batch(py, requests, grammar_type)? else {
         return Ok(None);
     };
     let arrays = TreeArrays::read(retrieve_next_token, retrieve_next_sibling, draft_tokens)?;
@@ -180,6 +145,62 @@ pub fn _fill_eagle_step<'py>(
     };
     let unread = lists::usizes(py, &unread)?;
     Ok(Some(PyTuple::new(py, [bitmask, unread.into_any(), last])?))
+}
+
+/// A step's requests as `_fill_eagle_step` reads them.
+struct StepBatch<'py> {
+    /// The requests to fill (`row`: the request's index).
+    items: Vec<Item<'py>>,
+    /// Requests whose rows SGLang's walk leaves all ones: no grammar, or
+    /// one already terminated.
+    idle: Vec<usize>,
+    /// The last grammar that is not None.
+    last: Bound<'py, PyAny>,
+}
+
+/// The batch's requests, or None when a grammar is not exactly of
+/// `grammar_type` or no request has one.
+fn step_batch<'py>(
+    py: Python<'py>,
+    requests: &Bound<'py, PyAny>,
+    grammar_type: &Bound<'py, PyType>,
+) -> PyResult<Option<StepBatch<'py>>> {
+    let mut items: Vec<Item<'py>> = Vec::new();
+    let mut idle: Vec<usize> = Vec::new();
+    let mut last = None;
+    let mut seen: FxHashSet<usize> = FxHashSet::default();
+    for (i, req) in requests.try_iter()?.enumerate() {
+        let grammar = req?.getattr(intern!(py, "grammar"))?;
+        if grammar.is_none() {
+            idle.push(i);
+            continue;
+        }
+        if !grammar.get_type().is(grammar_type) {
+            return Ok(None);
+        }
+        let matcher = grammar.getattr(intern!(py, "matcher"))?;
+        let matcher = matcher.cast_into::<PyMatcher>().map_err(|e| {
+            PyTypeError::new_err(format!("request {i}: its grammar's matcher: {e}"))
+        })?;
+        if !seen.insert(matcher.as_ptr() as usize) {
+            return Err(PyValueError::new_err(format!(
+                "request {i}: its matcher is another request's too"
+            )));
+        }
+        let matcher = (matcher.try_borrow())
+            .map_err(|_| PyRuntimeError::new_err(format!("request {i}: {IN_USE}")))?;
+        last = Some(grammar);
+        if matcher.core.is_terminated() {
+            idle.push(i);
+        } else {
+            items.push(Item {
+                matcher,
+                row: i,
+                rest: Vec::new(),
+            });
+        }
+    }
+    Ok(last.map(|last| StepBatch { items, idle, last }))
 }
 
 /// SGLang's three `[B, N]` tree arrays, read and checked to share a shape.
