@@ -280,6 +280,9 @@ impl Cfg {
         debug_assert_eq!(chart.len(), st.sets as usize);
         let mut cur = st.clone();
         for &b in bytes {
+            if self.step_within_lexemes(&mut cur, b) {
+                continue;
+            }
             match self.step(chart, &cur, b) {
                 Ok(Some(next)) => cur = next,
                 other => {
@@ -298,6 +301,43 @@ impl Cfg {
             }
         }
         Ok(Some(cur))
+    }
+
+    /// `step` where the byte ends no lexeme and every scan reads it, as
+    /// most bytes of most tokens do (inside a string, a number, a keyword):
+    /// the scans' states advance in place, without the new frontier `step`
+    /// allocates (a token's walk was an allocation a byte). False, with
+    /// `st` unchanged, where `step` has more to do.
+    fn step_within_lexemes(&self, st: &mut CfgState, byte: u8) -> bool {
+        // An empty frontier, or one past the bound `step` enforces, is
+        // `step`'s to refuse.
+        if self.lexing != Lexing::AllSplits
+            || st.frontier.is_empty()
+            || st.frontier.len() > MAX_FRONTIER
+        {
+            return false;
+        }
+        // What `step_scans` would make of each scan: a survivor, ending
+        // nothing (no dead scan, whose lexeme might end before the byte;
+        // no all-splits lexeme accepting after it).
+        let reads = |s: &Scan| {
+            let lexeme = &self.lexemes[s.lexeme as usize];
+            let dfa = lexeme.dfa.as_ref().expect("scans have DFAs");
+            let q = dfa.step(s.state, byte);
+            (q != DEAD && (lexeme.greedy || !dfa.is_accepting(q))).then_some(q)
+        };
+        if !st.frontier.iter().all(|s| reads(s).is_some()) {
+            return false;
+        }
+        for s in &mut st.frontier {
+            s.state = reads(s).expect("checked above");
+        }
+        // As `step` leaves a frontier: sorted, each scan once.
+        st.frontier.sort_unstable();
+        st.frontier.dedup();
+        st.accepting = false;
+        st.tokens.clear();
+        true
     }
 
     /// One byte: steps the scans, completes the lexemes that end (pushing
