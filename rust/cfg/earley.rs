@@ -553,6 +553,59 @@ mod tests {
         assert!(!accepts_lark(g, r#"< ["x",1]>"#).0);
     }
 
+    /// Wherever `step_within_lexemes` takes a byte, it leaves exactly the
+    /// state `step` makes of it, and `step` adds no set there; where it
+    /// declines, the state is as it was. Checked at every byte of texts
+    /// inside and across lexemes (strings, greedy numbers, keywords, a
+    /// lexeme that may end where it reads on), over `step`'s own walk.
+    #[test]
+    fn bytes_inside_lexemes_step_as_step_does() {
+        let json = r#"root ::= value
+value ::= "{" ws (member ("," ws member)*)? "}" ws | "[" ws (value ("," ws value)*)? "]" ws | [0-9]+ ws | "true" ws | "\"" [a-z ]* "\"" ws
+member ::= "\"" [a-z]+ "\"" ws ":" ws value
+ws ::= | " ""#;
+        let cases = [
+            (
+                json,
+                r#"{"abc": [12, 345, "x y z", true], "de": {"f": 6789}}"#,
+            ),
+            (json, r#"[true, "aa", 10, [ "", {}], {"k":"v"}]"#),
+            (
+                "root ::= e\ne ::= e \"+\" e | \"(\" e \")\" | [0-9]+ | n\nn ::= | \"x\"",
+                "12+(345+x)+6",
+            ),
+            ("root ::= [a-z]+ \"b\" [a-z]*", "aabbabzzb"),
+            // `[a-z]+b` may read on after a `b` it accepts at: a lexeme
+            // that is not greedy, ending after the byte with scans left.
+            ("root ::= w \"b\" root | \".\"\nw ::= [a-z]+", "aabzbab."),
+        ];
+        let mut taken = 0;
+        for (src, text) in cases {
+            let cfg = lower(&gbnf::parse(src).unwrap()).unwrap();
+            let mut chart = Chart::new();
+            let mut st = cfg.initial(&mut chart).unwrap();
+            for b in text.bytes() {
+                let mut fast = st.clone();
+                let sets = chart.len();
+                let next = cfg
+                    .step(&mut chart, &st, b)
+                    .unwrap()
+                    .expect("text is valid");
+                if cfg.step_within_lexemes(&mut fast, b) {
+                    taken += 1;
+                    assert_eq!(chart.len(), sets, "{text:?}: step added sets at {b:?}");
+                    assert_eq!(fast, next, "{text:?}: at byte {b:?}");
+                } else {
+                    assert_eq!(fast, st, "{text:?}: declined but changed the state");
+                }
+                st = next;
+            }
+        }
+        // 48 of the texts' 119 bytes: those that end, or may end, a lexeme
+        // (structure, keys' letters, the last byte of a word) go to `step`.
+        assert!(taken >= 40, "the fast path took only {taken} bytes");
+    }
+
     #[test]
     fn recursion_ambiguity_and_empty_rules() {
         let g = "root ::= e\ne ::= e \"+\" e | \"(\" e \")\" | [0-9]+ | n\nn ::= | \"x\"";
