@@ -168,12 +168,18 @@ fn fill_bitmask<'py>(
     items: &[Item<'_>],
     spans: &[Span<'_>],
 ) -> PyResult<Bitmask<'py>> {
+    let bm = items_bitmask(bitmask, items)?;
+    batch::check_layout(spans, bm.rows, bm.words).map_err(to_py_err)?;
+    Ok(bm)
+}
+
+/// `bitmask` read as the bitmask of `items`' vocabulary; its layout
+/// against their rows is the caller's to check.
+fn items_bitmask<'py>(bitmask: &Bound<'py, PyAny>, items: &[Item<'_>]) -> PyResult<Bitmask<'py>> {
     let vocab_size = items
         .first()
         .map(|it| it.matcher.core.grammar().vocab().vocab_size());
-    let bm = Bitmask::new(bitmask, vocab_size)?;
-    batch::check_layout(spans, bm.rows, bm.words).map_err(to_py_err)?;
-    Ok(bm)
+    Bitmask::new(bitmask, vocab_size)
 }
 
 /// The id that pads a request's drafts (vLLM's `-1` slots): it and the
@@ -341,8 +347,8 @@ pub(super) fn run_tree_fill_and_ones(
     bitmask: &Bound<'_, PyAny>,
     num_threads: Option<Int>,
 ) -> PyResult<Vec<Vec<bool>>> {
-    let spans: Vec<Span<'_>> = reqs.iter().map(TreeRequest::span).collect();
-    let mut bm = fill_bitmask(bitmask, items, &spans)?;
+    // `fill_tree_rows` checks the layout.
+    let mut bm = items_bitmask(bitmask, items)?;
     let (rows, words) = (bm.rows, bm.words);
     fill_tree_rows(py, reqs, ones, bm.words_mut(), rows, words, num_threads)
 }
