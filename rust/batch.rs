@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cfg::earley::Chart;
 use crate::claim;
+use crate::cores::available_cores;
 use crate::error::{Error, Result};
 use crate::grammar::{CompiledGrammar, State};
 use crate::invalid;
@@ -50,20 +51,6 @@ pub fn get_num_threads() -> usize {
         0 => available_cores(),
         n => n,
     }
-}
-
-/// The cores this process may use, read once: `available_parallelism` reads
-/// the cgroup's CPU quota files and the affinity mask, about 30 us a call,
-/// which every fill without its own thread count paid (a warm one-row fill
-/// is 2-3 us). A process whose cores change later says so with
-/// `set_num_threads`.
-fn available_cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
 }
 
 /// The pool for `n` threads (default: `get_num_threads()`), built once per size.

@@ -173,7 +173,7 @@ pub fn give_back(buf: Box<[u32]>) {
 fn fresh(len: usize) -> Result<Box<[u32]>, TryReserveError> {
     let mut buf: Vec<u32> = Vec::new();
     buf.try_reserve_exact(len)?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = crate::cores::available_cores();
     let threads = threads
         .min(MAX_FILL_THREADS)
         .min(len / PARALLEL_FILL_WORDS * 2)

@@ -12,6 +12,7 @@ pub mod budget;
 pub mod cfg;
 pub mod claim;
 pub mod classruns;
+pub mod cores;
 pub mod error;
 pub mod grammar;
 pub mod matcher;
