@@ -1864,6 +1864,109 @@ def _():
     return got
 
 
+# `as_tensor=True`: the step's bitmask made by torch over maskpar's memory
+# (DLPack's import, rust/py/tensormask.rs), freed by the deleter torch calls
+# when the last tensor over it goes, on whatever thread that is.
+
+
+def eagle_step_arrays(batch: int) -> Any:
+    import numpy as np
+
+    return [np.repeat(a, batch, axis=0) for a in eagle_arrays([1, -1], [-1, -1], [0, A])]
+
+
+def eagle_step_tensor(reqs: Any) -> Any:
+    """The step with `as_tensor`, checked against the same step's numpy
+    array: a torch tensor, int32, C-contiguous, the same rows."""
+    import torch
+
+    arrays = eagle_step_arrays(len(reqs))
+    step = mp()._core._fill_eagle_step
+    got = step(reqs, StepGrammar, *arrays, vocab_size=len(BYTES), as_tensor=True)
+    as_array = step(reqs, StepGrammar, *arrays, vocab_size=len(BYTES))
+    assert type(got[0]) is torch.Tensor, type(got[0])
+    assert got[0].dtype == torch.int32 and got[0].is_contiguous(), got[0]
+    assert got[0].shape == as_array[0].shape, (got[0].shape, as_array[0].shape)
+    assert (got[0].numpy() == as_array[0]).all() and got[1] == as_array[1]
+    return got
+
+
+@case("eagle_step_tensor_outlives_the_call", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import gc
+
+    reqs = [Req(StepGrammar()), Req(None), Req(StepGrammar())]
+    got = eagle_step_tensor(reqs)
+    expected = got[0].clone()
+    # A view keeps the memory: the tensor the call made, its tuple and
+    # every other reference gone, the view still reads the same words.
+    view = got[0][2:]
+    del got
+    gc.collect()
+    # Another step's tensor, made meanwhile, has memory of its own.
+    other = eagle_step_tensor(reqs)[0]
+    other.fill_(0)
+    assert (view == expected[2:]).all()
+    assert (view[:2] == -1).all()  # request 1 (no grammar): all ones
+    return view.shape
+
+
+@case("eagle_step_tensor_recycled_buffer_is_rewritten", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import gc
+
+    # A consumer scribbles over a step's bitmask and drops it: the next
+    # step of that size gets the same memory back, and writes every word.
+    reqs = [Req(StepGrammar()), Req(None), Req(StepGrammar())]
+    for _ in range(3):
+        got = eagle_step_tensor(reqs)  # checked against the numpy array's rows
+        address = got[0].data_ptr()
+        got[0].fill_(0x1234)
+        del got
+        gc.collect()
+    again = eagle_step_tensor(reqs)
+    assert again[0].data_ptr() == address, "the buffer was not recycled"
+    return again[0].shape
+
+
+@case("eagle_step_tensor_freed_on_another_thread", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import threading
+
+    # Past 4 MiB the memory comes from (and goes back to) maskpar's buffer
+    # pool: many requests without a grammar, whose rows are all ones.
+    reqs = [Req(StepGrammar())] + [Req(None)] * 70_000
+    got = eagle_step_tensor(reqs)
+    rows = got[0]
+    assert rows.numel() * 4 >= 4 << 20, rows.shape
+    assert (rows[2:] == -1).all()
+    held = [rows]
+    del got, rows
+    worker = threading.Thread(target=held.clear)
+    worker.start()
+    worker.join()
+    # The pool hands the buffer out again: the next step's rows are its own.
+    again = eagle_step_tensor(reqs)
+    assert (again[0][2:] == -1).all()
+    return again[0].shape
+
+
+@case("eagle_step_tensor_without_torch_is_an_array", OK)
+def _():
+    # torch not imported: as_tensor gives the numpy array it always gave.
+    import sys
+
+    import numpy as np
+
+    assert "torch" not in sys.modules
+    arrays = eagle_arrays([1, -1], [-1, -1], [0, A])
+    got = mp()._core._fill_eagle_step(
+        [Req(StepGrammar())], StepGrammar, *arrays, vocab_size=len(BYTES), as_tensor=True
+    )
+    assert type(got[0]) is np.ndarray and got[0].shape == (2, (len(BYTES) + 31) // 32)
+    return got[0].shape
+
+
 @case("tree_chain_1m_nodes", OK)
 def _():
     import numpy as np

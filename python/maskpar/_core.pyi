@@ -301,7 +301,9 @@ def _fill_eagle_trees(
 # is None or exactly of ``grammar_type`` (its ``matcher`` attribute a
 # Matcher). Every row of the step's bitmask is written: ``bitmask``
 # ([B*N, words], contents not read) or, given ``vocab_size`` instead, a new
-# int32 array (numpy's, or a pooled buffer from 4 MiB on): tree masks, or
+# int32 array (numpy's, or a pooled buffer from 4 MiB on; with ``as_tensor``
+# a CPU torch tensor that torch makes over maskpar's memory through DLPack,
+# where torch is imported and publishes the import): tree masks, or
 # all ones for no grammar, a terminated one, or a tree maskpar cannot read.
 # Returns (the bitmask, indices of the trees not read, for SGLang's walk;
 # the last grammar that is not None), or None having written nothing when a
@@ -315,6 +317,7 @@ def _fill_eagle_step(
     bitmask: Any | None = None,
     vocab_size: int | None = None,
     num_threads: int | None = None,
+    as_tensor: bool = False,
 ) -> tuple[Any, list[int], Any] | None: ...
 
 # Private: whether the numpy array view covers exactly the torch tensor's

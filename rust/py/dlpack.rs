@@ -15,6 +15,8 @@
 //! The table's layout is fixed by its major version (1 here): a header
 //! `{version: {major, minor}, prev_api}` and then five function pointers, of
 //! which `dltensor_from_py_object_no_sync` is the fourth and may be null.
+//! The third, `managed_tensor_to_py_object_no_sync`, goes the other way: it
+//! makes a tensor over memory maskpar owns (`tensormask`).
 //! It is looked up once on `torch.Tensor` and used only for objects of
 //! exactly that type (the spec asks for the type the table came from);
 //! anything it does not describe as a host tensor of one or two dimensions,
@@ -30,39 +32,55 @@ use pyo3::types::{PyCapsule, PyCapsuleMethods, PyType};
 
 /// `DLPackVersion`.
 #[repr(C)]
-struct Version {
-    major: u32,
-    minor: u32,
+pub(super) struct Version {
+    pub major: u32,
+    pub minor: u32,
 }
 
 /// `DLDevice`.
 #[repr(C)]
-struct Device {
-    device_type: i32,
-    device_id: i32,
+pub(super) struct Device {
+    pub device_type: i32,
+    pub device_id: i32,
 }
 
 /// `DLDataType`.
 #[repr(C)]
-struct DataType {
-    code: u8,
-    bits: u8,
-    lanes: u16,
+pub(super) struct DataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
 }
 
 /// `DLTensor`: non-owning, valid until control returns to Python.
 #[repr(C)]
-struct DlTensor {
-    data: *mut c_void,
-    device: Device,
-    ndim: i32,
-    dtype: DataType,
-    shape: *const i64,
-    strides: *const i64,
-    byte_offset: u64,
+pub(super) struct DlTensor {
+    pub data: *mut c_void,
+    pub device: Device,
+    pub ndim: i32,
+    pub dtype: DataType,
+    pub shape: *const i64,
+    pub strides: *const i64,
+    pub byte_offset: u64,
+}
+
+/// `DLManagedTensorVersioned`: a `DLTensor` with its owner's context and
+/// the function that frees both (see `tensormask`).
+#[repr(C)]
+pub(super) struct ManagedTensor {
+    pub version: Version,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(*mut ManagedTensor)>,
+    pub flags: u64,
+    pub dl_tensor: DlTensor,
 }
 
 type FromPyObject = unsafe extern "C" fn(py_object: *mut c_void, out: *mut DlTensor) -> c_int;
+/// `DLPackManagedTensorToPyObjectNoSync`: takes ownership of `tensor` and
+/// returns a new reference to the producer's tensor over it (0), or sets a
+/// Python exception (-1).
+pub(super) type ToPyObject =
+    unsafe extern "C" fn(tensor: *mut ManagedTensor, out: *mut *mut c_void) -> c_int;
 
 /// `DLPackExchangeAPIHeader`: the part of the table every version shares.
 #[repr(C)]
@@ -78,14 +96,14 @@ struct ExchangeApi {
     header: Header,
     managed_tensor_allocator: *const c_void,
     managed_tensor_from_py_object_no_sync: *const c_void,
-    managed_tensor_to_py_object_no_sync: *const c_void,
+    managed_tensor_to_py_object_no_sync: Option<ToPyObject>,
     dltensor_from_py_object_no_sync: Option<FromPyObject>,
     current_work_stream: *const c_void,
 }
 
-const CPU: i32 = 1; // kDLCPU
+pub(super) const CPU: i32 = 1; // kDLCPU
 const CUDA_HOST: i32 = 3; // kDLCUDAHost: pinned host memory
-const INT: u8 = 0; // kDLInt
+pub(super) const INT: u8 = 0; // kDLInt
 const FLOAT: u8 = 2; // kDLFloat
 const BFLOAT: u8 = 4; // kDLBfloat
 
@@ -131,6 +149,8 @@ impl HostTensor {
 /// that type.
 pub struct Exporter {
     export: FromPyObject,
+    /// The table's import, where it has one (`tensormask`).
+    pub(super) import: Option<ToPyObject>,
     ty: Py<PyType>,
 }
 
@@ -158,6 +178,7 @@ impl Exporter {
         let export = api.dltensor_from_py_object_no_sync?;
         Some(Exporter {
             export,
+            import: api.managed_tensor_to_py_object_no_sync,
             ty: ty.clone().unbind(),
         })
     }

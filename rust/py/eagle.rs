@@ -37,6 +37,7 @@ use super::int::Int;
 use super::lists;
 use super::matcher::{PyMatcher, IN_USE};
 use super::pooledmask::unfilled_bitmask;
+use super::tensormask::unfilled_tensor;
 use crate::batch::TreeRequest;
 use crate::tree::DraftTree;
 
@@ -72,7 +73,8 @@ pub fn _fill_eagle_trees<'py>(
 /// (`[B * N, words]`, its contents not read), or, given `vocab_size`
 /// instead, a new int32 array of `ceil(vocab_size / 32)` words per row (as
 /// maskpar allocates one without CUDA: numpy's, or a recycled buffer from
-/// 4 MiB on). A request's rows are its tree's masks, or all ones where
+/// 4 MiB on), or with `as_tensor` a CPU torch tensor where torch publishes
+/// DLPack's import (`tensormask`; a numpy array otherwise). A request's rows are its tree's masks, or all ones where
 /// SGLang's walk writes nothing (no grammar, a grammar already terminated)
 /// or where maskpar cannot read its tree. Returns `(the bitmask, indices of
 /// the trees not read, for SGLang's walk to fill, the last request's
@@ -82,7 +84,7 @@ pub fn _fill_eagle_trees<'py>(
 #[pyfunction]
 #[pyo3(signature = (
     requests, grammar_type, retrieve_next_token, retrieve_next_sibling, draft_tokens,
-    bitmask=None, vocab_size=None, num_threads=None
+    bitmask=None, vocab_size=None, num_threads=None, as_tensor=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn _fill_eagle_step<'py>(
@@ -95,6 +97,7 @@ pub fn _fill_eagle_step<'py>(
     bitmask: Option<Bound<'py, PyAny>>,
     vocab_size: Option<Int>,
     num_threads: Option<Int>,
+    as_tensor: bool,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let neither_or_both =
         || PyTypeError::new_err("give either bitmask or vocab_size (the bitmask to allocate)");
@@ -129,18 +132,31 @@ pub fn _fill_eagle_step<'py>(
             let vocab_size = vocab_size.ok_or_else(neither_or_both)?;
             let words = vocab_size.non_negative("vocab_size")?.div_ceil(32);
             let rows = batch_size * nodes;
-            let array = unfilled_bitmask(py, rows, words)?;
-            // SAFETY: `array` was made just above, C-contiguous, `rows`
-            // x `words` int32s (u32's size and alignment), and no Python
-            // code has seen it yet, so nothing else reads or writes its
-            // memory until this call returns it: the slice is its only
-            // user. Written only (every row, below), never read first.
+            let made = if as_tensor {
+                unfilled_tensor(py, rows, words)?
+            } else {
+                None
+            };
+            let (bitmask, data) = match made {
+                Some((tensor, data)) => (tensor, data.as_ptr()),
+                None => {
+                    let array = unfilled_bitmask(py, rows, words)?;
+                    let data = array.data() as *mut u32;
+                    (array.into_any(), data)
+                }
+            };
+            // SAFETY: `bitmask` was made just above over `rows` x `words`
+            // int32s at `data` (u32's size and alignment), C-contiguous,
+            // and no Python code has seen it yet, so nothing else reads or
+            // writes its memory until this call returns it: the slice is
+            // its only user. Written only (every row, below), never read
+            // first.
             let buf: &mut [u32] = match rows * words {
                 0 => &mut [],
-                len => unsafe { std::slice::from_raw_parts_mut(array.data() as *mut u32, len) },
+                len => unsafe { std::slice::from_raw_parts_mut(data, len) },
             };
             fill_tree_rows(py, &reqs, &ones, buf, rows, words, num_threads)?;
-            array.into_any()
+            bitmask
         }
     };
     let unread = lists::usizes(py, &unread)?;

@@ -13,6 +13,7 @@ mod lists;
 mod matcher;
 mod pooledmask;
 mod stag;
+mod tensormask;
 mod tokenizer;
 
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};

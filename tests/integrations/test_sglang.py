@@ -872,7 +872,7 @@ def test_draft_tree_refused_call_falls_back_per_request(backend, monkeypatch):
             raise ValueError("a parser bound")
         return real(items, *rest)
 
-    def flaky_step(*args):
+    def flaky_step(*args, **kwargs):
         calls.append("step")
         if args[5] is not None:  # a pinned bitmask (CUDA): what a refused step may leave in it
             args[5][:] = 0x1234

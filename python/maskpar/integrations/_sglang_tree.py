@@ -148,6 +148,7 @@ def install_draft_tree_fill() -> bool:
                 retrieve_next_sibling_cpu,
                 draft_tokens_cpu,
                 *target,
+                as_tensor=True,
             )
         except (ValueError, TypeError):
             done = None  # a request maskpar refuses: the general path, request by request
@@ -164,7 +165,12 @@ def install_draft_tree_fill() -> bool:
                 allocated=allocated,
             )
         rows, unread, grammar = done
-        bitmask = allocated[0] if allocated else torch.from_numpy(rows)
+        if allocated:
+            bitmask = allocated[0]
+        elif type(rows) is torch.Tensor:
+            bitmask = rows  # made by torch through DLPack (rust/py/tensormask.rs)
+        else:
+            bitmask = torch.from_numpy(rows)  # a torch without DLPack's import
         if unread:
             _walk_trees(
                 unread,
