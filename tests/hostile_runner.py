@@ -1705,6 +1705,26 @@ def _():
     return eagle_step([Req(StepGrammar(shared)), Req(StepGrammar(shared))], 4)
 
 
+@case("eagle_step_requests_lie_about_their_length", OK)
+def _():
+    # The length is a hint for reserving room, never trusted: a huge one
+    # reserves no memory for it, a raising one is ignored.
+    class Lying(list):
+        def __init__(self, items: Any, length: Any) -> None:
+            super().__init__(items)
+            self.length = length
+
+        def __len__(self) -> Any:
+            if isinstance(self.length, Exception):
+                raise self.length
+            return self.length
+
+    for length in (sys.maxsize, 2**40, 0, ValueError("no length")):
+        got = eagle_step(Lying([Req(StepGrammar()), Req(None)], length), 4, batch=2)
+        assert got is not None and got[1] == [], got
+    return got[1]
+
+
 @case("eagle_step_requests_not_iterable", TYPE)
 def _():
     return eagle_step(5, 2, batch=1)

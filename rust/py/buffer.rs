@@ -278,7 +278,7 @@ impl<'py> Bitmask<'py> {
         // One C call describes a plain tensor; its fields are checked there.
         if let Some(exporter) = &torch.exporter {
             if let Some(host) = exporter.host_int32(obj)? {
-                let (rows, words) = layout(&host.shape, vocab_size)?;
+                let (rows, words) = layout(host.shape(), vocab_size)?;
                 return Self::torch_memory(obj, host.ptr, rows, words);
             }
         }
@@ -365,7 +365,7 @@ pub fn _is_view_of(view: &Bound<'_, PyAny>, tensor: &Bound<'_, PyAny>) -> PyResu
     };
     Ok(Some(
         array.is_c_contiguous()
-            && array.shape() == host.shape.as_slice()
+            && array.shape() == host.shape()
             && array.data() as usize == host.ptr,
     ))
 }

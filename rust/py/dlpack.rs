@@ -126,21 +126,27 @@ pub enum HostDtype {
 /// read through the tensor's attributes has always had (docs/security.md).
 pub struct HostTensor {
     pub ptr: usize,
-    pub shape: Vec<usize>,
+    /// The dimensions, in the first `ndim` (no allocation: this is read
+    /// on every step, when the allocator's memory is cold).
+    dims: [usize; 2],
+    ndim: usize,
     pub dtype: HostDtype,
 }
 
 impl HostTensor {
+    /// The tensor's shape: one or two dimensions.
+    pub fn shape(&self) -> &[usize] {
+        &self.dims[..self.ndim]
+    }
+
     /// Rows and columns: a 1-D tensor is one row (`Exporter::host` hands
     /// on one or two dimensions only).
     pub fn matrix(&self) -> (usize, usize) {
-        let cols = self.shape.last().copied().unwrap_or(0);
-        let rows = if self.shape.len() == 2 {
-            self.shape[0]
-        } else {
-            1
-        };
-        (rows, cols)
+        match self.shape() {
+            &[rows, cols] => (rows, cols),
+            &[cols] => (1, cols),
+            _ => (1, 0),
+        }
     }
 }
 
@@ -260,20 +266,25 @@ impl Exporter {
                 std::slice::from_raw_parts(t.strides, ndim),
             )
         };
-        let Ok(shape) = dims
-            .iter()
-            .map(|&d| usize::try_from(d))
-            .collect::<Result<Vec<_>, _>>()
-        else {
-            return Ok(None);
-        };
-        if !c_contiguous(&shape, strides) {
+        let mut shape = [0usize; 2];
+        for (to, &d) in shape.iter_mut().zip(dims) {
+            let Ok(d) = usize::try_from(d) else {
+                return Ok(None);
+            };
+            *to = d;
+        }
+        if !c_contiguous(&shape[..ndim], strides) {
             return Ok(None);
         }
         let ptr = usize::try_from(t.byte_offset)
             .ok()
             .and_then(|offset| (t.data as usize).checked_add(offset));
-        Ok(ptr.map(|ptr| HostTensor { ptr, shape, dtype }))
+        Ok(ptr.map(|ptr| HostTensor {
+            ptr,
+            dims: shape,
+            ndim,
+            dtype,
+        }))
     }
 }
 

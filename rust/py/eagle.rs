@@ -28,7 +28,6 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
-use rustc_hash::FxHashSet;
 
 use super::buffer::{torch_exporter, type_name};
 use super::dlpack::HostDtype;
@@ -163,6 +162,10 @@ pub fn _fill_eagle_step<'py>(
     Ok(Some(PyTuple::new(py, [bitmask, unread.into_any(), last])?))
 }
 
+/// The most requests a batch's length may reserve room for before they are
+/// read (SGLang's batches are a few hundred at most).
+const MAX_SIZE_HINT: usize = 1 << 12;
+
 /// A step's requests as `_fill_eagle_step` reads them.
 struct StepBatch<'py> {
     /// The requests to fill (`row`: the request's index).
@@ -181,10 +184,15 @@ fn step_batch<'py>(
     requests: &Bound<'py, PyAny>,
     grammar_type: &Bound<'py, PyType>,
 ) -> PyResult<Option<StepBatch<'py>>> {
-    let mut items: Vec<Item<'py>> = Vec::new();
+    // Sized from the batch where it has a length (a list: SGLang's), so
+    // that no push reallocates (memory that is cold between steps); only
+    // a hint, bounded: `__len__` is the caller's to lie with.
+    let hint = requests.len().unwrap_or(0).min(MAX_SIZE_HINT);
+    let mut items: Vec<Item<'py>> = Vec::with_capacity(hint);
     let mut idle: Vec<usize> = Vec::new();
     let mut last = None;
-    let mut seen: FxHashSet<usize> = FxHashSet::default();
+    // (matcher's address, request): no two requests may share a matcher.
+    let mut matchers: Vec<(usize, usize)> = Vec::with_capacity(hint);
     for (i, req) in requests.try_iter()?.enumerate() {
         let grammar = req?.getattr(intern!(py, "grammar"))?;
         if grammar.is_none() {
@@ -198,11 +206,7 @@ fn step_batch<'py>(
         let matcher = matcher.cast_into::<PyMatcher>().map_err(|e| {
             PyTypeError::new_err(format!("request {i}: its grammar's matcher: {e}"))
         })?;
-        if !seen.insert(matcher.as_ptr() as usize) {
-            return Err(PyValueError::new_err(format!(
-                "request {i}: its matcher is another request's too"
-            )));
-        }
+        matchers.push((matcher.as_ptr() as usize, i));
         let matcher = (matcher.try_borrow())
             .map_err(|_| PyRuntimeError::new_err(format!("request {i}: {IN_USE}")))?;
         last = Some(grammar);
@@ -216,7 +220,23 @@ fn step_batch<'py>(
             });
         }
     }
+    if let Some(i) = first_repeat(&mut matchers) {
+        return Err(PyValueError::new_err(format!(
+            "request {i}: its matcher is another request's too"
+        )));
+    }
     Ok(last.map(|last| StepBatch { items, idle, last }))
+}
+
+/// The first request whose matcher an earlier request has too, from
+/// `(matcher address, request)` pairs (reordered). Sorting beats a hash
+/// set here: no table to allocate, in memory that is cold between steps.
+fn first_repeat(matchers: &mut [(usize, usize)]) -> Option<usize> {
+    matchers.sort_unstable();
+    (matchers.windows(2))
+        .filter(|w| w[0].0 == w[1].0)
+        .map(|w| w[1].1)
+        .min()
 }
 
 /// SGLang's three `[B, N]` tree arrays, read and checked to share a shape.
@@ -268,7 +288,7 @@ fn tree_requests<'a>(
     let [batch_size, nodes] = arrays.shape;
     let mut filled = vec![false; items.len()];
     let mut reqs: Vec<TreeRequest<'a>> = Vec::with_capacity(items.len());
-    let mut seen: FxHashSet<usize> = FxHashSet::default();
+    let mut seen = vec![false; batch_size];
     for (k, it) in items.iter().enumerate() {
         let i = it.row;
         if i >= batch_size {
@@ -276,7 +296,7 @@ fn tree_requests<'a>(
                 "item {k}: index {i} is not a row of the [{batch_size}, {nodes}] tree arrays"
             )));
         }
-        if !seen.insert(i) {
+        if std::mem::replace(&mut seen[i], true) {
             return Err(PyValueError::new_err(format!(
                 "item {k}: index {i} appears twice (each request's rows are its own)"
             )));
@@ -316,7 +336,7 @@ impl TreeArray {
     fn read(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<TreeArray> {
         if let Some(exporter) = torch_exporter(obj.py())? {
             if let Some(t) = exporter.host(obj)? {
-                if let (HostDtype::Int64, &[b, n]) = (t.dtype, t.shape.as_slice()) {
+                if let (HostDtype::Int64, &[b, n]) = (t.dtype, t.shape()) {
                     let len = b.checked_mul(n).ok_or_else(|| too_large(name))?;
                     let values = if len == 0 {
                         Vec::new()

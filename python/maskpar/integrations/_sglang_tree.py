@@ -141,14 +141,17 @@ def install_draft_tree_fill() -> bool:
         else:
             allocated, target = None, (None, vocab_size)  # maskpar allocates it
         try:
+            # Positional: keyword names cost the call a few microseconds
+            # more when its code has gone cold.
             done = _core._fill_eagle_step(
                 reqs,
                 MaskparGrammar,
                 retrieve_next_token_cpu,
                 retrieve_next_sibling_cpu,
                 draft_tokens_cpu,
-                *target,
-                as_tensor=True,
+                *target,  # bitmask, vocab_size
+                None,  # num_threads: maskpar's
+                True,  # as_tensor: a tensor where maskpar allocates it
             )
         except (ValueError, TypeError):
             done = None  # a request maskpar refuses: the general path, request by request
