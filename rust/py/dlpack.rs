@@ -142,9 +142,9 @@ impl HostTensor {
     /// Rows and columns: a 1-D tensor is one row (`Exporter::host` hands
     /// on one or two dimensions only).
     pub fn matrix(&self) -> (usize, usize) {
-        match self.shape() {
-            &[rows, cols] => (rows, cols),
-            &[cols] => (1, cols),
+        match *self.shape() {
+            [rows, cols] => (rows, cols),
+            [cols] => (1, cols),
             _ => (1, 0),
         }
     }

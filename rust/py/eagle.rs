@@ -73,9 +73,10 @@ pub fn _fill_eagle_trees<'py>(
 /// instead, a new int32 array of `ceil(vocab_size / 32)` words per row (as
 /// maskpar allocates one without CUDA: numpy's, or a recycled buffer from
 /// 4 MiB on), or with `as_tensor` a CPU torch tensor where torch publishes
-/// DLPack's import (`tensormask`; a numpy array otherwise). A request's rows are its tree's masks, or all ones where
-/// SGLang's walk writes nothing (no grammar, a grammar already terminated)
-/// or where maskpar cannot read its tree. Returns `(the bitmask, indices of
+/// DLPack's import (`tensormask`; a numpy array otherwise). A request's
+/// rows are its tree's masks, or all ones where SGLang's walk writes
+/// nothing (no grammar, a grammar already terminated) or where maskpar
+/// cannot read its tree. Returns `(the bitmask, indices of
 /// the trees not read, for SGLang's walk to fill, the last request's
 /// grammar that is not None)`, or None, having written nothing, when some
 /// grammar is of another type or no request has one (the adapter's general

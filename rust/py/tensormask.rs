@@ -65,10 +65,12 @@ unsafe extern "C" fn delete(managed: *mut ManagedTensor) {
 }
 
 /// A new `[rows, words]` int32 CPU torch tensor whose contents the caller
-/// writes (all ones, or whatever a recycled buffer held), with a pointer to
-/// its `rows * words` words; None when torch is not imported or does not
-/// publish DLPack's import. No Python code has seen the tensor: until the
-/// caller returns it, the pointer is the only way to its memory.
+/// writes (zeros, or whatever a recycled buffer held), with a pointer to
+/// its `rows * words` words; None when torch is not imported, does not
+/// publish DLPack's import, or fails to import (the caller then makes a
+/// numpy array as before: a server's step should not fail for it). No
+/// Python code has seen the tensor: until the caller returns it, the
+/// pointer is the only way to its memory.
 pub fn unfilled_tensor(
     py: Python<'_>,
     rows: usize,
@@ -128,12 +130,13 @@ pub fn unfilled_tensor(
     // GIL held and a complete managed tensor whose ownership it takes: on
     // success it returns a new reference, on failure -1 with an exception
     // set (the managed tensor is torch's either way: the spec has the
-    // importer steal it, so it is not freed here).
+    // importer steal it, so it is not freed here; at worst, if torch did
+    // not free it, one buffer is lost).
     let rc = unsafe { import(owner as *mut ManagedTensor, &mut out) };
     if rc != 0 || out.is_null() {
-        return Err(PyErr::take(py).unwrap_or_else(|| {
-            pyo3::exceptions::PyRuntimeError::new_err("torch made no tensor from a DLPack bitmask")
-        }));
+        // Cleared, not raised: the caller falls back to a numpy array.
+        drop(PyErr::take(py));
+        return Ok(None);
     }
     // SAFETY: a new (owned) reference to the tensor torch made.
     let tensor = unsafe { Bound::from_owned_ptr(py, out as *mut pyo3::ffi::PyObject) };
@@ -156,9 +159,7 @@ static SMALL: Mutex<Pool> = Mutex::new(Pool::new(SMALL_POOL_BYTES, 0));
 
 /// A buffer of at least `len` words for the caller to overwrite (whatever
 /// it holds): the pool's from `MIN_POOLED_WORDS` on, else a small one,
-/// recycled or new. Not `bitmaskpool::take` for the new ones: it fills a
-/// new buffer with as many threads as the system allows, which it asks
-/// the system for (`cores`).
+/// recycled or new (zeroed once, when new).
 fn new_buffer(len: usize) -> Result<Box<[u32]>, TryReserveError> {
     if len >= bitmaskpool::MIN_POOLED_WORDS {
         return bitmaskpool::take(len, false);
