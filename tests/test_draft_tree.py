@@ -152,6 +152,55 @@ def test_tree_fill_equals_sequential_walk(grammars, reqs, copies, threads):
     assert after == before
 
 
+@st.composite
+def large_trees(draw, pool):
+    """One tree of 48-160 nodes over tokens from `pool`."""
+    n = draw(st.integers(48, 160))
+    parents = [-1] + [draw(st.integers(max(0, i - 4), i - 1)) for i in range(1, n)]
+    tokens = [0] + [draw(st.sampled_from(pool)) for _ in range(1, n)]
+    return tokens, parents
+
+
+# "alive": `[ab]*c1+` reads a, b, ab and ba after each other, so every node
+# needs a mask; "mixed": tokens as `trees` draws them, most rows all ones.
+LARGE_TREES = {
+    "alive": (st.just(1), large_trees([0, 1, 2, 3])),
+    "mixed": (
+        st.integers(0, len(SOURCES) - 1),
+        large_trees([0, 1, 2, 3, 4, 5, 6, EOS, 8, 30]),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LARGE_TREES))
+def test_one_large_tree_fill_equals_sequential_walk(grammars, kind):
+    # One request of 48 rows or more: the walk is the caller's, and pool
+    # threads join for the rows only when 48 or more need a mask
+    # (rust/batch.rs, fill_with_tree): "alive" trees are above that line,
+    # "mixed" ones mostly below.
+    grammar_index, tree_strategy = LARGE_TREES[kind]
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(tree=tree_strategy, gi=grammar_index, threads=st.sampled_from([2, 8]))
+    def check(tree, gi, threads):
+        tokens, parents = tree
+        m = maskpar.Matcher(grammars[gi])
+        rows, valid = reference_rows(m, tokens, parents)
+        if kind == "alive":
+            assert all(valid)
+        bm = np.full((len(tokens) + 1, WORDS), SENTINEL, dtype=np.int32)
+        got = maskpar.fill_next_token_bitmask_par_with_draft_tree(
+            [(m, 1, (tokens, parents))], bm, num_threads=threads
+        )
+        assert got == [valid]
+        assert (bm[0] == SENTINEL).all()
+        for i in range(len(tokens)):
+            assert np.array_equal(bm[1 + i], rows[i]), f"node {i}"
+        assert m.num_consumed == 0
+
+    check()
+
+
 def test_refused_subtree_rows_are_minus_one(grammars):
     m = maskpar.Matcher(grammars[0])  # (ab|ba)+c?
     #       0
