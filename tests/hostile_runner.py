@@ -1648,6 +1648,19 @@ def _():
     return eagle_fill([(matcher(), 0)], eagle_arrays([1, -1, -1], [-1, 2, -1], [0, A, B]), 2)
 
 
+@case("eagle_batch_huge_batch_of_empty_trees", OK)
+def _():
+    # [2**40, 0] arrays hold no ids (numpy makes them without memory): the
+    # batch size alone must not size anything. Its one listed tree is empty
+    # (no root): reported unread.
+    import numpy as np
+
+    arrays = [np.empty((2**40, 0), dtype=np.int64) for _ in range(3)]
+    got = eagle_fill([(matcher(), 0)], arrays, 2)
+    assert got == [False], got
+    return got
+
+
 # SGLang's whole tree step (`_fill_eagle_step`): requests are any objects
 # with a `grammar` attribute, that grammar an object of the type passed whose
 # `matcher` attribute is a maskpar Matcher.

@@ -229,12 +229,13 @@ fn step_batch<'py>(
     Ok(last.map(|last| StepBatch { items, idle, last }))
 }
 
-/// The first request whose matcher an earlier request has too, from
-/// `(matcher address, request)` pairs (reordered). Sorting beats a hash
-/// set here: no table to allocate, in memory that is cold between steps.
-fn first_repeat(matchers: &mut [(usize, usize)]) -> Option<usize> {
-    matchers.sort_unstable();
-    (matchers.windows(2))
+/// The first position whose key an earlier position has too, from `(key,
+/// position)` pairs (reordered): a request sharing another's matcher, an
+/// item naming another's row. Sorting beats a hash set here: no table to
+/// allocate, in memory that is cold between steps.
+fn first_repeat(pairs: &mut [(usize, usize)]) -> Option<usize> {
+    pairs.sort_unstable();
+    (pairs.windows(2))
         .filter(|w| w[0].0 == w[1].0)
         .map(|w| w[1].1)
         .min()
@@ -289,7 +290,14 @@ fn tree_requests<'a>(
     let [batch_size, nodes] = arrays.shape;
     let mut filled = vec![false; items.len()];
     let mut reqs: Vec<TreeRequest<'a>> = Vec::with_capacity(items.len());
-    let mut seen = vec![false; batch_size];
+    // Sized by the items, never by the batch: `[2**40, 0]` arrays hold no
+    // ids at all.
+    let mut rows: Vec<(usize, usize)> = items
+        .iter()
+        .enumerate()
+        .map(|(k, it)| (it.row, k))
+        .collect();
+    let repeat = first_repeat(&mut rows);
     for (k, it) in items.iter().enumerate() {
         let i = it.row;
         if i >= batch_size {
@@ -297,7 +305,9 @@ fn tree_requests<'a>(
                 "item {k}: index {i} is not a row of the [{batch_size}, {nodes}] tree arrays"
             )));
         }
-        if std::mem::replace(&mut seen[i], true) {
+        // The first item whose index an earlier one has (an index out of
+        // range is reported above, at its first item).
+        if repeat == Some(k) {
             return Err(PyValueError::new_err(format!(
                 "item {k}: index {i} appears twice (each request's rows are its own)"
             )));
