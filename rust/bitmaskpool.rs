@@ -166,6 +166,50 @@ pub fn give_back(buf: Box<[u32]>) {
     pool.give_back(buf);
 }
 
+/// Idle bytes kept of buffers under `MIN_POOLED_WORDS` (`take_any_size`).
+const SMALL_POOL_BYTES: usize = 16 << 20;
+
+/// Buffers under `MIN_POOLED_WORDS` given back with `give_back_any_size`,
+/// at most `SMALL_POOL_BYTES` of them: a server's steps of one size take
+/// the same few back in turn. The process's pool leaves those to the C
+/// heap (where an array's or a tensor's call cost more than the faults it
+/// spares, see `MIN_POOLED_WORDS`); a caller that makes its tensor itself
+/// through DLPack (`py::tensormask`, SGLang's tree step) pays no such call,
+/// and a recycled buffer spares it the write of a new one and, once the
+/// allocator has returned the memory to the system between two steps, a
+/// page fault per 4 KiB (B = 1, N = 8: 8 rows, 130 KB; the new buffer's
+/// write alone was 6 us of 50).
+static SMALL: Mutex<Pool> = Mutex::new(Pool::new(SMALL_POOL_BYTES, 0));
+
+/// `take(len, false)` for a caller that gives its buffers back with
+/// `give_back_any_size`: below `MIN_POOLED_WORDS` too, an idle buffer
+/// (keeping what its last user left) when one fits.
+pub fn take_any_size(len: usize) -> Result<Box<[u32]>, TryReserveError> {
+    if len < MIN_POOLED_WORDS {
+        let idle = SMALL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_idle(len);
+        if let Some(buf) = idle {
+            return Ok(buf);
+        }
+    }
+    take(len, false)
+}
+
+/// `give_back`, keeping buffers under `MIN_POOLED_WORDS` too (for
+/// `take_any_size`).
+pub fn give_back_any_size(buf: Box<[u32]>) {
+    if buf.len() >= MIN_POOLED_WORDS {
+        give_back(buf);
+    } else {
+        SMALL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .give_back(buf);
+    }
+}
+
 /// A new buffer of `len` words of `u32::MAX`, or an error if the memory
 /// cannot be had. A large one is written by a few threads at once: what it
 /// costs is the page faults of its first touch, and those run in parallel
@@ -224,6 +268,24 @@ mod tests {
 
     fn buffer(words: usize, value: u32) -> Box<[u32]> {
         vec![value; words].into_boxed_slice()
+    }
+
+    /// Small buffers given back with `give_back_any_size` come back from
+    /// `take_any_size` as their last user left them; a new one is all ones.
+    #[test]
+    fn small_buffers_come_back_to_take_any_size() {
+        // A size no other test asks for (the small pool is the process's).
+        let len = 12_345;
+        let fresh = take_any_size(len).unwrap();
+        assert!(fresh.len() == len && fresh.iter().all(|&w| w == u32::MAX));
+        let mut used = fresh;
+        used.fill(7);
+        let address = used.as_ptr();
+        give_back_any_size(used);
+        let again = take_any_size(len).unwrap();
+        assert_eq!(again.as_ptr(), address);
+        assert!(again.iter().all(|&w| w == 7));
+        give_back_any_size(again);
     }
 
     #[test]

@@ -10,24 +10,22 @@
 //! from a `DLManagedTensorVersioned` directly: no Python arguments to
 //! parse, no numpy array to read.
 //!
-//! The tensor's memory is a recycled buffer (`bitmaskpool`'s for large
-//! masks, `SMALL`'s below 4 MiB) or a new one, owned by an `Owner` that the
+//! The tensor's memory is a recycled buffer (`bitmaskpool::take_any_size`,
+//! small ones included) or a new one, owned by an `Owner` that the
 //! managed tensor points at; torch calls the managed tensor's deleter once
 //! the last tensor over the memory is gone, on whatever thread drops it,
 //! and the deleter gives the buffer back to its pool (which frees it if
 //! it is full).
 
-use std::collections::TryReserveError;
 use std::ffi::c_void;
 use std::ptr::NonNull;
-use std::sync::Mutex;
 
 use pyo3::exceptions::PyMemoryError;
 use pyo3::prelude::*;
 
 use super::buffer::torch_exporter;
 use super::dlpack::{DataType, Device, DlTensor, ManagedTensor, Version, CPU, INT};
-use crate::bitmaskpool::{self, Pool};
+use crate::bitmaskpool;
 
 /// What the managed tensor owns: the struct torch is handed (first, so a
 /// pointer to it is a pointer to the whole), the shape and strides it
@@ -60,12 +58,12 @@ unsafe extern "C" fn delete(managed: *mut ManagedTensor) {
         let slice = std::ptr::slice_from_raw_parts_mut(owner.buf.as_ptr(), owner.len);
         // SAFETY: `buf`/`len` came from `Box::into_raw` of the pool's
         // buffer and are made a box again exactly once, here.
-        give_back(unsafe { Box::from_raw(slice) });
+        bitmaskpool::give_back_any_size(unsafe { Box::from_raw(slice) });
     });
 }
 
 /// A new `[rows, words]` int32 CPU torch tensor whose contents the caller
-/// writes (zeros, or whatever a recycled buffer held), with a pointer to
+/// writes (all ones, or whatever a recycled buffer held), with a pointer to
 /// its `rows * words` words; None when torch is not imported, does not
 /// publish DLPack's import, or fails to import (the caller then makes a
 /// numpy array as before: a server's step should not fail for it). No
@@ -86,7 +84,7 @@ pub fn unfilled_tensor(
         return Err(too_large());
     };
     let buf = py
-        .detach(|| new_buffer(len))
+        .detach(|| bitmaskpool::take_any_size(len))
         .map_err(|e| PyMemoryError::new_err(format!("a {rows} x {words} bitmask: {e}")))?;
     let held = buf.len();
     let buf = NonNull::new(Box::into_raw(buf) as *mut u32).expect("Box::into_raw is never null");
@@ -141,52 +139,4 @@ pub fn unfilled_tensor(
     // SAFETY: a new (owned) reference to the tensor torch made.
     let tensor = unsafe { Bound::from_owned_ptr(py, out as *mut pyo3::ffi::PyObject) };
     Ok(Some((tensor, buf)))
-}
-
-/// Idle buffers under `MIN_POOLED_WORDS` that tensors made here left, at
-/// most this many bytes of them: a server's steps of one size take the
-/// same few back in turn.
-const SMALL_POOL_BYTES: usize = 16 << 20;
-
-/// The buffers of small tensors (the pool of `bitmaskpool` keeps only large
-/// ones, whose page faults it spares). A new small buffer costs, besides
-/// its allocation, a zeroing pass over it (no Rust slice may cover memory
-/// never written), and, once the allocator has returned the memory to the
-/// system between two steps, a page fault per 4 KiB; a recycled one costs
-/// neither. Measured on SGLang's tree step at B = 1, N = 8 (8 rows, 130
-/// KB): the zeroing alone was 6 us of 50.
-static SMALL: Mutex<Pool> = Mutex::new(Pool::new(SMALL_POOL_BYTES, 0));
-
-/// A buffer of at least `len` words for the caller to overwrite (whatever
-/// it holds): the pool's from `MIN_POOLED_WORDS` on, else a small one,
-/// recycled or new (zeroed once, when new).
-fn new_buffer(len: usize) -> Result<Box<[u32]>, TryReserveError> {
-    if len >= bitmaskpool::MIN_POOLED_WORDS {
-        return bitmaskpool::take(len, false);
-    }
-    // A poisoned lock only means a panic elsewhere while it was held; the
-    // idle list is still a list of whole buffers.
-    let idle = SMALL
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .take_idle(len);
-    if let Some(buf) = idle {
-        return Ok(buf);
-    }
-    let mut buf: Vec<u32> = Vec::new();
-    buf.try_reserve_exact(len)?;
-    buf.resize(len, 0);
-    Ok(buf.into_boxed_slice())
-}
-
-/// Gives a tensor's buffer back: to the pool it came from.
-fn give_back(buf: Box<[u32]>) {
-    if buf.len() >= bitmaskpool::MIN_POOLED_WORDS {
-        bitmaskpool::give_back(buf);
-    } else {
-        SMALL
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .give_back(buf);
-    }
 }
