@@ -394,9 +394,8 @@ pub fn fill_with_tree(
             .filter(|node| matches!(node, Some((_, s)) if r.fills_mask(s)))
             .count();
         if masks < ALONE_BELOW_ROWS {
-            let valid = walk.states.iter().map(Option::is_some).collect();
             fill_walk_rows(r, &walk, bitmask, words)?;
-            return Ok(vec![valid]);
+            return Ok(vec![walk.valid()]);
         }
         return fill_walks(pool, reqs, vec![walk], bitmask, words);
     }
@@ -420,9 +419,7 @@ fn fill_walks(
     bitmask: &mut [u32],
     words: usize,
 ) -> Result<Vec<Vec<bool>>> {
-    let valid = (walks.iter())
-        .map(|w| w.states.iter().map(Option::is_some).collect())
-        .collect();
+    let valid = walks.iter().map(TreeStates::valid).collect();
     let mut jobs: Vec<(usize, RowJob)> = Vec::new();
     for (r, walk) in reqs.iter().zip(walks) {
         let g = r.matcher.grammar();
@@ -452,7 +449,7 @@ fn fill_with_tree_alone(
     let mut valid = Vec::with_capacity(reqs.len());
     for r in reqs {
         let walk = r.matcher.tree_states(&r.tree)?;
-        valid.push(walk.states.iter().map(Option::is_some).collect());
+        valid.push(walk.valid());
         fill_walk_rows(r, &walk, bitmask, words)?;
     }
     Ok(valid)

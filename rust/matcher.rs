@@ -284,6 +284,13 @@ pub struct TreeStates {
     pub states: Vec<Option<(usize, State)>>,
 }
 
+impl TreeStates {
+    /// Per node, whether the grammar accepts the path to it.
+    pub fn valid(&self) -> Vec<bool> {
+        self.states.iter().map(Option::is_some).collect()
+    }
+}
+
 impl Position {
     /// The states after each accepted prefix of `drafts`, `[s0, s1, ..., sk]`
     /// where `k` drafts were accepted, and a chart holding the sets they use.
