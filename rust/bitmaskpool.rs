@@ -44,6 +44,11 @@ const MAX_FILL_THREADS: usize = 4;
 const PARALLEL_FILL_WORDS: usize = 1 << 22;
 /// Idle bytes the pool keeps unless `MASKPAR_BITMASK_POOL_BYTES` is set.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+/// Idle buffers a pool keeps at most, whatever their bytes: a step takes
+/// back the few of its sizes, and a pool of many tiny buffers (a hostile
+/// caller's thousands of one-word masks fit any byte bound) would make
+/// every `take` a long scan under the lock.
+const MAX_IDLE: usize = 64;
 
 /// The bound on idle pooled bytes, read once from `MASKPAR_BITMASK_POOL_BYTES`
 /// (`allocate_token_bitmask` asks the pool only for buffers it could keep).
@@ -104,10 +109,12 @@ impl Pool {
     /// otherwise.
     pub fn give_back(&mut self, buf: Box<[u32]>) {
         let size = bytes_of(&buf);
-        if buf.len() < self.min_words || size > self.limit {
+        // An empty buffer holds no memory to spare anyone, and its zero
+        // bytes would never count towards the bound.
+        if buf.is_empty() || buf.len() < self.min_words || size > self.limit {
             return;
         }
-        while self.bytes + size > self.limit {
+        while self.bytes + size > self.limit || self.idle.len() >= MAX_IDLE {
             let oldest = self.idle.remove(0);
             self.bytes -= bytes_of(&oldest);
         }
@@ -185,7 +192,7 @@ static SMALL: Mutex<Pool> = Mutex::new(Pool::new(SMALL_POOL_BYTES, 0));
 /// `give_back_any_size`: below `MIN_POOLED_WORDS` too, an idle buffer
 /// (keeping what its last user left) when one fits.
 pub fn take_any_size(len: usize) -> Result<Box<[u32]>, TryReserveError> {
-    if len < MIN_POOLED_WORDS {
+    if len > 0 && len < MIN_POOLED_WORDS {
         let idle = SMALL
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -380,5 +387,25 @@ mod tests {
         let kept = take(len, false).expect("memory for a test buffer");
         assert_eq!(kept.as_ptr(), addr);
         assert!(kept[..len].iter().all(|&w| w == 5));
+    }
+
+    /// However small the buffers, a pool keeps `MAX_IDLE` at most (the
+    /// oldest go), and never an empty one (it would count no bytes against
+    /// the bound, so nothing would ever push it out).
+    #[test]
+    fn a_pool_keeps_a_bounded_number_of_buffers_and_no_empty_one() {
+        let mut pool = Pool::new(64 * BIG, 0);
+        for _ in 0..3 {
+            pool.give_back(buffer(0, 0));
+        }
+        assert_eq!(pool.idle.len(), 0, "empty buffers are not kept");
+        for i in 0..MAX_IDLE + 10 {
+            pool.give_back(buffer(1, i as u32));
+        }
+        assert_eq!(pool.idle.len(), MAX_IDLE);
+        assert_eq!(pool.idle_bytes(), MAX_IDLE * 4);
+        // The newest are kept.
+        assert_eq!(pool.idle[0][0], 10);
+        assert!(take_any_size(0).unwrap().is_empty());
     }
 }
