@@ -2000,6 +2000,163 @@ def _():
     return got[0].shape
 
 
+# Tree arrays whose length says nothing of their memory, or whose memory
+# cannot be read as it is described: refused (or read), never an abort.
+
+
+@case("eagle_batch_broadcast_tree_arrays", TYPE)
+def _():
+    # One id standing for 2**40 (a broadcast view costs no memory): copying
+    # it asked for 8 TiB and aborted, even with no request listed.
+    import numpy as np
+
+    a = np.broadcast_to(np.int64(-1), (1, 2**40))
+    return mp()._core._fill_eagle_trees([], a, a, a, bitmask(1))
+
+
+@case("eagle_batch_rows_broadcast_over_the_batch", TYPE)
+def _():
+    import numpy as np
+
+    a = np.broadcast_to(np.asarray([[1, -1]], dtype=np.int64), (2**40, 2))
+    return mp()._core._fill_eagle_trees([], a, a, a, bitmask(1))
+
+
+@case("eagle_step_expanded_tensor_arrays", TYPE, cap=32 << 30, imports_torch=True)
+def _():
+    # DLPack refuses the expanded tensor (not contiguous); its `.numpy()`
+    # is the zero-stride view above.
+    import torch
+
+    a = torch.full((1, 1), -1, dtype=torch.int64).expand(1, 2**40)
+    return mp()._core._fill_eagle_step([Req(StepGrammar())], StepGrammar, a, a, a, None, len(BYTES))
+
+
+@case("eagle_batch_misaligned_tree_arrays", TYPE)
+def _():
+    import numpy as np
+
+    a = np.ndarray((1, 2), np.int64, buffer=bytearray(17), offset=1)
+    return mp()._core._fill_eagle_trees([(matcher(), 0)], a, a, a, bitmask(2))
+
+
+@case("eagle_batch_tree_arrays_of_odd_strides", TYPE)
+def _():
+    # Elements 12 bytes apart: numpy reads each at its own address, and a
+    # view made of it would read other bytes.
+    import numpy as np
+
+    a = np.ndarray((1, 2), np.int64, buffer=bytearray(48), strides=(24, 12))
+    return mp()._core._fill_eagle_trees([(matcher(), 0)], a, a, a, bitmask(2))
+
+
+@case("eagle_batch_strided_and_fortran_tree_arrays", OK)
+def _():
+    # Views that name each id once, in any order, are read as they are.
+    import numpy as np
+
+    trees = eagle_arrays([1, -1, -1], [-1, 2, -1], [0, A, B])
+    arrays = [np.repeat(t, 3, axis=0) for t in trees]
+    expected = bitmask(9)
+    mp()._core._fill_eagle_trees([(matcher(), 0), (matcher(), 2)], *arrays, expected)
+    for view in (
+        [np.asfortranarray(a) for a in arrays],
+        [np.repeat(a, 2, axis=1)[:, ::2] for a in arrays],
+        [np.ascontiguousarray(a[::-1])[::-1] for a in arrays],
+    ):
+        got = bitmask(9)
+        valid = mp()._core._fill_eagle_trees([(matcher(), 0), (matcher(), 2)], *view, got)
+        assert valid == [True, True] and (got == expected).all(), valid
+    return valid
+
+
+@case("eagle_batch_functional_tensor_arrays", OK, cap=32 << 30, imports_torch=True)
+def _():
+    # Inside torch.func.functionalize a tensor's memory is not its own: its
+    # export has a null data pointer, which was read as ids (a segfault).
+    import numpy as np
+    import torch
+
+    seen = []
+
+    def f(nxt, sib, tok):
+        seen.append(mp()._core._fill_eagle_trees([(matcher(), 0)], nxt, sib, tok, bitmask(2)))
+        return tok
+
+    arrays = [torch.tensor([r], dtype=torch.int64) for r in ([1, -1], [-1, -1], [0, A])]
+    torch.func.functionalize(f)(*arrays)
+    assert len(seen) == 1 and isinstance(seen[0], list), seen
+    # And as logits: refused or masked, never read at address 0.
+    logits = torch._to_functional_tensor(torch.zeros((1, len(BYTES))))
+    try:
+        mp().apply_token_bitmask_inplace(logits, np.zeros((1, 9), np.int32))
+    except (TypeError, ValueError):
+        pass
+    return seen[0]
+
+
+@case("eagle_batch_tree_storage_resized_away", OK, cap=32 << 30, imports_torch=True)
+def _():
+    import torch
+
+    arrays = [torch.tensor([r], dtype=torch.int64) for r in ([1, -1], [-1, -1], [0, A])]
+    arrays[2].untyped_storage().resize_(0)
+    got = mp()._core._fill_eagle_trees([(matcher(), 0)], *arrays, bitmask(2))
+    assert isinstance(got, list) and len(got) == 1, got
+    return got
+
+
+@case("bitmask_array_and_tensor_over_it_written_at_once", OK, cap=32 << 30, imports_torch=True)
+def _():
+    # rust-numpy refuses a second borrow of one array, but a tensor over
+    # the same memory (torch.from_numpy) is another object: both fills
+    # wrote the rows at once. The second call is refused while the first
+    # (a long fill, GIL released) writes.
+    import itertools
+    import threading
+    import time
+
+    import numpy as np
+    import torch
+
+    maskpar = mp()
+    # 20,000 tokens (2.5 KB a row), 60,000 rows: a fill of about 0.3 s.
+    letters = itertools.product(b"abcdefgh", repeat=5)
+    vocab = BYTES[:256] + [bytes(t) for t in itertools.islice(letters, 20_000)] + [b"<eos>"]
+    g = maskpar.compile_regex(maskpar.Tokenizer.from_vocab(vocab, [len(vocab) - 1]), "[a-h]*!")
+    rows = 60_000
+    arr = np.zeros((rows, (len(vocab) + 31) // 32), np.int32)
+    drafts = [97] * (rows - 1)
+
+    def fill(target: Any) -> None:
+        maskpar.fill_next_token_bitmask_par_with_draft_tokens(
+            [(maskpar.Matcher(g), 0, drafts)], target, num_threads=1
+        )
+
+    started, outcome = threading.Event(), {}
+
+    def first() -> None:
+        started.set()
+        t = time.perf_counter()
+        fill(arr)
+        outcome["first"] = time.perf_counter() - t
+
+    worker = threading.Thread(target=first)
+    worker.start()
+    started.wait()
+    time.sleep(0.02)
+    try:
+        fill(torch.from_numpy(arr))
+        outcome["second"] = "written"
+    except ValueError as e:
+        assert "in use" in str(e), e
+        outcome["second"] = "refused"
+    worker.join()
+    # Only a first fill already over may have let the second one write.
+    assert outcome["second"] == "refused" or outcome["first"] < 0.02, outcome
+    return outcome["second"]
+
+
 @case("tree_chain_1m_nodes", OK)
 def _():
     import numpy as np

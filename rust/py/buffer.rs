@@ -26,7 +26,14 @@ pub struct Bitmask<'py> {
 }
 
 enum Storage<'py> {
-    Numpy(PyReadwriteArrayDyn<'py, i32>),
+    /// The array's own borrow (rust-numpy refuses a second one of the same
+    /// array), and its memory registered in `TORCH_IN_USE`: a torch tensor
+    /// over the same memory (`torch.from_numpy`, `.numpy()`) is another
+    /// object, which only the address range tells apart.
+    Numpy {
+        array: PyReadwriteArrayDyn<'py, i32>,
+        _writing: TorchWrite,
+    },
     Torch(TorchBorrow<'py>),
 }
 
@@ -34,7 +41,7 @@ impl Bitmask<'_> {
     /// The whole buffer as words; rows are `words` apart.
     pub fn words_mut(&mut self) -> &mut [u32] {
         match &mut self.storage {
-            Storage::Numpy(array) => {
+            Storage::Numpy { array, .. } => {
                 let slice = array
                     .as_slice_mut()
                     .expect("contiguity and alignment checked in Bitmask::new");
@@ -95,9 +102,10 @@ pub fn warm_up(py: Python<'_>) {
     let _ = torch_types(py);
 }
 
-/// Start and end addresses of the torch buffers being written now: a second
-/// call on an overlapping buffer (another thread, GIL released) is refused,
-/// as rust-numpy refuses a second writable borrow of an array.
+/// Start and end addresses of the buffers being written now, torch tensors'
+/// and numpy arrays' alike: a second call on an overlapping buffer (another
+/// thread, GIL released; a tensor and an array over the same memory) is
+/// refused, as rust-numpy refuses a second writable borrow of one array.
 static TORCH_IN_USE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 /// A torch tensor's memory, registered in `TORCH_IN_USE` until dropped.
@@ -262,8 +270,13 @@ impl<'py> Bitmask<'py> {
                 "bitmask is in use elsewhere (another thread or call is writing it): {other}"
             )),
         })?;
+        let start = typed.data() as usize;
+        let writing = TorchWrite::new(start, start + rows * words * 4, "bitmask")?;
         Ok(Bitmask {
-            storage: Storage::Numpy(array),
+            storage: Storage::Numpy {
+                array,
+                _writing: writing,
+            },
             rows,
             words,
         })

@@ -276,6 +276,16 @@ impl Exporter {
         if !c_contiguous(&shape[..ndim], strides) {
             return Ok(None);
         }
+        // A tensor with elements but no memory exports a null pointer: a
+        // functional tensor's wrapper (`torch.func.functionalize`), storage
+        // resized to nothing. Its elements cannot be read here (the
+        // callers' attribute checks then say what is wrong).
+        let elements = shape[..ndim]
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d));
+        if t.data.is_null() && elements != Some(0) {
+            return Ok(None);
+        }
         let ptr = usize::try_from(t.byte_offset)
             .ok()
             .and_then(|offset| (t.data as usize).checked_add(offset));

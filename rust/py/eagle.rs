@@ -24,7 +24,7 @@
 use numpy::{PyArrayMethods, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods};
 use std::ops::Range;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
@@ -349,22 +349,23 @@ impl TreeArray {
             if let Some(t) = exporter.host(obj)? {
                 if let (HostDtype::Int64, &[b, n]) = (t.dtype, t.shape()) {
                     let len = b.checked_mul(n).ok_or_else(|| too_large(name))?;
-                    let values = if len == 0 {
-                        Vec::new()
-                    } else {
+                    let mut values = ids_for(len, name)?;
+                    if len > 0 {
                         // SAFETY: a successful export of a host tensor of
                         // `[b, n]` int64 elements, C-contiguous (checked by
-                        // `host`), points at `b * n * 8` readable bytes that
-                        // the tensor owns; the GIL is held from the export
-                        // to the end of this copy, so no Python code can
-                        // free or move them meanwhile. Read as bytes: no
-                        // alignment is assumed.
+                        // `host`, which also refuses a null pointer for a
+                        // tensor with elements), points at `b * n * 8`
+                        // readable bytes that the tensor owns; the GIL is
+                        // held from the export to the end of this copy, so
+                        // no Python code can free or move them meanwhile.
+                        // Read as bytes: no alignment is assumed.
                         let bytes =
                             unsafe { std::slice::from_raw_parts(t.ptr as *const u8, len * 8) };
-                        (bytes.chunks_exact(8))
-                            .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes")))
-                            .collect()
-                    };
+                        values.extend(
+                            (bytes.chunks_exact(8))
+                                .map(|b| i64::from_ne_bytes(b.try_into().expect("8 bytes"))),
+                        );
+                    }
                     return Ok(TreeArray {
                         shape: [b, n],
                         values,
@@ -387,11 +388,24 @@ impl TreeArray {
         };
         let array = (array.extract::<PyReadonlyArray2<'_, i64>>())
             .map_err(|_| wrong(format!("got {}", describe(&array))))?;
-        let view = array.as_array();
-        let (b, n) = view.dim();
+        let (b, n) = (array.shape()[0], array.shape()[1]);
+        // Checked before the view is made: ndarray's view of misaligned
+        // elements would read them through misaligned references.
+        if b > 0 && n > 0 && !array.is_aligned() {
+            return Err(wrong("its elements are not aligned".into()));
+        }
+        let len = b.checked_mul(n).ok_or_else(|| too_large(name))?;
+        if len > MAX_VIEW_IDS && names_memory_twice(array.strides(), b, n) {
+            return Err(wrong(format!(
+                "a view of {len} ids that overlap in memory (a broadcast view): \
+                 pass a copy, or at most {MAX_VIEW_IDS} ids"
+            )));
+        }
+        let mut values = ids_for(len, name)?;
+        values.extend(array.as_array().iter().copied());
         Ok(TreeArray {
             shape: [b, n],
-            values: view.iter().copied().collect(),
+            values,
         })
     }
 
@@ -408,6 +422,41 @@ fn describe(obj: &Bound<'_, PyAny>) -> String {
         Ok(a) => format!("a {}-dimensional array of {}", a.ndim(), a.dtype()),
         Err(_) => type_name(obj),
     }
+}
+
+/// The most ids a tree array whose elements overlap in memory (a broadcast
+/// or expanded view) may claim: 128 MiB copied. Any other array holds the
+/// memory of the ids it claims, so copying it at most doubles that.
+const MAX_VIEW_IDS: usize = 1 << 24;
+
+/// Room for `len` ids of `name`, or a MemoryError: the arrays' length is
+/// the caller's, and a failed allocation must not abort the process.
+fn ids_for(len: usize, name: &str) -> PyResult<Vec<i64>> {
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(len)
+        .map_err(|_| PyMemoryError::new_err(format!("{name}: no memory for {len} ids")))?;
+    Ok(values)
+}
+
+/// Whether a `[b, n]` array of 8-byte elements with these byte strides
+/// names some memory twice (a broadcast or overlapping strided view). Such
+/// an array's length says nothing of the memory behind it (one id can
+/// stand for 2**40), so copying it could take any amount (`MAX_VIEW_IDS`);
+/// an array that names each element's bytes once holds them all.
+fn names_memory_twice(strides: &[isize], b: usize, n: usize) -> bool {
+    if b == 0 || n == 0 {
+        return false;
+    }
+    let [s0, s1] = [strides[0].unsigned_abs(), strides[1].unsigned_abs()];
+    // The bytes one line of `len` elements `step` apart spans, and whether
+    // its elements are apart at all.
+    let line = |len: usize, step: usize| (len - 1).saturating_mul(step).saturating_add(8);
+    let apart = |len: usize, step: usize| len == 1 || step >= 8;
+    // Rows after one another (C order), or columns (Fortran order).
+    let by_rows = apart(n, s1) && (b == 1 || s0 >= line(n, s1));
+    let by_columns = apart(b, s0) && (n == 1 || s1 >= line(b, s0));
+    !(by_rows || by_columns)
 }
 
 fn too_large(name: &str) -> PyErr {
