@@ -20,6 +20,7 @@ pub mod regex_dfa;
 pub mod schema;
 pub mod slices;
 pub mod stag;
+pub mod strided;
 pub mod tree;
 pub mod trie;
 pub mod vocab;

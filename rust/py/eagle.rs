@@ -38,6 +38,7 @@ use super::matcher::{PyMatcher, IN_USE};
 use super::pooledmask::unfilled_bitmask;
 use super::tensormask::unfilled_tensor;
 use crate::batch::TreeRequest;
+use crate::strided::names_memory_twice;
 use crate::tree::DraftTree;
 
 /// For each `(matcher, i)`, fills rows `i * N .. (i + 1) * N` of `bitmask`
@@ -395,7 +396,8 @@ impl TreeArray {
             return Err(wrong("its elements are not aligned".into()));
         }
         let len = b.checked_mul(n).ok_or_else(|| too_large(name))?;
-        if len > MAX_VIEW_IDS && names_memory_twice(array.strides(), b, n) {
+        let strides = [array.strides()[0], array.strides()[1]];
+        if len > MAX_VIEW_IDS && names_memory_twice(strides, b, n, 8) {
             return Err(wrong(format!(
                 "a view of {len} ids that overlap in memory (a broadcast view): \
                  pass a copy, or at most {MAX_VIEW_IDS} ids"
@@ -425,8 +427,9 @@ fn describe(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// The most ids a tree array whose elements overlap in memory (a broadcast
-/// or expanded view) may claim: 128 MiB copied. Any other array holds the
-/// memory of the ids it claims, so copying it at most doubles that.
+/// or expanded view, see `strided`) may claim: 128 MiB copied. Any other
+/// array holds the memory of the ids it claims, so copying it at most
+/// doubles that.
 const MAX_VIEW_IDS: usize = 1 << 24;
 
 /// Room for `len` ids of `name`, or a MemoryError: the arrays' length is
@@ -437,26 +440,6 @@ fn ids_for(len: usize, name: &str) -> PyResult<Vec<i64>> {
         .try_reserve_exact(len)
         .map_err(|_| PyMemoryError::new_err(format!("{name}: no memory for {len} ids")))?;
     Ok(values)
-}
-
-/// Whether a `[b, n]` array of 8-byte elements with these byte strides
-/// names some memory twice (a broadcast or overlapping strided view). Such
-/// an array's length says nothing of the memory behind it (one id can
-/// stand for 2**40), so copying it could take any amount (`MAX_VIEW_IDS`);
-/// an array that names each element's bytes once holds them all.
-fn names_memory_twice(strides: &[isize], b: usize, n: usize) -> bool {
-    if b == 0 || n == 0 {
-        return false;
-    }
-    let [s0, s1] = [strides[0].unsigned_abs(), strides[1].unsigned_abs()];
-    // The bytes one line of `len` elements `step` apart spans, and whether
-    // its elements are apart at all.
-    let line = |len: usize, step: usize| (len - 1).saturating_mul(step).saturating_add(8);
-    let apart = |len: usize, step: usize| len == 1 || step >= 8;
-    // Rows after one another (C order), or columns (Fortran order).
-    let by_rows = apart(n, s1) && (b == 1 || s0 >= line(n, s1));
-    let by_columns = apart(b, s0) && (n == 1 || s1 >= line(b, s0));
-    !(by_rows || by_columns)
 }
 
 fn too_large(name: &str) -> PyErr {
