@@ -7,7 +7,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 
-use super::buffer::{torch_exporter, TorchWrite};
+use super::buffer::{torch_exporter, Writing};
 use super::dlpack::{HostDtype, HostTensor};
 use super::int::{values, Int};
 use super::{attached, detached};
@@ -165,7 +165,7 @@ fn masked<T: Copy + Send + Sync>(
         return Ok(false);
     }
     // Logits another maskpar call is writing now: the wrapper's path.
-    let Ok(_writing) = TorchWrite::new(lg.ptr, lg_end, "logits") else {
+    let Ok(_writing) = Writing::new(lg.ptr, lg_end, "logits") else {
         return Ok(false);
     };
     // SAFETY: `lg.ptr` is the data pointer of a host tensor of exactly
@@ -174,7 +174,7 @@ fn masked<T: Copy + Send + Sync>(
     // `lg.ptr .. lg_end` is its initialised memory. The tensor owns that
     // memory and only Python code can make it let go (`set_`, `.data =`):
     // the GIL is held until the slices are gone, so none runs meanwhile.
-    // `TorchWrite` keeps the other maskpar writers of torch memory (fills
+    // `Writing` keeps the other maskpar writers of torch memory (fills
     // into tensors, which release the GIL) off it, and the bitmask's range
     // does not overlap it (checked). Every bit pattern is a valid `T`.
     let lg_slice = unsafe { std::slice::from_raw_parts_mut(lg.ptr as *mut T, rows * vocab) };

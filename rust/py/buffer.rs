@@ -27,12 +27,12 @@ pub struct Bitmask<'py> {
 
 enum Storage<'py> {
     /// The array's own borrow (rust-numpy refuses a second one of the same
-    /// array), and its memory registered in `TORCH_IN_USE`: a torch tensor
+    /// array), and its memory registered in `BEING_WRITTEN`: a torch tensor
     /// over the same memory (`torch.from_numpy`, `.numpy()`) is another
     /// object, which only the address range tells apart.
     Numpy {
         array: PyReadwriteArrayDyn<'py, i32>,
-        _writing: TorchWrite,
+        _writing: Writing,
     },
     Torch(TorchBorrow<'py>),
 }
@@ -106,22 +106,23 @@ pub fn warm_up(py: Python<'_>) {
 /// and numpy arrays' alike: a second call on an overlapping buffer (another
 /// thread, GIL released; a tensor and an array over the same memory) is
 /// refused, as rust-numpy refuses a second writable borrow of one array.
-static TORCH_IN_USE: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+static BEING_WRITTEN: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
-/// A torch tensor's memory, registered in `TORCH_IN_USE` until dropped.
+/// A torch tensor's memory, registered in `BEING_WRITTEN` until dropped.
 struct TorchBorrow<'py> {
     /// Keeps the tensor (and, unless another thread gives it other memory
     /// meanwhile, its memory) alive while the words are written.
     _tensor: Bound<'py, PyAny>,
+    _writing: Writing,
     ptr: usize,
     len: usize,
 }
 
 impl<'py> TorchBorrow<'py> {
     fn new(tensor: &Bound<'py, PyAny>, ptr: usize, len: usize) -> PyResult<Self> {
-        register(ptr, ptr + len * 4, "bitmask")?;
         Ok(TorchBorrow {
             _tensor: tensor.clone(),
+            _writing: Writing::new(ptr, ptr + len * 4, "bitmask")?,
             ptr,
             len,
         })
@@ -135,26 +136,20 @@ impl<'py> TorchBorrow<'py> {
         // strided, C-contiguous, int32 (4-byte aligned) and of exactly `len`
         // elements, so `ptr .. ptr + 4 * len` is its live, initialised memory;
         // `_tensor` keeps the tensor alive for the borrow's lifetime, and
-        // `TORCH_IN_USE` refuses any other maskpar borrow of an overlapping
+        // `BEING_WRITTEN` refuses any other maskpar borrow of an overlapping
         // range until this one is dropped, so this is the only Rust reference
         // to that memory. Every bit pattern is a valid u32.
         unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut u32, self.len) }
     }
 }
 
-impl Drop for TorchBorrow<'_> {
-    fn drop(&mut self) {
-        unregister(self.ptr, self.ptr + self.len * 4);
-    }
-}
-
-/// Registers `start .. end` in `TORCH_IN_USE`, or says `what` is in use.
+/// Registers `start .. end` in `BEING_WRITTEN`, or says `what` is in use.
 /// An empty range overlaps nothing and is not registered.
 fn register(start: usize, end: usize, what: &str) -> PyResult<()> {
     if start >= end {
         return Ok(());
     }
-    let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut in_use = BEING_WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
     if in_use.iter().any(|&(a, b)| start < b && a < end) {
         return Err(PyValueError::new_err(format!(
             "{what} is in use elsewhere (another thread or call is writing it)"
@@ -167,29 +162,29 @@ fn register(start: usize, end: usize, what: &str) -> PyResult<()> {
 /// Removes the range `register` added (registered ranges never overlap, so
 /// there is at most one).
 fn unregister(start: usize, end: usize) {
-    let mut in_use = TORCH_IN_USE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut in_use = BEING_WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(i) = in_use.iter().position(|&r| r == (start, end)) {
         in_use.swap_remove(i);
     }
 }
 
-/// Bytes `start .. end` of a torch tensor that maskpar writes outside a
-/// `Bitmask` (the logits of `apply_token_bitmask_inplace`), registered in
-/// `TORCH_IN_USE` until dropped, so that no other maskpar call writes them
+/// Bytes `start .. end` that maskpar writes (a bitmask's words, numpy's or
+/// torch's; the logits of `apply_token_bitmask_inplace`), registered in
+/// `BEING_WRITTEN` until dropped, so that no other maskpar call writes them
 /// meanwhile.
-pub(super) struct TorchWrite {
+pub(super) struct Writing {
     start: usize,
     end: usize,
 }
 
-impl TorchWrite {
+impl Writing {
     pub(super) fn new(start: usize, end: usize, what: &str) -> PyResult<Self> {
         register(start, end, what)?;
-        Ok(TorchWrite { start, end })
+        Ok(Writing { start, end })
     }
 }
 
-impl Drop for TorchWrite {
+impl Drop for Writing {
     fn drop(&mut self) {
         unregister(self.start, self.end);
     }
@@ -271,7 +266,7 @@ impl<'py> Bitmask<'py> {
             )),
         })?;
         let start = typed.data() as usize;
-        let writing = TorchWrite::new(start, start + rows * words * 4, "bitmask")?;
+        let writing = Writing::new(start, start + rows * words * 4, "bitmask")?;
         Ok(Bitmask {
             storage: Storage::Numpy {
                 array,
