@@ -329,17 +329,18 @@ impl Position {
             let p = tree.parent(i).expect("only node 0 has no parent");
             let Some((pc, ps)) = &states[p] else { continue };
             let pc = *pc;
-            let mut chart = std::mem::take(&mut charts[pc]);
+            // Advanced in place: taking it out (`mem::take`) would make an
+            // empty chart, two allocations a node, each a cache miss in
+            // memory left cold between steps.
+            let chart = &mut charts[pc];
             let parent_sets = chart.len();
-            let next = grammar.advance(&mut chart, ps, tree.token(i));
+            let next = grammar.advance(chart, ps, tree.token(i));
             if chart.len() == parent_sets {
-                charts[pc] = chart;
                 states[i] = next?.map(|s| (pc, s));
             } else {
                 // New sets: the child gets its own chart; the parent keeps its prefix.
                 let child = chart.clone();
                 chart.truncate(parent_sets);
-                charts[pc] = chart;
                 states[i] = next?.map(|s| {
                     charts.push(child);
                     (charts.len() - 1, s)
