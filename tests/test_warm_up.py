@@ -75,18 +75,18 @@ def test_samples_of_ordinary_schemas_are_instances(schema):
     assert json_sample(json.dumps(schema)) == text  # JSON text or dict alike
 
 
-def test_maps_get_two_members():
-    """An object that lists no properties but takes others gets two members
-    (the second's key follows a comma), within its bounds and its key
+def test_maps_get_three_members():
+    """An object that lists no properties but takes others gets three
+    members (as array items, see below), within its bounds and its key
     pattern."""
-    assert list(json.loads(json_sample({"type": "object"}))) == ["key", "name"]
+    assert list(json.loads(json_sample({"type": "object"}))) == ["key", "name", "id"]
     integers = {"type": "object", "additionalProperties": {"type": "integer"}}
-    assert list(json.loads(json_sample(integers)).values()) == [1, 1]
+    assert list(json.loads(json_sample(integers)).values()) == [1, 1, 1]
     one = json_sample({"type": "object", "additionalProperties": {}, "maxProperties": 1})
     assert len(json.loads(one)) == 1
     patterned = {"type": "object", "patternProperties": {"^x-[a-z]+$": {}}}
     keys = list(json.loads(json_sample(patterned)))
-    assert len(keys) == 2 and re.fullmatch("x-[a-z]+", keys[0])
+    assert len(keys) == 3 and re.fullmatch("x-[a-z]+", keys[0])
     # Listed properties, or no others allowed: no extra members.
     assert json_sample({"type": "object", "properties": {"a": {"const": 1}}}) == '{"a": 1}'
     assert json_sample({"type": "object", "additionalProperties": False}) == "{}"
@@ -107,10 +107,13 @@ def test_free_strings_hold_an_escape_that_splits_from_its_letter(llama3):
     assert re.search(pattern, json.loads(json_sample({"type": "string", "pattern": pattern})))
 
 
-def test_array_samples_hold_two_items_where_two_are_allowed():
-    """The second item follows a comma: its states are not the first's (a
-    third item's are the second's), so a sample warms both."""
-    assert json.loads(json_sample({"type": "array", "items": {"type": "integer"}})) == [1, 1]
+def test_array_samples_hold_three_items_where_three_are_allowed():
+    """The second item follows a comma after the first, the third a comma
+    after a repeat: each one's states are new (a fourth item's are the
+    third's), so a sample warms all three."""
+    assert json.loads(json_sample({"type": "array", "items": {"type": "integer"}})) == [1, 1, 1]
+    capped = {"type": "array", "items": {"type": "integer"}, "maxItems": 2}
+    assert json.loads(json_sample(capped)) == [1, 1]
     capped = {"type": "array", "items": {"type": "integer"}, "maxItems": 1}
     assert json.loads(json_sample(capped)) == [1]
 

@@ -9,8 +9,8 @@ write, there: every state that walk meets is then warm when the request's
 steps meet it (see ``_warm.warm_up``). This module writes that text from the
 schema alone: every listed property in ``properties`` order (the adapters
 compile ``key_order="schema"``), the first branch of ``anyOf``/``oneOf``, the
-first ``enum`` value, two array items (fewer where ``maxItems`` says so),
-two members of an object that lists no properties but takes others (a map),
+first ``enum`` value, three array items (fewer where ``maxItems`` says so),
+three members of an object that lists no properties but takes others (a map),
 numbers within their bounds, a typical value of each ``format``, a text each
 ``pattern`` matches (``_regex_sample``: a fixed filler refused by the pattern
 used to end the walk there, leaving every later value cold), else a short
@@ -160,20 +160,27 @@ class _Writer:
             items = schema.get("prefixItems", schema.get("items", {}))
             if isinstance(items, list):
                 return [self.value(x, depth + 1) for x in items[:4]]
-            # Two items where two are allowed: a second item's states are
-            # not the first's (it follows a comma), the third's are the second's.
+            # Three items where three are allowed. An item's Earley sets
+            # name the set it starts from: the second item starts after a
+            # comma that follows the first (the list's opening), the third
+            # after a comma that follows a repeat (the second), and every
+            # later one as the third does. With two items, the third's
+            # states were the coldest of fresh dev-split draft trees (the
+            # state after `"2",` in a list of strings).
             most = schema.get("maxItems")
-            count = max(0, min(most, 2)) if isinstance(most, int) else 2
+            count = max(0, min(most, 3)) if isinstance(most, int) else 3
             return [self.value(items, depth + 1) for _ in range(count)]
         if kind in ("string", "integer", "number", "boolean", "null"):
             return _scalar(kind, schema, self.strings)
         return "some text"
 
     def map_members(self, schema: dict, depth: int) -> dict[str, Any]:
-        """Two members of an object that lists none but takes others (a map:
-        ``patternProperties``, an ``additionalProperties`` schema, or no
+        """Three members of an object that lists none but takes others (a
+        map: ``patternProperties``, an ``additionalProperties`` schema, or no
         keywords at all), so that its key and value states are warm: the
-        first member's and, after a comma, every later one's."""
+        first member's, the second's (after a comma that follows the first)
+        and every later one's (after a comma that follows a repeat), as for
+        array items."""
         extra = schema.get("additionalProperties", True)
         patterns = schema.get("patternProperties")
         if isinstance(patterns, dict) and patterns:
@@ -181,14 +188,15 @@ class _Writer:
             key = self.strings.pattern(pattern, 0, None)
             if key is None:
                 return {}
-            keys = [key, key + "2"]  # the second may fall outside the pattern: the walk stops there
+            # The later keys may fall outside the pattern: the walk stops there.
+            keys = [key, key + "2", key + "3"]
         elif extra is True or isinstance(extra, dict):
             value_schema = extra if isinstance(extra, dict) else {"type": "string"}
-            keys = ["key", "name"]
+            keys = ["key", "name", "id"]
         else:
             return {}
         most = schema.get("maxProperties")
-        count = max(0, min(most, 2)) if isinstance(most, int) else 2
+        count = max(0, min(most, 3)) if isinstance(most, int) else 3
         return {k: self.value(value_schema, depth + 1) for k in keys[:count]}
 
 
