@@ -217,13 +217,14 @@ impl FillMemo {
     /// Copies the row kept for `key` into `row` if there is one; otherwise
     /// notes that `key` was seen. `likely_again` asks for the row at once (a
     /// scan in a state that loops, such as a string's content, usually stays
-    /// there for the next token). A warm-up notes a new state only while
-    /// there is room (`Asker`).
+    /// there for the next token); it is asked only for a state seen for the
+    /// first time, so that a hit reads none of what it looks at. A warm-up
+    /// notes a new state only while there is room (`Asker`).
     pub fn lookup(
         &self,
         key: &MemoKey,
         row: &mut [u32],
-        likely_again: bool,
+        likely_again: impl FnOnce() -> bool,
         asker: Asker,
     ) -> Lookup {
         // Parallel fills of one grammar skip the memo rather than wait.
@@ -254,7 +255,9 @@ impl FillMemo {
                 row: None,
             },
         );
-        Lookup::Fill { keep: likely_again }
+        Lookup::Fill {
+            keep: likely_again(),
+        }
     }
 
     /// Keeps `row` as the mask of the state named `key` (if it is
@@ -333,7 +336,7 @@ mod tests {
     /// once); on a miss kept as asked, stores `r`. Whether it hit.
     fn visit_as(memo: &FillMemo, k: &MemoKey, r: &[u32], now: bool, asker: Asker) -> bool {
         let mut out = vec![0; r.len()];
-        match memo.lookup(k, &mut out, now, asker) {
+        match memo.lookup(k, &mut out, || now, asker) {
             Lookup::Hit => {
                 assert_eq!(out, r);
                 true
@@ -355,7 +358,7 @@ mod tests {
         assert!(visit(&memo, &key(1), &row(1)));
         let mut out = vec![0; 4008];
         assert!(matches!(
-            memo.lookup(&key(2), &mut out, true, Asker::Fill),
+            memo.lookup(&key(2), &mut out, || true, Asker::Fill),
             Lookup::Fill { keep: true }
         ));
     }

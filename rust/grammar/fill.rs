@@ -60,26 +60,31 @@ impl CompiledGrammar {
                 ParseState::Cfg(c),
             ) => {
                 // A scan that a letter leaves where it is (inside a string)
-                // usually reads the next token there too.
-                let looping = c.frontier.iter().any(|scan| {
-                    cfg.scan_lexeme(scan.lexeme)
-                        .dfa
-                        .as_ref()
-                        .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
-                });
+                // usually reads the next token there too. Asked of new
+                // states only: a hit reads no lexeme's table.
+                let looping = || {
+                    c.frontier.iter().any(|scan| {
+                        cfg.scan_lexeme(scan.lexeme)
+                            .dfa
+                            .as_ref()
+                            .is_some_and(|d| d.step(scan.state, b'a') == scan.state)
+                    })
+                };
                 let key = MemoKey::of(&cfg.names, chart, c);
                 // A warm-up keeps rows only under position-free names: a
                 // state keyed by its chart (names run out) is the walk's own.
                 let warm = keep.is_some() && matches!(key, MemoKey::Named(_));
                 let asker = keep.unwrap_or(Asker::Fill);
-                if let Lookup::Fill { keep } = fill_memo.lookup(&key, row, warm || looping, asker) {
+                if let Lookup::Fill { keep } =
+                    fill_memo.lookup(&key, row, || warm || looping(), asker)
+                {
                     // A new state alike to one met before on every path of
                     // the trie has its row (`LexCache::root_alike`): its
                     // key stands for the run of such states, each new at
                     // every token, and is likely asked for again.
                     let alike = self.alike_key(cfg, lex_cache, c, &key);
                     let alike_keep = match &alike {
-                        Some(k) => match fill_memo.lookup(k, row, true, asker) {
+                        Some(k) => match fill_memo.lookup(k, row, || true, asker) {
                             Lookup::Hit => None,
                             Lookup::Fill { keep } => Some(keep),
                         },
