@@ -260,3 +260,70 @@ pub const MAX_ARRAY_UNROLL: usize = 256;
 
 /// Bound on the positions `contains` unrolls below a `maxItems`.
 const MAX_CONTAINS_UNROLL: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use crate::cfg::earley::Chart;
+    use crate::schema::{compile, KeyOrder, SchemaOptions};
+
+    /// The parser state's position-free name after each of `texts`.
+    fn end_keys(schema: &serde_json::Value, texts: &[&str]) -> Vec<Box<[u32]>> {
+        // As the adapters compile (`key_order="schema"`).
+        let options = SchemaOptions {
+            key_order: KeyOrder::Schema,
+            ..SchemaOptions::default()
+        };
+        let ast = compile(&schema.to_string(), &options).unwrap();
+        let cfg = crate::cfg::lower::lower(&ast).unwrap();
+        let end_key = |text: &str| {
+            let mut chart = Chart::new();
+            let st = cfg.initial(&mut chart).unwrap();
+            let st = cfg.advance_bytes(&mut chart, &st, text.as_bytes());
+            cfg.names.state_key(&chart, &st.unwrap().unwrap()).unwrap()
+        };
+        texts.iter().map(|t| end_key(t)).collect()
+    }
+
+    /// The warm-up sample writes three items of a list and three members
+    /// of a map (`integrations/_sample.py`) because this is where the
+    /// states stop being new: the state after the second comma is not the
+    /// one after the first (that comma follows the list's first item, the
+    /// second follows a repeat), and from the third comma on it is the one
+    /// after the second; inside the fourth item, the third's. (A sample of
+    /// two items has one comma: a list's third item began cold.)
+    #[test]
+    fn a_list_states_repeat_from_its_third_item_on() {
+        for (schema, sep, item) in [
+            (
+                serde_json::json!({"type": "array", "items": {"type": "integer"}}),
+                "[",
+                "12",
+            ),
+            (
+                serde_json::json!({"type": "array", "items": {"type": "string"}}),
+                "[",
+                "\"ab\"",
+            ),
+            (
+                serde_json::json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+                "{",
+                "\"k\": 12",
+            ),
+        ] {
+            // After the 1st to 4th comma; then inside the 2nd to 4th item.
+            let after: Vec<String> = (1..=4)
+                .map(|n| format!("{sep}{}, ", vec![item; n].join(", ")))
+                .collect();
+            let inside: Vec<String> = after[..3]
+                .iter()
+                .map(|a| format!("{a}{}", &item[..2]))
+                .collect();
+            let texts: Vec<&str> = after.iter().chain(&inside).map(String::as_str).collect();
+            let k = end_keys(&schema, &texts);
+            assert_ne!(k[0], k[1], "{schema}: after the first comma and the second");
+            assert_eq!(k[1], k[2], "{schema}: after the second comma and the third");
+            assert_eq!(k[2], k[3], "{schema}: after the third comma and the fourth");
+            assert_eq!(k[5], k[6], "{schema}: inside the third item and the fourth");
+        }
+    }
+}

@@ -164,9 +164,10 @@ class _Writer:
             # name the set it starts from: the second item starts after a
             # comma that follows the first (the list's opening), the third
             # after a comma that follows a repeat (the second), and every
-            # later one as the third does. With two items, the third's
-            # states were the coldest of fresh dev-split draft trees (the
-            # state after `"2",` in a list of strings).
+            # later one as the third does (`rust/schema/arrays.rs`'s
+            # tests). With two items, the third's states were the coldest
+            # of fresh dev-split draft trees (after `"2",` in a list of
+            # strings).
             most = schema.get("maxItems")
             count = max(0, min(most, 3)) if isinstance(most, int) else 3
             return [self.value(items, depth + 1) for _ in range(count)]
