@@ -263,26 +263,7 @@ const MAX_CONTAINS_UNROLL: usize = 64;
 
 #[cfg(test)]
 mod tests {
-    use crate::cfg::earley::Chart;
-    use crate::schema::{compile, KeyOrder, SchemaOptions};
-
-    /// The parser state's position-free name after each of `texts`.
-    fn end_keys(schema: &serde_json::Value, texts: &[&str]) -> Vec<Box<[u32]>> {
-        // As the adapters compile (`key_order="schema"`).
-        let options = SchemaOptions {
-            key_order: KeyOrder::Schema,
-            ..SchemaOptions::default()
-        };
-        let ast = compile(&schema.to_string(), &options).unwrap();
-        let cfg = crate::cfg::lower::lower(&ast).unwrap();
-        let end_key = |text: &str| {
-            let mut chart = Chart::new();
-            let st = cfg.initial(&mut chart).unwrap();
-            let st = cfg.advance_bytes(&mut chart, &st, text.as_bytes());
-            cfg.names.state_key(&chart, &st.unwrap().unwrap()).unwrap()
-        };
-        texts.iter().map(|t| end_key(t)).collect()
-    }
+    use crate::schema::ordered::tests::end_keys;
 
     /// The warm-up sample writes three items of a list and three members
     /// of a map (`integrations/_sample.py`) because this is where the

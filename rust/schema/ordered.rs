@@ -276,7 +276,7 @@ impl Compiler<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::cfg::earley::Chart;
     use crate::schema::{compile, KeyOrder, SchemaOptions};
     use crate::stag::tests::ast_accepts;
@@ -329,8 +329,12 @@ mod tests {
     }
 
     /// The parser state's position-free name at the end of each of
-    /// `texts`, all on one grammar (names are the grammar's own).
-    fn end_keys(schema: &serde_json::Value, texts: &[&str]) -> Vec<Box<[u32]>> {
+    /// `texts`, all on one grammar (names are the grammar's own), compiled
+    /// as the adapters compile (`key_order="schema"`).
+    pub(in crate::schema) fn end_keys(
+        schema: &serde_json::Value,
+        texts: &[&str],
+    ) -> Vec<Box<[u32]>> {
         let ast = compile(&schema.to_string(), &options()).unwrap();
         let cfg = crate::cfg::lower::lower(&ast).unwrap();
         let end_key = |text: &str| {
