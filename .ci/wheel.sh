@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI: the release wheel. Builds it as a release would (abi3, manylinux_2_28,
-# linked against glibc 2.28 by zig), checks its tag and the glibc versions its
+# linked against glibc 2.28 by zig, profile-guided by .ci/pgo.sh), checks its tag and the glibc versions its
 # extension needs, installs it with the demo's extras into a fresh virtual
 # environment (no system site packages, no Rust toolchain on PATH, binary
 # wheels only), and runs the demo from outside the source tree, so that the
@@ -16,8 +16,9 @@ trap 'rm -rf "$WORK"' EXIT
 python3 -m venv "$WORK/tools"
 "$WORK/tools/bin/python" -m pip install --quiet "maturin>=1.5,<2" ziglang
 ZIG_DIR=$("$WORK/tools/bin/python" -c 'import os, ziglang; print(os.path.dirname(ziglang.__file__))')
-# Compatibility (manylinux_2_28) comes from pyproject.toml's [tool.maturin].
-PATH="$ZIG_DIR:$PATH" "$WORK/tools/bin/maturin" build --quiet --release --zig --out "$WORK/dist"
+# Compatibility (manylinux_2_28) comes from pyproject.toml's [tool.maturin];
+# the build is profile-guided (.ci/pgo.sh, its workload under this python3).
+PATH="$ZIG_DIR:$PATH" MATURIN="$WORK/tools/bin/maturin" bash .ci/pgo.sh "$WORK/dist" --zig
 
 WHEEL=$(ls "$WORK"/dist/maskpar-*.whl)
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
