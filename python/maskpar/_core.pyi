@@ -1,6 +1,6 @@
 """Type stubs for the Rust extension module maskpar._core."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 __version__: str
@@ -319,6 +319,25 @@ def _fill_eagle_step(
     num_threads: int | None = None,
     as_tensor: bool = False,
 ) -> tuple[Any, list[int], Any] | None: ...
+
+# Private: SGLang's generate_token_bitmask(reqs, retrieve_next_token,
+# retrieve_next_sibling, draft_tokens, vocab_size) for grammars of
+# ``grammar_type`` (what maskpar.integrations.sglang installs, bound with
+# functools.partial): ``(bitmask tensor, last grammar)`` where no CUDA is
+# available, every grammar is of that type or None and every tree is read;
+# else ``general(reqs, retrieve_next_token, retrieve_next_sibling,
+# draft_tokens, vocab_size, done)``, with ``done`` None or
+# ``_fill_eagle_step``'s result.
+def _sglang_tree_step(
+    grammar_type: type,
+    cuda_available: Callable[[], bool],
+    general: Callable[..., Any],
+    reqs: Iterable[Any],
+    retrieve_next_token: Any,
+    retrieve_next_sibling: Any,
+    draft_tokens: Any,
+    vocab_size: Any,
+) -> Any: ...
 
 # Private: whether the numpy array view covers exactly the torch tensor's
 # memory (int32, C-contiguous, same address and shape), the tensor read in

@@ -100,11 +100,66 @@ pub fn _fill_eagle_step<'py>(
     num_threads: Option<Int>,
     as_tensor: bool,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    let neither_or_both =
-        || PyTypeError::new_err("give either bitmask or vocab_size (the bitmask to allocate)");
-    if bitmask.is_some() == vocab_size.is_some() {
-        return Err(neither_or_both());
+    let arrays = [retrieve_next_token, retrieve_next_sibling, draft_tokens];
+    let target = match (bitmask, vocab_size) {
+        (Some(b), None) => Target::Bitmask(b),
+        (None, Some(v)) => Target::New {
+            vocab_size: v,
+            as_tensor,
+        },
+        _ => {
+            return Err(PyTypeError::new_err(
+                "give either bitmask or vocab_size (the bitmask to allocate)",
+            ))
+        }
+    };
+    let Some(step) = eagle_step(py, requests, grammar_type, arrays, target, num_threads)? else {
+        return Ok(None);
+    };
+    step.into_tuple(py).map(Some)
+}
+
+/// Where `eagle_step` writes the step's rows.
+pub(super) enum Target<'py> {
+    /// The caller's `[B * N, words]` bitmask (its contents not read).
+    Bitmask(Bound<'py, PyAny>),
+    /// A new one of `ceil(vocab_size / 32)` words per row (see
+    /// `_fill_eagle_step`).
+    New { vocab_size: Int, as_tensor: bool },
+}
+
+/// A step `eagle_step` filled.
+pub(super) struct EagleStep<'py> {
+    /// The bitmask, every row written.
+    pub bitmask: Bound<'py, PyAny>,
+    /// Whether `bitmask` is a torch tensor maskpar made (else the caller's
+    /// object, or a numpy array).
+    pub tensor: bool,
+    /// Indices of the requests whose trees maskpar did not read (SGLang's
+    /// walk fills those).
+    pub unread: Vec<usize>,
+    /// The last request's grammar that is not None.
+    pub last: Bound<'py, PyAny>,
+}
+
+impl<'py> EagleStep<'py> {
+    /// `(bitmask, unread, last)`, as `_fill_eagle_step` returns it.
+    pub(super) fn into_tuple(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let unread = lists::usizes(py, &self.unread)?;
+        PyTuple::new(py, [self.bitmask, unread.into_any(), self.last])
     }
+}
+
+/// `_fill_eagle_step`'s work: the step's rows into `target`, or None,
+/// having written nothing (see there).
+pub(super) fn eagle_step<'py>(
+    py: Python<'py>,
+    requests: &Bound<'py, PyAny>,
+    grammar_type: &Bound<'py, PyType>,
+    [retrieve_next_token, retrieve_next_sibling, draft_tokens]: [&Bound<'py, PyAny>; 3],
+    target: Target<'py>,
+    num_threads: Option<Int>,
+) -> PyResult<Option<EagleStep<'py>>> {
     let Some(StepBatch { items, idle, last }) = step_batch(py, requests, grammar_type)? else {
         return Ok(None);
     };
@@ -124,13 +179,15 @@ pub fn _fill_eagle_step<'py>(
     let ones: Vec<Range<usize>> = (idle.iter().chain(&unread))
         .map(|&i| i * nodes..(i + 1) * nodes)
         .collect();
-    let bitmask = match bitmask {
-        Some(b) => {
+    let (bitmask, tensor) = match target {
+        Target::Bitmask(b) => {
             run_tree_fill_and_ones(py, &items, &reqs, &ones, &b, num_threads)?;
-            b
+            (b, false)
         }
-        None => {
-            let vocab_size = vocab_size.ok_or_else(neither_or_both)?;
+        Target::New {
+            vocab_size,
+            as_tensor,
+        } => {
             let words = vocab_size.non_negative("vocab_size")?.div_ceil(32);
             let rows = batch_size * nodes;
             let made = if as_tensor {
@@ -138,6 +195,7 @@ pub fn _fill_eagle_step<'py>(
             } else {
                 None
             };
+            let tensor = made.is_some();
             let (bitmask, data) = match made {
                 Some((tensor, data)) => (tensor, data.as_ptr()),
                 None => {
@@ -157,11 +215,15 @@ pub fn _fill_eagle_step<'py>(
                 len => unsafe { std::slice::from_raw_parts_mut(data, len) },
             };
             fill_tree_rows(py, &reqs, &ones, buf, rows, words, num_threads)?;
-            bitmask
+            (bitmask, tensor)
         }
     };
-    let unread = lists::usizes(py, &unread)?;
-    Ok(Some(PyTuple::new(py, [bitmask, unread.into_any(), last])?))
+    Ok(Some(EagleStep {
+        bitmask,
+        tensor,
+        unread,
+        last,
+    }))
 }
 
 /// The most requests a batch's length may reserve room for before they are

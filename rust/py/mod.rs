@@ -12,6 +12,7 @@ mod int;
 mod lists;
 mod matcher;
 mod pooledmask;
+mod sglangstep;
 mod stag;
 mod tensormask;
 mod tokenizer;
@@ -90,6 +91,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pooledmask::_pooled_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(eagle::_fill_eagle_trees, m)?)?;
     m.add_function(wrap_pyfunction!(eagle::_fill_eagle_step, m)?)?;
+    m.add_function(wrap_pyfunction!(sglangstep::_sglang_tree_step, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::_is_view_of, m)?)?;
     m.add(
         "_MIN_POOLED_BITMASK_WORDS",

@@ -14,6 +14,7 @@ backend creation, plugin loading), SGLang's code itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -39,8 +40,12 @@ from sglang.srt.constrained.reasoner_grammar_backend import (  # noqa: E402
 from sglang.srt.speculative import spec_utils  # noqa: E402
 
 import maskpar  # noqa: E402
+from maskpar._torch import _cuda_available  # noqa: E402
 from maskpar.integrations import sglang as mp_sglang  # noqa: E402
-from maskpar.integrations._sglang_tree import uninstall_draft_tree_fill  # noqa: E402
+from maskpar.integrations._sglang_tree import (  # noqa: E402
+    install_draft_tree_fill,
+    uninstall_draft_tree_fill,
+)
 
 VOCAB = 129_536  # the model's logits width: the tokenizer's 129,280 ids, padded
 EOS = 1
@@ -105,6 +110,23 @@ def registered():
     mp_sglang.register()
     yield
     uninstall_draft_tree_fill()
+
+
+@contextlib.contextmanager
+def installed_over(native):
+    """The tree fill installed over ``native`` in place of maskpar's native
+    step (``_core._sglang_tree_step``, which the installed function binds),
+    the real one installed again after."""
+    real = maskpar._core._sglang_tree_step
+    uninstall_draft_tree_fill()
+    maskpar._core._sglang_tree_step = native
+    try:
+        assert install_draft_tree_fill()
+        yield
+    finally:
+        maskpar._core._sglang_tree_step = real
+        uninstall_draft_tree_fill()
+        assert install_draft_tree_fill()
 
 
 def compile_(backend, kind, spec, reasoning=False):
@@ -736,6 +758,11 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
 
     calls = []
     real_trees, real_step = maskpar._core._fill_eagle_trees, maskpar._core._fill_eagle_step
+    real_native = maskpar._core._sglang_tree_step
+
+    def native(*a):
+        calls.append("native")
+        return real_native(*a)
 
     def step(*a, **k):
         done = real_step(*a, **k)
@@ -748,7 +775,8 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
         "_fill_eagle_trees",
         lambda *a, **k: (calls.append(("trees", len(a[0]))), real_trees(*a, **k))[1],
     )
-    got, got_grammar = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
+    with installed_over(native):
+        got, got_grammar = spec_utils.generate_token_bitmask(reqs, first, sibling, tokens, VOCAB)
     assert got_grammar is expected_grammar
     if expected is None:
         assert got is None
@@ -761,12 +789,13 @@ def test_draft_tree_rows_equal_sglang_traverse_tree(backend, reasoning_backend, 
     unwrapped = [mp_sglang._unwrap(g) for g in grammars]
     live = [g for g, ok in unwrapped if g is not None and ok and not g.is_terminated()]
     # One call fills the batch: the whole step where every grammar is a bare
-    # maskpar one, else one call with every live maskpar request (trees
+    # maskpar one (natively, without CUDA; through the Python step with a
+    # pinned bitmask), else one call with every live maskpar request (trees
     # maskpar cannot read included: it says so, and SGLang's walk fills them).
     if grammars and all(type(g) is mp_sglang.MaskparGrammar for g in grammars):
-        assert calls == [("step", True)]
+        assert calls == ["native"] + ([("step", True)] if _cuda_available() else [])
     else:
-        assert calls == [("step", False)] + ([("trees", len(live))] if live else [])
+        assert calls == ["native", ("step", False)] + ([("trees", len(live))] if live else [])
 
 
 def test_draft_tree_rows_in_recycled_memory(backend, reasoning_backend):
@@ -878,10 +907,15 @@ def test_draft_tree_refused_call_falls_back_per_request(backend, monkeypatch):
             args[5][:] = 0x1234
         raise ValueError("a parser bound")
 
+    def native_refused(grammar_type, cuda_available, general, *args):
+        calls.append("native")  # refused as the Python step is: its general path
+        return general(*args)
+
     monkeypatch.setattr(maskpar._core, "_fill_eagle_trees", flaky)
     monkeypatch.setattr(maskpar._core, "_fill_eagle_step", flaky_step)
-    got, _ = spec_utils.generate_token_bitmask(reqs, *arrays, VOCAB)
-    assert calls == ["step", [0, 1, 2], [0], [1], [2]]
+    with installed_over(native_refused):
+        got, _ = spec_utils.generate_token_bitmask(reqs, *arrays, VOCAB)
+    assert calls == ["native", "step", [0, 1, 2], [0], [1], [2]]
     assert torch.equal(got, expected)
 
 

@@ -16,7 +16,9 @@ maskpar call, which reads SGLang's ``[B, N]`` arrays as they are, and leaves
 everything else (other backends, a reasoning wrapper still inside the
 reasoning) to SGLang's own walk. A maskpar server's batch (every grammar
 maskpar's, or None) is the whole step in that call, allocation included
-(``_core._fill_eagle_step``); any other batch takes the general path
+(``_core._fill_eagle_step``; on a server without CUDA the installed
+function is itself native, ``_core._sglang_tree_step``, with no Python
+frame before the fill); any other batch takes the general path
 (:func:`fill_draft_tree_masks`, with ``_core._fill_eagle_trees``). The rows are exactly
 what SGLang's walk writes, its two rules included:
 
@@ -120,41 +122,43 @@ def install_draft_tree_fill() -> bool:
     _check_version(spec_utils)
     original = current
 
-    @functools.wraps(original)
-    def generate_token_bitmask(
+    def general(
         reqs,
         retrieve_next_token_cpu: torch.Tensor,
         retrieve_next_sibling_cpu: torch.Tensor,
         draft_tokens_cpu: torch.Tensor,
         vocab_size: int,
+        done: tuple[Any, list[int], Any] | None = None,
     ):
-        # The batch of a maskpar server: every grammar maskpar's (or None),
-        # the whole step in one call, which also allocates the bitmask
-        # unless it must be pinned. As few lines of Python as can be, on a
-        # path whose rows take 2-3 us each: each call run cold between
-        # steps (np.empty, torch.from_numpy) costs about a row.
-        if _cuda_available():
-            allocated = _allocate_with_view(
-                draft_tokens_cpu.numel(), vocab_size, recycle=True, filled=False
-            )
-            target = (allocated[1], None)  # the bitmask, pinned
-        else:
-            allocated, target = None, (None, vocab_size)  # maskpar allocates it
-        try:
-            # Positional: keyword names cost the call a few microseconds
-            # more when its code has gone cold.
-            done = _core._fill_eagle_step(
-                reqs,
-                MaskparGrammar,
-                retrieve_next_token_cpu,
-                retrieve_next_sibling_cpu,
-                draft_tokens_cpu,
-                *target,  # bitmask, vocab_size
-                None,  # num_threads: maskpar's
-                True,  # as_tensor: a tensor where maskpar allocates it
-            )
-        except (ValueError, TypeError):
-            done = None  # a request maskpar refuses: the general path, request by request
+        # What the native step below leaves to Python: ``done``, its fill
+        # with trees left to SGLang's walk or a bitmask that is not a
+        # tensor, or None: the whole step here. A maskpar server's batch
+        # (every grammar maskpar's, or None) is still one call, which also
+        # allocates the bitmask unless it must be pinned.
+        allocated = None
+        if done is None:
+            if _cuda_available():
+                allocated = _allocate_with_view(
+                    draft_tokens_cpu.numel(), vocab_size, recycle=True, filled=False
+                )
+                target = (allocated[1], None)  # the bitmask, pinned
+            else:
+                target = (None, vocab_size)  # maskpar allocates it
+            try:
+                # Positional: keyword names cost the call a few microseconds
+                # more when its code has gone cold.
+                done = _core._fill_eagle_step(
+                    reqs,
+                    MaskparGrammar,
+                    retrieve_next_token_cpu,
+                    retrieve_next_sibling_cpu,
+                    draft_tokens_cpu,
+                    *target,  # bitmask, vocab_size
+                    None,  # num_threads: maskpar's
+                    True,  # as_tensor: a tensor where maskpar allocates it
+                )
+            except (ValueError, TypeError):
+                done = None  # a request maskpar refuses: request by request below
         if done is None:
             return fill_draft_tree_masks(
                 reqs,
@@ -186,6 +190,14 @@ def install_draft_tree_fill() -> bool:
             )
         return bitmask, grammar
 
+    # What SGLang calls: a C object over the native step
+    # (rust/py/sglangstep.rs), which returns at once in the common case (no
+    # CUDA, every tree maskpar's) and calls ``general`` for the rest: a
+    # Python frame in front of every step cost 3-8% of a cold step at B = 1.
+    generate_token_bitmask = functools.partial(
+        _core._sglang_tree_step, MaskparGrammar, _cuda_available, general
+    )
+    functools.update_wrapper(generate_token_bitmask, original)
     generate_token_bitmask._maskpar_original = original
     spec_utils.generate_token_bitmask = generate_token_bitmask
     return True
