@@ -87,6 +87,7 @@ from types import SimpleNamespace
 warnings.filterwarnings("ignore")
 
 import torch  # noqa: E402
+from eagle_trees import grow_tree  # noqa: E402
 from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject  # noqa: E402
 from sglang.srt.constrained.llguidance_backend import GuidanceBackend  # noqa: E402
 from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend  # noqa: E402
@@ -100,8 +101,6 @@ DATA = os.environ.get("MASKPAR_SHARED_DATA") or os.path.join(
 )
 VOCAB = 129_536  # DeepSeek's 129,280 ids padded, as a model's logits width
 EOS = 1
-BRANCH = 2
-RANDOM_TOKEN_PROB = 0.3
 REFERENCES = ("xgrammar", "llguidance", "xgr-traverse")
 # Per reference engine, the errors of the steps it failed (left out of its figures).
 FAILED: dict[str, list[str]] = {}
@@ -153,38 +152,6 @@ def fresh(schema: str, nonce: str) -> str:
     obj = json.loads(schema)
     obj["$comment"] = nonce
     return json.dumps(obj)
-
-
-def grow_tree(seq: list[int], pos: int, n: int, rng: random.Random):
-    """EAGLE arrays of a breadth-first tree of n nodes over seq from pos."""
-    tokens, parents, on_path, depth = [seq[pos - 1] if pos else 0], [-1], [True], [0]
-    head = 0
-    while len(tokens) < n:
-        p = head
-        head += 1
-        for c in range(BRANCH):
-            if len(tokens) >= n:
-                break
-            at = pos + depth[p]
-            if c == 0 and on_path[p] and at < len(seq):
-                tok, true = seq[at], True
-            elif rng.random() < RANDOM_TOKEN_PROB:
-                tok, true = rng.randrange(129_280), False
-            else:
-                tok, true = seq[rng.randrange(len(seq))], False
-            tokens.append(tok)
-            parents.append(p)
-            on_path.append(true)
-            depth.append(depth[p] + 1)
-    first, sibling, last = [-1] * n, [-1] * n, {}
-    for i in range(1, n):
-        p = parents[i]
-        if p in last:
-            sibling[last[p]] = i
-        else:
-            first[p] = i
-        last[p] = i
-    return first, sibling, tokens
 
 
 def step_batch(backends, cases, batch, nodes, tag, rng):

@@ -71,10 +71,9 @@ from bench_regex import (  # noqa: E402
     versions,
     xgrammar_tokenizer_info,
 )
+from eagle_trees import BRANCH, RANDOM_TOKEN_PROB, first_child_next_sibling  # noqa: E402
 
 WORDS = (VOCAB_SIZE + 31) // 32
-BRANCH = 2
-RANDOM_TOKEN_PROB = 0.3
 
 
 @dataclass
@@ -113,16 +112,7 @@ def grow_tree(seq: list[int], pos: int, n: int, rng: random.Random, specials: se
             parents.append(p)
             on_path.append(true)
             depth.append(depth[p] + 1)
-    next_token = [-1] * n
-    next_sibling = [-1] * n
-    last_child: dict[int, int] = {}
-    for i in range(1, n):
-        p = parents[i]
-        if p in last_child:
-            next_sibling[last_child[p]] = i
-        else:
-            next_token[p] = i
-        last_child[p] = i
+    next_token, next_sibling = first_child_next_sibling(parents)
     as_t = lambda xs: torch.tensor(xs, dtype=torch.int64)  # noqa: E731
     return Tree(
         as_t(next_token),

@@ -39,6 +39,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from eagle_trees import grow_tree
 
 import maskpar
 from maskpar import _core
@@ -149,40 +150,6 @@ def random_walk(m: maskpar.Matcher, steps: int, rng: random.Random) -> None:
     m.forced_tokens()
 
 
-def eagle_tree(seq: list[int], pos: int, n: int, rng: random.Random) -> list[list[int]]:
-    """SGLang's EAGLE arrays (first child, next sibling, token) of a
-    breadth-first tree of ``n`` nodes, two children a node: the first
-    child of a node on the text's path carries its next token, the others
-    a token from elsewhere in the text or a random one."""
-    tokens, parents, on_path, depth = [seq[pos - 1] if pos else 0], [-1], [True], [0]
-    head = 0
-    while len(tokens) < n:
-        p, head = head, head + 1
-        for c in range(2):
-            if len(tokens) >= n:
-                break
-            at = pos + depth[p]
-            if c == 0 and on_path[p] and at < len(seq):
-                tok, true = seq[at], True
-            elif rng.random() < 0.3:
-                tok, true = rng.randrange(129_280), False
-            else:
-                tok, true = seq[rng.randrange(len(seq))], False
-            tokens.append(tok)
-            parents.append(p)
-            on_path.append(true)
-            depth.append(depth[p] + 1)
-    first, sibling, last = [-1] * n, [-1] * n, {}
-    for i in range(1, n):
-        p = parents[i]
-        if p in last:
-            sibling[last[p]] = i
-        else:
-            first[p] = i
-        last[p] = i
-    return [first, sibling, tokens]
-
-
 def cases(limit: int) -> list[tuple[str, Any]]:
     """(schema text, its first valid instance) of the sample's first
     ``limit`` schemas that have one."""
@@ -237,7 +204,7 @@ def json_steps(tok, hf, schemas, rng: random.Random, batch: int) -> int:
                 maskpar.fill_next_token_bitmask_par_with_draft_tokens(chains, bm[: len(live) * 4])
             elif kind < 0.7:
                 n = rng.choice([8, 16, 64])
-                trees = [eagle_tree(ids, pos, n, rng) for _, ids in live]
+                trees = [grow_tree(ids, pos, n, rng) for _, ids in live]
                 arrays = [np.array([t[k] for t in trees], dtype=np.int64) for k in range(3)]
                 reqs = [SimpleNamespace(grammar=Grammar(matcher=m)) for m, _ in live]
                 if torch is not None:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from test_draft_tree import to_first_child_next_sibling
 
 import maskpar
 from maskpar import _core
@@ -48,14 +49,7 @@ def eagle_tree(rng: random.Random, n: int) -> tuple[list[int], list[int], list[i
     next sibling, token), and its parents."""
     parents = [-1] + [rng.randrange(i) for i in range(1, n)]
     tokens = [0] + [rng.randrange(len(TOKENS) - 1) for _ in range(1, n)]  # EOS too, no <pad>
-    first, sibling, last = [-1] * n, [-1] * n, {}
-    for i in range(1, n):
-        p = parents[i]
-        if p in last:
-            sibling[last[p]] = i
-        else:
-            first[p] = i
-        last[p] = i
+    first, sibling = to_first_child_next_sibling(parents, range(n))
     return first, sibling, tokens, parents
 
 
