@@ -19,6 +19,11 @@ PYTHON=${PYTHON:-python3}
 MATURIN=${MATURIN:-maturin}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+# RUSTFLAGS below name paths, and cargo splits RUSTFLAGS at whitespace.
+case "$PWD$WORK" in *[[:space:]]*)
+    echo "pgo: the checkout and \$TMPDIR need paths without spaces ($PWD, $WORK)" >&2
+    exit 1 ;;
+esac
 
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 PROFDATA="$(rustc --print sysroot)/lib/rustlib/$HOST/bin/llvm-profdata"

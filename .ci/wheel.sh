@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI: the release wheel. Builds it as a release would (abi3, manylinux_2_28,
-# linked against glibc 2.28 by zig, profile-guided by .ci/pgo.sh), checks its tag and the glibc versions its
-# extension needs, installs it with the demo's extras into a fresh virtual
+# linked against glibc 2.28 by zig, profile-guided by .ci/pgo.sh), checks
+# its tag and the glibc versions its extension needs, installs it with the
+# demo's extras into a fresh virtual
 # environment (no system site packages, no Rust toolchain on PATH, binary
 # wheels only), and runs the demo from outside the source tree, so that the
 # installed wheel, not the checkout, is what runs.
