@@ -123,7 +123,7 @@ def test_cuda_goes_to_the_python_step(grammars):
     calls, general = recorder()
     got = _core._sglang_tree_step(StepGrammar, lambda: True, general, reqs, *arrays, VOCAB)
     assert got == "general's result"
-    assert calls == [(reqs, *arrays, VOCAB, None)]
+    assert calls == [(reqs, *arrays, VOCAB, None, False)]
 
 
 def test_another_grammar_type_or_no_int_goes_to_the_python_step(grammars):
@@ -131,11 +131,11 @@ def test_another_grammar_type_or_no_int_goes_to_the_python_step(grammars):
     reqs[1].grammar = SimpleNamespace(matcher=reqs[1].grammar.matcher)  # not a StepGrammar
     calls, general = recorder()
     assert _core._sglang_tree_step(StepGrammar, lambda: False, general, reqs, *arrays, VOCAB)
-    assert calls == [(reqs, *arrays, VOCAB, None)]
+    assert calls == [(reqs, *arrays, VOCAB, None, True)]
     reqs, arrays, _ = batch(grammars, random.Random(3), 1, 4)
     calls, general = recorder()
     _core._sglang_tree_step(StepGrammar, lambda: False, general, reqs, *arrays, "70")
-    assert calls == [(reqs, *arrays, "70", None)]
+    assert calls == [(reqs, *arrays, "70", None, False)]
 
 
 def test_a_refused_call_goes_to_the_python_step(grammars):
@@ -145,7 +145,7 @@ def test_a_refused_call_goes_to_the_python_step(grammars):
     reqs[1].grammar = StepGrammar(matcher=reqs[0].grammar.matcher)
     calls, general = recorder()
     _core._sglang_tree_step(StepGrammar, lambda: False, general, reqs, *arrays, VOCAB)
-    assert calls == [(reqs, *arrays, VOCAB, None)]
+    assert calls == [(reqs, *arrays, VOCAB, None, True)]
 
 
 def test_unread_trees_go_to_the_python_step_with_the_fill(grammars):
@@ -156,8 +156,8 @@ def test_unread_trees_go_to_the_python_step_with_the_fill(grammars):
     arrays[2][1, 3] = VOCAB + 5
     calls, general = recorder()
     _core._sglang_tree_step(StepGrammar, lambda: False, general, reqs, *arrays, VOCAB)
-    [(*args, done)] = calls
-    assert args == [reqs, *arrays, VOCAB]
+    [(*args, done, tried)] = calls
+    assert args == [reqs, *arrays, VOCAB] and tried
     rows, unread, last = done
     assert unread == [1] and last is reqs[-1].grammar
     for i in (0, 2):

@@ -326,8 +326,8 @@ def _fill_eagle_step(
 # functools.partial): ``(bitmask tensor, last grammar)`` where no CUDA is
 # available, every grammar is of that type or None and every tree is read;
 # else ``general(reqs, retrieve_next_token, retrieve_next_sibling,
-# draft_tokens, vocab_size, done)``, with ``done`` None or
-# ``_fill_eagle_step``'s result.
+# draft_tokens, vocab_size, done, tried)``, with ``done`` None or
+# ``_fill_eagle_step``'s result and ``tried`` whether this call ran that fill.
 def _sglang_tree_step(
     grammar_type: type,
     cuda_available: Callable[[], bool],

@@ -28,9 +28,11 @@ use super::int::Int;
 /// `cuda_available()` is true, or the batch is not all maskpar's, or a tree
 /// is not maskpar's to read, or the fill refuses the call, it returns
 /// `general(reqs, retrieve_next_token, retrieve_next_sibling, draft_tokens,
-/// vocab_size, done)`, with `done` None (nothing written) or, for trees left
-/// to SGLang's walk or a bitmask that is not a tensor, `_fill_eagle_step`'s
-/// `(bitmask, unread, last grammar)`.
+/// vocab_size, done, tried)`, with `done` None (nothing written) or, for
+/// trees left to SGLang's walk or a bitmask that is not a tensor,
+/// `_fill_eagle_step`'s `(bitmask, unread, last grammar)`; `tried` says
+/// whether this call ran that fill (so a declined or refused batch is not
+/// filled a second time).
 #[pyfunction]
 #[pyo3(signature = (
     grammar_type, cuda_available, general,
@@ -49,15 +51,17 @@ pub fn _sglang_tree_step<'py>(
     vocab_size: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let arrays = [retrieve_next_token, retrieve_next_sibling, draft_tokens];
-    let rest = |done: Option<Bound<'py, PyTuple>>| {
+    // `tried`: this call ran the fill already (and it declined, or left
+    // `done`), so `general` does not run it again.
+    let rest = |done: Option<Bound<'py, PyTuple>>, tried: bool| {
         let [a, b, c] = arrays;
-        general.call1((reqs, a, b, c, vocab_size, done))
+        general.call1((reqs, a, b, c, vocab_size, done, tried))
     };
     if cuda_available.call0()?.is_truthy()? {
-        return rest(None);
+        return rest(None, false);
     }
     let Ok(vocab) = vocab_size.extract::<Int>() else {
-        return rest(None);
+        return rest(None, false);
     };
     let target = Target::New {
         vocab_size: vocab,
@@ -75,7 +79,7 @@ pub fn _sglang_tree_step<'py>(
         Some(s) if s.tensor && s.unread.is_empty() => {
             Ok(PyTuple::new(py, [s.bitmask, s.last])?.into_any())
         }
-        Some(s) => rest(Some(s.into_tuple(py)?)),
-        None => rest(None),
+        Some(s) => rest(Some(s.into_tuple(py)?), true),
+        None => rest(None, true),
     }
 }

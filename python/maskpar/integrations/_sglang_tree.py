@@ -129,14 +129,17 @@ def install_draft_tree_fill() -> bool:
         draft_tokens_cpu: torch.Tensor,
         vocab_size: int,
         done: tuple[Any, list[int], Any] | None = None,
+        tried: bool = False,
     ):
         # What the native step below leaves to Python: ``done``, its fill
         # with trees left to SGLang's walk or a bitmask that is not a
-        # tensor, or None: the whole step here. A maskpar server's batch
-        # (every grammar maskpar's, or None) is still one call, which also
-        # allocates the bitmask unless it must be pinned.
+        # tensor, or None: the whole step here (``tried``: the native step
+        # ran the fill already and it declined or refused the batch). A
+        # maskpar server's batch (every grammar maskpar's, or None) is
+        # still one call, which also allocates the bitmask unless it must
+        # be pinned.
         allocated = None
-        if done is None:
+        if done is None and not tried:
             if _cuda_available():
                 allocated = _allocate_with_view(
                     draft_tokens_cpu.numel(), vocab_size, recycle=True, filled=False
