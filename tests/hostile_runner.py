@@ -1984,6 +1984,70 @@ def _():
     return again[0].shape
 
 
+# The native SGLang step (`_sglang_tree_step`, what the adapter installs as
+# `generate_token_bitmask`): what a caller's objects do there. Anything the
+# step declines goes to `general`, told whether the fill ran.
+
+
+def sglang_step(reqs: Any, vocab_size: Any, cuda: Any = lambda: False) -> Any:
+    calls: list[Any] = []
+    arrays = eagle_step_arrays(len(reqs))
+
+    def general(*args: Any) -> Any:
+        calls.append(args[-2:])  # (done, tried)
+        return "general"
+
+    got = mp()._core._sglang_tree_step(StepGrammar, cuda, general, reqs, *arrays, vocab_size)
+    return got, calls
+
+
+@case("sglang_step_negative_vocab_size", OK, cap=32 << 30, imports_torch=True)
+def _():
+    got, calls = sglang_step([Req(StepGrammar())], -1)
+    assert got == "general" and calls == [(None, True)], calls
+    return calls
+
+
+@case("sglang_step_vocab_size_not_an_int", OK, cap=32 << 30, imports_torch=True)
+def _():
+    got, calls = sglang_step([Req(StepGrammar())], object())
+    assert got == "general" and calls == [(None, False)], calls
+    return calls
+
+
+@case("sglang_step_huge_vocab_size", CLEAN | {"MemoryError"}, cap=32 << 30, imports_torch=True)
+def _():
+    return sglang_step([Req(StepGrammar())], 2**62)
+
+
+RUNTIME = frozenset({"RuntimeError"})
+
+
+@case("sglang_step_cuda_check_raises", RUNTIME, cap=32 << 30, imports_torch=True)
+def _():
+    def cuda() -> bool:
+        raise RuntimeError("no driver")
+
+    return sglang_step([Req(StepGrammar())], len(BYTES), cuda)
+
+
+@case("sglang_step_cuda_check_not_a_bool", TYPE, cap=32 << 30, imports_torch=True)
+def _():
+    class NoTruth:
+        def __bool__(self) -> bool:
+            raise TypeError("no truth value")
+
+    return sglang_step([Req(StepGrammar())], len(BYTES), NoTruth)
+
+
+@case("sglang_step_shared_matcher", OK, cap=32 << 30, imports_torch=True)
+def _():
+    g = StepGrammar()
+    got, calls = sglang_step([Req(g), Req(StepGrammar(g.matcher))], len(BYTES))
+    assert got == "general" and calls == [(None, True)], calls
+    return calls
+
+
 @case("eagle_step_tensor_without_torch_is_an_array", OK)
 def _():
     # torch not imported: as_tensor gives the numpy array it always gave.
