@@ -113,6 +113,17 @@ impl RowJob {
 /// 0.415 -> 0.387, B = 16, K = 4 and K = 8 unchanged within noise.
 const ALONE_BELOW_ROWS: usize = 48;
 
+/// Draft-tree nodes below which a call's trees are walked on the calling
+/// thread, however many: a node's walk is one token's advance (about a
+/// microsecond with the grammar's data cold), a fresh row's fill tens of
+/// them, so a helper woken for the walks (12-13 us of the caller's time,
+/// then 35 us or more before it runs) finds most of them done. SGLang's
+/// bench at B = 8, N = 8 (64 nodes; 2-core virtual machine, three
+/// alternating runs): mean step 0.22 / 0.27 / 0.27 -> 0.21 / 0.24 / 0.25
+/// ms, worst 0.39 / 0.47 / 0.48 -> 0.36 / 0.32 / 0.36 ms; at 128 nodes (B =
+/// 8, N = 16) one thread and two were alike.
+const WALK_ALONE_NODES: usize = 128;
+
 /// Rows to compute per thread of a call that shares its work: a pool thread
 /// joins only for at least this many more.
 const ROWS_PER_THREAD: usize = 8;
@@ -380,24 +391,34 @@ pub fn fill_with_tree(
     if alone(pool, rows) {
         return fill_with_tree_alone(reqs, bitmask, words);
     }
-    if let [r] = reqs {
-        // One tree: its walk is the caller's whichever way (one job), and
-        // only the walk tells how many rows need a mask: in a draft tree
-        // every node below a refused token is an all-ones row, and SGLang's
-        // trees of 64 nodes had 10-25 masks. Below `ALONE_BELOW_ROWS` of
-        // them a pool thread costs more than it takes: SGLang's bench at
-        // B = 1, N = 64, three alternating runs, one thread against two:
-        // mean 0.08-0.11 against 0.11-0.24 ms, worst step 0.14-0.18
-        // against 0.29-3.9 (a helper that lost its core mid-row).
-        let walk = r.matcher.tree_states(&r.tree)?;
-        let masks = (walk.states.iter())
-            .filter(|node| matches!(node, Some((_, s)) if r.fills_mask(s)))
-            .count();
+    if reqs.len() == 1 || rows < WALK_ALONE_NODES {
+        // One tree (its walk is the caller's whichever way: one job), or
+        // trees too small for a helper's wake-up to pay (see
+        // `WALK_ALONE_NODES`): the caller walks them, and only the walks
+        // tell how many rows need a mask: in a draft tree every node below
+        // a refused token is an all-ones row, and SGLang's trees of 64
+        // nodes had 10-25 masks. Below `ALONE_BELOW_ROWS` of them a pool
+        // thread costs more than it takes: SGLang's bench at B = 1, N =
+        // 64, three alternating runs, one thread against two: mean
+        // 0.08-0.11 against 0.11-0.24 ms, worst step 0.14-0.18 against
+        // 0.29-3.9 (a helper that lost its core mid-row).
+        let walks = (reqs.iter())
+            .map(|r| r.matcher.tree_states(&r.tree))
+            .collect::<Result<Vec<_>>>()?;
+        let masks: usize = (reqs.iter().zip(&walks))
+            .map(|(r, walk)| {
+                (walk.states.iter())
+                    .filter(|node| matches!(node, Some((_, s)) if r.fills_mask(s)))
+                    .count()
+            })
+            .sum();
         if masks < ALONE_BELOW_ROWS {
-            fill_walk_rows(r, &walk, bitmask, words)?;
-            return Ok(vec![walk.valid()]);
+            for (r, walk) in reqs.iter().zip(&walks) {
+                fill_walk_rows(r, walk, bitmask, words)?;
+            }
+            return Ok(walks.iter().map(TreeStates::valid).collect());
         }
-        return fill_walks(pool, reqs, vec![walk], bitmask, words);
+        return fill_walks(pool, reqs, walks, bitmask, words);
     }
     let jobs = (reqs.iter())
         .map(|r| (r.matcher.position(), r.tree.clone()))
@@ -683,10 +704,14 @@ item ::= "a" | root"#;
             &[0, 1, 2, 3],
             &[0, 1, 2, 3, 3],
         ];
-        // One request fills alone; nine bring pool threads in past one.
-        let copies: Vec<MatcherCore> = (0..9).map(|_| m.clone()).collect();
+        // One request fills alone. Past one thread: six (54 nodes, 30 or
+        // 42 masks) are walked and filled by the caller; nine (81 nodes,
+        // 45 or 63 masks) are walked by the caller and, with 63, filled
+        // with the pool's threads; fifteen (135 nodes) are walked with
+        // them too.
+        let copies: Vec<MatcherCore> = (0..15).map(|_| m.clone()).collect();
         for ones_after_end in [false, true] {
-            for (threads, n) in [(1, 1), (2, 1), (1, 9), (2, 9), (3, 9)] {
+            for (threads, n) in [(1, 1), (2, 1), (1, 9), (2, 6), (2, 9), (3, 9), (2, 15)] {
                 let reqs: Vec<TreeRequest<'_>> = (copies[..n].iter().enumerate())
                     .map(|(k, m)| TreeRequest {
                         matcher: m,

@@ -115,7 +115,8 @@ def as_array(xs, how):
 )
 def test_tree_fill_equals_sequential_walk(grammars, reqs, copies, threads):
     # Eight copies of the drawn requests make calls of 48 rows and more, which
-    # bring the pool's threads in (rust/batch.rs, ALONE_BELOW_ROWS).
+    # bring the pool's threads in for 48 masks or more, and for the walks
+    # from 128 nodes (rust/batch.rs, ALONE_BELOW_ROWS, WALK_ALONE_NODES).
     items, expect, row = [], [], 0
     for gi, hist, (tokens, parents, perm), gap, form, how in reqs * copies:
         m = maskpar.Matcher(grammars[gi])
@@ -289,7 +290,8 @@ def eagle_batches(draw):
     history, and now and then a tree maskpar cannot read."""
     n = draw(st.integers(1, 10))
     batch = []
-    # Up to 40 trees: calls of 48 rows and more bring the pool's threads in.
+    # Up to 40 trees: calls of 48 masks and more, and walks of 128 nodes and
+    # more, bring the pool's threads in.
     for _ in range(draw(st.integers(1, 5)) * draw(st.sampled_from([1, 8]))):
         parents = [-1] + [draw(st.integers(0, i - 1)) for i in range(1, n)]
         tokens = [0] + [
