@@ -176,9 +176,9 @@ LARGE_TREES = {
 @pytest.mark.parametrize("kind", sorted(LARGE_TREES))
 def test_one_large_tree_fill_equals_sequential_walk(grammars, kind):
     # One request of 48 rows or more: the walk is the caller's, and pool
-    # threads join for the rows only when 48 or more need a mask
-    # (rust/batch.rs, fill_with_tree): "alive" trees are above that line,
-    # "mixed" ones mostly below.
+    # threads may join for the rows only when 48 or more need a mask, once
+    # the caller's rows turn out slow (rust/batch.rs, fill_walks_in_order):
+    # "alive" trees are above that line, "mixed" ones mostly below.
     grammar_index, tree_strategy = LARGE_TREES[kind]
 
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
