@@ -22,6 +22,7 @@ pub mod slices;
 pub mod stag;
 pub mod strided;
 pub mod tree;
+pub mod treefill;
 pub mod trie;
 pub mod vocab;
 pub mod warmup;

@@ -116,7 +116,8 @@ def as_array(xs, how):
 def test_tree_fill_equals_sequential_walk(grammars, reqs, copies, threads):
     # Eight copies of the drawn requests make calls of 48 rows and more, which
     # bring the pool's threads in for 48 masks or more, and for the walks
-    # from 128 nodes (rust/batch.rs, ALONE_BELOW_ROWS, WALK_ALONE_NODES).
+    # from 128 nodes (rust/batch.rs, ALONE_BELOW_ROWS; rust/treefill.rs,
+    # WALK_ALONE_NODES).
     items, expect, row = [], [], 0
     for gi, hist, (tokens, parents, perm), gap, form, how in reqs * copies:
         m = maskpar.Matcher(grammars[gi])
@@ -177,7 +178,7 @@ LARGE_TREES = {
 def test_one_large_tree_fill_equals_sequential_walk(grammars, kind):
     # One request of 48 rows or more: the walk is the caller's, and pool
     # threads may join for the rows only when 48 or more need a mask, once
-    # the caller's rows turn out slow (rust/batch.rs, fill_walks_in_order):
+    # the caller's rows turn out slow (rust/treefill.rs, fill_walks_in_order):
     # "alive" trees are above that line, "mixed" ones mostly below.
     grammar_index, tree_strategy = LARGE_TREES[kind]
 

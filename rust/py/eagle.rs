@@ -37,9 +37,9 @@ use super::lists;
 use super::matcher::{PyMatcher, IN_USE};
 use super::pooledmask::unfilled_bitmask;
 use super::tensormask::unfilled_tensor;
-use crate::batch::TreeRequest;
 use crate::strided::names_memory_twice;
 use crate::tree::DraftTree;
+use crate::treefill::TreeRequest;
 
 /// For each `(matcher, i)`, fills rows `i * N .. (i + 1) * N` of `bitmask`
 /// from the tree in row `i` of the `[B, N]` int64 arrays (numpy arrays or

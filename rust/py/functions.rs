@@ -14,8 +14,9 @@ use std::sync::Arc;
 
 use rayon::ThreadPool;
 
-use crate::batch::{self, DraftRequest, Span, TreeRequest};
+use crate::batch::{self, DraftRequest, Span};
 use crate::tree::DraftTree;
+use crate::treefill::{self, TreeRequest};
 
 /// Sets the default number of threads for parallel fills and starts their pool.
 #[pyfunction]
@@ -375,7 +376,7 @@ pub(super) fn fill_tree_rows(
     for r in ones {
         buf[r.start * words..r.end * words].fill(u32::MAX);
     }
-    detached(py, || batch::fill_with_tree(reqs, buf, words, &pool))?.map_err(to_py_err)
+    detached(py, || treefill::fill_with_tree(reqs, buf, words, &pool))?.map_err(to_py_err)
 }
 
 /// Grammar-aware drafts: for each `(matcher, drafts)`, the drafts up to the
