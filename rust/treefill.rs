@@ -187,9 +187,13 @@ fn fill_walks_in_order(
                 .count()
         })
         .sum();
-    // Below `ALONE_BELOW_ROWS` masks the rows are the caller's, whatever
-    // they take (see the docs).
-    let may_hand_off = left >= ALONE_BELOW_ROWS;
+    if left < ALONE_BELOW_ROWS {
+        // The caller's, whatever they take (see the docs).
+        for (r, walk) in reqs.iter().zip(&walks) {
+            fill_walk_rows(r, walk, bitmask, words)?;
+        }
+        return Ok(valid);
+    }
     let start = Instant::now();
     let mut so_far = RowsSoFar {
         masks: 0,
@@ -204,7 +208,7 @@ fn fill_walks_in_order(
             let row = &mut bitmask[(r.row + i) * words..(r.row + i + 1) * words];
             match node {
                 Some((c, s)) if r.fills_mask(s) => {
-                    if may_hand_off && left >= HAND_OFF_MASKS && hand_off(&so_far) {
+                    if left >= HAND_OFF_MASKS && hand_off(&so_far) {
                         from = Some((k, i));
                         break 'requests;
                     }
