@@ -368,19 +368,23 @@ pub fn grammar_aware_drafts(
     })
 }
 
+/// The grammar of this module's tests and `treefill`'s: `a*bc` over the
+/// tokens a, b, c and EOS (ids 0-3), 40 ids wide.
+#[cfg(test)]
+pub(crate) fn test_grammar() -> Arc<CompiledGrammar> {
+    let toks: Vec<Vec<u8>> = ["a", "b", "c", "<eos>"]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+    let vocab = Arc::new(crate::vocab::Vocab::new(toks, &[3], &[], Some(40)).unwrap());
+    Arc::new(CompiledGrammar::from_regex(vocab, "a*bc").unwrap())
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_grammar as grammar;
     use super::*;
     use crate::vocab::Vocab;
-
-    fn grammar() -> Arc<CompiledGrammar> {
-        let toks: Vec<Vec<u8>> = ["a", "b", "c", "<eos>"]
-            .iter()
-            .map(|t| t.as_bytes().to_vec())
-            .collect();
-        let vocab = Arc::new(Vocab::new(toks, &[3], &[], Some(40)).unwrap());
-        Arc::new(CompiledGrammar::from_regex(vocab, "a*bc").unwrap())
-    }
 
     fn spans<'a>(reqs: &[DraftRequest<'a>]) -> Vec<Span<'a>> {
         reqs.iter().map(DraftRequest::span).collect()

@@ -310,18 +310,7 @@ fn fill_walk_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{check_layout, pool};
-    use crate::grammar::CompiledGrammar;
-    use crate::vocab::Vocab;
-
-    fn grammar() -> Arc<CompiledGrammar> {
-        let toks: Vec<Vec<u8>> = ["a", "b", "c", "<eos>"]
-            .iter()
-            .map(|t| t.as_bytes().to_vec())
-            .collect();
-        let vocab = Arc::new(Vocab::new(toks, &[3], &[], Some(40)).unwrap());
-        Arc::new(CompiledGrammar::from_regex(vocab, "a*bc").unwrap())
-    }
+    use crate::batch::{check_layout, pool, test_grammar as grammar};
 
     #[test]
     fn tree_fill_equals_walking_each_path() {
