@@ -71,7 +71,7 @@ from bench_regex import (  # noqa: E402
     versions,
     xgrammar_tokenizer_info,
 )
-from eagle_trees import BRANCH, RANDOM_TOKEN_PROB, first_child_next_sibling  # noqa: E402
+from eagle_trees import BRANCH, first_child_next_sibling, grow  # noqa: E402
 
 WORDS = (VOCAB_SIZE + 31) // 32
 
@@ -86,32 +86,22 @@ class Tree:
 
 
 def grow_tree(seq: list[int], pos: int, n: int, rng: random.Random, specials: set[int]) -> Tree:
-    """A breadth-first tree of `n` nodes over `seq` from position `pos`."""
-    tokens = [seq[pos - 1] if pos > 0 else 0]
-    parents = [-1]
-    on_path = [True]
-    depth = [0]
-    head = 0
-    while len(tokens) < n:
-        p = head
-        head += 1
-        for c in range(BRANCH):
-            if len(tokens) >= n:
-                break
-            at = pos + depth[p]
-            if c == 0 and on_path[p] and at < len(seq):
-                tok, true = seq[at], True
-            elif rng.random() < RANDOM_TOKEN_PROB:
-                tok = rng.randrange(VOCAB_SIZE)
-                while tok in specials:
-                    tok = rng.randrange(VOCAB_SIZE)
-                true = False
-            else:
-                tok, true = seq[rng.randrange(len(seq) - 1)], False
-            tokens.append(tok)
-            parents.append(p)
-            on_path.append(true)
-            depth.append(depth[p] + 1)
+    """A breadth-first tree of `n` nodes over `seq` from position `pos`
+    (`eagle_trees.grow`): random ids never special, tokens from elsewhere in
+    the text never its last (EOS)."""
+
+    def random_id() -> int:
+        tok = rng.randrange(VOCAB_SIZE)
+        while tok in specials:
+            tok = rng.randrange(VOCAB_SIZE)
+        return tok
+
+    tokens, parents, on_path = grow(
+        seq, pos, n, rng, random_id, lambda: seq[rng.randrange(len(seq) - 1)]
+    )
+    depth = [0] * n
+    for i in range(1, n):
+        depth[i] = depth[parents[i]] + 1
     next_token, next_sibling = first_child_next_sibling(parents)
     as_t = lambda xs: torch.tensor(xs, dtype=torch.int64)  # noqa: E731
     return Tree(

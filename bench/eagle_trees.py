@@ -36,10 +36,19 @@ def first_child_next_sibling(parents: list[int]) -> tuple[list[int], list[int]]:
 
 
 def grow(
-    seq: list[int], pos: int, n: int, rng: random.Random, random_id: Callable[[], int]
+    seq: list[int],
+    pos: int,
+    n: int,
+    rng: random.Random,
+    random_id: Callable[[], int],
+    elsewhere: Callable[[], int] | None = None,
 ) -> tuple[list[int], list[int], list[bool]]:
     """``(tokens, parents, on_path)`` of a tree of ``n`` nodes over ``seq``
-    from ``pos`` (see the module docs); ``random_id()`` draws the random ids."""
+    from ``pos`` (see the module docs); ``random_id()`` draws the random ids,
+    ``elsewhere()`` the tokens from elsewhere in the text (by default any
+    of ``seq``'s, drawn from ``rng``)."""
+    if elsewhere is None:
+        elsewhere = lambda: seq[rng.randrange(len(seq))]  # noqa: E731
     tokens, parents, on_path, depth = [seq[pos - 1] if pos else 0], [-1], [True], [0]
     head = 0
     while len(tokens) < n:
@@ -53,7 +62,7 @@ def grow(
             elif rng.random() < RANDOM_TOKEN_PROB:
                 tok, true = random_id(), False
             else:
-                tok, true = seq[rng.randrange(len(seq))], False
+                tok, true = elsewhere(), False
             tokens.append(tok)
             parents.append(p)
             on_path.append(true)
