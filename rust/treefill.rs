@@ -74,15 +74,14 @@ pub struct TreeRequest<'a> {
     pub ones_after_end: bool,
 }
 
-impl TreeRequest<'_> {
+impl<'a> TreeRequest<'a> {
     /// What row of node state `s` gets: its mask, or all ones past the end
     /// when `ones_after_end` asks for it.
     fn fills_mask(&self, s: &State) -> bool {
         !(self.ones_after_end && s.terminated)
     }
-}
 
-impl<'a> TreeRequest<'a> {
+    /// The rows the request writes (for `batch::check_layout`).
     pub fn span(&self) -> Span<'a> {
         Span {
             matcher: self.matcher,
